@@ -1,0 +1,5 @@
+"""The ``kubedl-py`` command."""
+
+
+def main() -> int:
+    return 0
