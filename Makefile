@@ -1,0 +1,42 @@
+# Every target creates or refreshes .venv itself, so a fresh clone needs nothing but python3 and make.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-test
+DEMO_STAMP := $(VENV)/.installed-demo
+
+.PHONY: test lint demo manifests bench soak e2e e2e-kind clean venv
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+$(DEMO_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,demo]'
+	touch $@
+
+venv: $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+lint: $(STAMP)
+	$(BIN)/ruff check kubedl_py tests e2e bench examples
+	$(BIN)/ruff format --check kubedl_py tests e2e bench examples
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+manifests: $(STAMP)
+	$(BIN)/kubedl-py manifests > deploy/kubedl-py.yaml
+	$(BIN)/kubedl-py manifests --crds-only > deploy/crds.yaml
+
+demo: $(STAMP)
+	$(BIN)/python examples/demo.py
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,145 @@
+"""Models shared by PyTorchJob and TFJob: replica specs, run policy, status, and a lossless pod template.
+
+The pod template is the user's, not ours: it must come back byte-for-byte equivalent after a round trip
+through the models, whatever Kubernetes fields it carries. So only the few fields the controller reads are
+typed; everything else is kept as extra fields (``extra="allow"``) and dumped back unchanged.
+Optional fields default to ``None`` and are dumped with ``exclude_none`` so that defaults are applied
+explicitly (``defaults.py``), never smuggled in by a round trip.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from kubedl_py.api.constants import MAX_TOTAL_REPLICAS
+
+RestartPolicy = Literal["Always", "OnFailure", "Never", "ExitCode"]
+CleanPodPolicy = Literal["All", "Running", "None"]
+ConditionType = Literal["Created", "Running", "Restarting", "Succeeded", "Failed"]
+ConditionStatus = Literal["True", "False", "Unknown"]
+
+NonNegativeInt = Annotated[int, Field(ge=0)]
+
+
+class KubeModel(BaseModel):
+    """Base for our own (closed) structures: camelCase on the wire, unknown fields rejected."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", validate_assignment=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire form: camelCase keys, unset optionals omitted."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+class OpenModel(BaseModel):
+    """Base for Kubernetes structures we only partly type: unknown fields are kept losslessly."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow", validate_assignment=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+class ObjectMeta(OpenModel):
+    name: str | None = None
+    generate_name: str | None = None
+    namespace: str | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    generation: int | None = None
+    creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
+
+
+class ContainerPort(OpenModel):
+    container_port: int = Field(ge=1, le=65535)
+    name: str | None = None
+    host_port: int | None = Field(default=None, ge=0, le=65535)
+    protocol: str | None = None
+
+
+class EnvVar(OpenModel):
+    name: str
+    value: str | None = None
+
+
+class Container(OpenModel):
+    name: str = Field(min_length=1)
+    image: str = Field(min_length=1)
+    command: list[str] | None = None
+    args: list[str] | None = None
+    env: list[EnvVar] | None = None
+    ports: list[ContainerPort] | None = None
+
+
+class PodSpec(OpenModel):
+    containers: list[Container] = Field(min_length=1)
+    restart_policy: str | None = None
+    host_network: bool | None = None
+    scheduler_name: str | None = None
+
+
+class PodTemplateSpec(OpenModel):
+    metadata: dict[str, Any] | None = None
+    spec: PodSpec
+
+
+class ReplicaSpec(KubeModel):
+    replicas: Annotated[int, Field(ge=0, le=MAX_TOTAL_REPLICAS)] | None = None
+    restart_policy: RestartPolicy | None = None
+    template: PodTemplateSpec
+
+
+class SchedulingPolicy(KubeModel):
+    min_available: Annotated[int, Field(ge=1)] | None = None
+    queue: str | None = None
+    priority_class_name: str | None = None
+
+
+class RunPolicy(KubeModel):
+    """Fields that KubeDL keeps inline in ``spec``; shared by every job kind."""
+
+    clean_pod_policy: CleanPodPolicy | None = None
+    ttl_seconds_after_finished: NonNegativeInt | None = None
+    active_deadline_seconds: Annotated[int, Field(ge=1)] | None = None
+    backoff_limit: NonNegativeInt | None = None
+    scheduling_policy: SchedulingPolicy | None = None
+
+
+class StatusModel(BaseModel):
+    """Base for status structures: written by a controller, so unknown fields from a newer writer are
+    ignored rather than refused (a client must never fail to read a job because its status grew)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", validate_assignment=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+class JobCondition(StatusModel):
+    type: ConditionType
+    status: ConditionStatus
+    reason: str | None = None
+    message: str | None = None
+    last_update_time: datetime | None = None
+    last_transition_time: datetime | None = None
+
+
+class ReplicaStatus(StatusModel):
+    active: NonNegativeInt | None = None
+    succeeded: NonNegativeInt | None = None
+    failed: NonNegativeInt | None = None
+
+
+class JobStatus(StatusModel):
+    conditions: list[JobCondition] | None = None
+    replica_statuses: dict[str, ReplicaStatus] | None = None
+    start_time: datetime | None = None
+    completion_time: datetime | None = None
+    last_reconcile_time: datetime | None = None

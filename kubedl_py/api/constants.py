@@ -1,0 +1,48 @@
+"""Names that are promises to users: API group, labels, annotations, default ports and containers.
+
+Everything that appears on a cluster object and that users or other tools may select on lives here, so a
+rename is one diff and a test can pin it down (see DESIGN.md, "Public contracts").
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+GROUP: Final = "training.kubedl.io"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+
+PYTORCH_KIND: Final = "PyTorchJob"
+PYTORCH_PLURAL: Final = "pytorchjobs"
+TF_KIND: Final = "TFJob"
+TF_PLURAL: Final = "tfjobs"
+
+# Labels on every pod and Service the controller creates.
+LABEL_JOB_NAME: Final = f"{GROUP}/job-name"
+LABEL_REPLICA_TYPE: Final = f"{GROUP}/replica-type"
+LABEL_REPLICA_INDEX: Final = f"{GROUP}/replica-index"
+LABEL_JOB_ROLE: Final = f"{GROUP}/job-role"
+# Which controller created the object: lets the informers cache only what is ours.
+LABEL_CONTROLLER: Final = f"{GROUP}/controller"
+CONTROLLER_NAME: Final = "kubedl-py"
+
+# Host-network mode switch (on the job) and the audit record of the chosen port (on each pod).
+ANNOTATION_NETWORK_MODE: Final = "kubedl.io/network-mode"
+NETWORK_MODE_HOST: Final = "host"
+ANNOTATION_HOST_PORT: Final = f"{GROUP}/host-port"
+
+PYTORCH_CONTAINER: Final = "pytorch"
+PYTORCH_PORT_NAME: Final = "pytorchjob-port"
+PYTORCH_PORT: Final = 23456
+TF_CONTAINER: Final = "tensorflow"
+TF_PORT_NAME: Final = "tfjob-port"
+TF_PORT: Final = 2222
+
+PYTORCH_REPLICA_TYPES: Final = ("Master", "Worker")
+TF_REPLICA_TYPES: Final = ("PS", "Worker", "Chief", "Master", "Evaluator")
+
+# Kubernetes limits that bound our names: a Service name is a DNS-1035 label.
+MAX_SERVICE_NAME: Final = 63
+# Upper bound on the replicas of one job. A job of 100,000 pods is a typo or an attack, not a workload;
+# refusing it in the schema keeps the controller from trying to create it.
+MAX_TOTAL_REPLICAS: Final = 10_000

@@ -1,0 +1,67 @@
+"""Every default of the API, in one place, with the reason for each.
+
+Defaults are applied in memory by whoever needs them (the controller on each reconcile, the SDK before it
+prints a job); they are never written back into the user's object, so ``kubectl get -o yaml`` shows what the
+user wrote and a later change of a default reaches existing jobs on their next reconcile.
+
+- ``replicas``: 1 for both kinds — the Kubernetes convention for an omitted count.
+- ``restartPolicy``: PyTorchJob ``OnFailure`` — DDP replicas restart in place cheaply and re-rendezvous;
+  TFJob ``ExitCode`` — PS/Worker must retry preemption (exit 137/143) but fail fast on a program error.
+- ``cleanPodPolicy``: ``Running`` for both — PS replicas never exit by themselves, so the end of the job
+  frees them, while finished pods stay for their logs.
+- ``backoffLimit``: unset, meaning no limit, as in KubeDL and Kubeflow.
+- ``successPolicy`` (TFJob): ``""`` — Chief/Master, else worker 0, decides success (TensorFlow's convention).
+- ``nprocPerNode`` (PyTorchJob): 1 — one process per pod, so WORLD_SIZE equals the pod count.
+- ``elasticPolicy.rdzvBackend``: ``c10d`` — torchrun's built-in backend, no etcd needed.
+- Default container and port: ``pytorch`` / ``pytorchjob-port`` 23456 and ``tensorflow`` / ``tfjob-port`` 2222
+  (KubeDL's names); the first container when none has the name.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, TypeVar
+
+from kubedl_py.api.jobs import Framework, PyTorchJob, TFJob
+
+DEFAULT_REPLICAS: Final = 1
+DEFAULT_NPROC_PER_NODE: Final = 1
+DEFAULT_RDZV_BACKEND: Final = "c10d"
+
+J = TypeVar("J", PyTorchJob, TFJob)
+
+
+def with_defaults(job: J) -> J:
+    """A copy of ``job`` with every default of the table above filled in."""
+    copy = job.model_copy(deep=True)
+    framework = copy.framework
+    for spec in copy.replica_specs.values():
+        if spec.replicas is None:
+            spec.replicas = DEFAULT_REPLICAS
+        if spec.restart_policy is None:
+            spec.restart_policy = framework.default_restart_policy  # type: ignore[assignment]
+    if copy.run_policy.clean_pod_policy is None:
+        copy.run_policy.clean_pod_policy = framework.default_clean_pod_policy  # type: ignore[assignment]
+    if isinstance(copy, PyTorchJob):
+        if copy.spec.nproc_per_node is None:
+            copy.spec.nproc_per_node = DEFAULT_NPROC_PER_NODE
+        if copy.spec.elastic_policy is not None and copy.spec.elastic_policy.rdzv_backend is None:
+            copy.spec.elastic_policy.rdzv_backend = DEFAULT_RDZV_BACKEND
+    elif isinstance(copy, TFJob) and copy.spec.success_policy is None:
+        copy.spec.success_policy = ""
+    return copy
+
+
+def default_container_index(containers: list[dict[str, Any]], framework: Framework) -> int:
+    """Index of the container that runs the framework: the one with the framework's name, else the first."""
+    for index, container in enumerate(containers):
+        if container.get("name") == framework.container_name:
+            return index
+    return 0
+
+
+def training_port(container: dict[str, Any], framework: Framework) -> int:
+    """The port the framework listens on: the named port if the container declares it, else the default."""
+    for port in container.get("ports") or []:
+        if port.get("name") == framework.port_name and isinstance(port.get("containerPort"), int):
+            return int(port["containerPort"])
+    return framework.default_port

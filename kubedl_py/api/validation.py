@@ -1,0 +1,286 @@
+"""Validation of jobs, with errors that name the field and say the fix.
+
+Three layers reject bad jobs, from the cheapest to the last resort:
+
+1. the generated CRD schema (types, enums, ranges) — enforced by the API server for ``kubectl apply``;
+2. this module — run by the SDK before anything is sent, and by the controller on every reconcile;
+3. the controller turns whatever still gets through (a job created by a client that skipped 2) into a
+   ``Failed`` condition with reason ``InvalidSpec`` instead of half-creating pods.
+
+``parse_job`` turns raw input (a dict from YAML/JSON) into a model and raises ``JobValidationError`` with
+every problem found, never a bare pydantic traceback.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic
+
+from kubedl_py.api import constants as c
+from kubedl_py.api.defaults import DEFAULT_REPLICAS
+from kubedl_py.api.jobs import JOB_MODELS, Job, PyTorchJob, TFJob
+
+# A Service name (and so our job-name prefix) is an RFC 1035 label.
+_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+# generateName gets this many random characters appended by the API server.
+_GENERATED_SUFFIX = 5
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One problem: ``field`` is a dotted path such as ``spec.pytorchReplicaSpecs.Master.replicas``."""
+
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+class JobValidationError(ValueError):
+    """The job is not valid; ``errors`` lists every problem found."""
+
+    def __init__(self, errors: Iterable[FieldError], *, subject: str = "job") -> None:
+        self.errors = list(errors)
+        self.subject = subject
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        lines = "\n".join(f"  {error}" for error in self.errors)
+        return f"invalid {self.subject}:\n{lines}"
+
+
+def parse_job(data: Any, *, source: str | None = None) -> Job:
+    """Build a validated PyTorchJob or TFJob from a raw document; raise ``JobValidationError`` otherwise."""
+    subject = source or "job"
+    if not isinstance(data, Mapping):
+        raise JobValidationError(
+            [FieldError("(document)", f"expected a mapping (a job object), got {type(data).__name__}")],
+            subject=subject,
+        )
+    kind = data.get("kind")
+    api_version = data.get("apiVersion")
+    if kind not in JOB_MODELS:
+        kinds = " or ".join(JOB_MODELS)
+        raise JobValidationError(
+            [FieldError("kind", f"{kind!r} is not a training job kind; use {kinds}")], subject=subject
+        )
+    if api_version != c.API_VERSION:
+        raise JobValidationError(
+            [FieldError("apiVersion", f"{api_version!r} is not served for {kind}; use {c.API_VERSION}")],
+            subject=subject,
+        )
+    model = JOB_MODELS[kind]
+    try:
+        job: Job = model.model_validate(data)
+    except pydantic.ValidationError as exc:
+        raise JobValidationError(_from_pydantic(exc), subject=subject) from None
+    errors = validate_job(job)
+    if errors:
+        raise JobValidationError(errors, subject=subject)
+    return job
+
+
+def validate_job(job: Job) -> list[FieldError]:
+    """Semantic checks the schema cannot express; an empty list means the job is valid."""
+    errors: list[FieldError] = []
+    errors += _check_name(job)
+    errors += _check_replica_types(job)
+    if isinstance(job, PyTorchJob):
+        errors += _check_pytorch(job)
+    else:
+        errors += _check_tensorflow(job)
+    errors += _check_totals(job)
+    return errors
+
+
+def _specs_path(job: Job) -> str:
+    return f"spec.{job.framework.replica_specs_field}"
+
+
+def _replicas(value: int | None) -> int:
+    return DEFAULT_REPLICAS if value is None else value
+
+
+def _check_name(job: Job) -> list[FieldError]:
+    name = job.metadata.name
+    generate_name = job.metadata.generate_name
+    if not name and not generate_name:
+        return [FieldError("metadata.name", "a job needs a name; set metadata.name (or metadata.generateName)")]
+    field = "metadata.name" if name else "metadata.generateName"
+    base = name or (generate_name or "")
+    probe = base if name else base + "a"
+    if not _DNS_1035.match(probe.rstrip("-") if not name else probe):
+        return [
+            FieldError(
+                field,
+                f"{base!r} is not a valid job name: it names Services, so it must be lower-case letters, "
+                "digits and '-', start with a letter and end with a letter or digit",
+            )
+        ]
+    length = len(base) + (0 if name else _GENERATED_SUFFIX)
+    longest = ""
+    for replica_type, spec in job.replica_specs.items():
+        last_index = max(_replicas(spec.replicas) - 1, 0)
+        suffix = f"-{replica_type.lower()}-{last_index}"
+        if len(suffix) > len(longest):
+            longest = suffix
+    if length + len(longest) > c.MAX_SERVICE_NAME:
+        maximum = c.MAX_SERVICE_NAME - len(longest) - (0 if name else _GENERATED_SUFFIX)
+        example = f"{base}{'x' * _GENERATED_SUFFIX if not name else ''}{longest}"
+        return [
+            FieldError(
+                field,
+                f"{base!r} is too long: the Service name {example!r} would be {len(example)} characters, "
+                f"over Kubernetes' {c.MAX_SERVICE_NAME}-character limit; use at most {maximum} characters",
+            )
+        ]
+    return []
+
+
+def _check_replica_types(job: Job) -> list[FieldError]:
+    path = _specs_path(job)
+    allowed = job.framework.replica_types
+    if not job.replica_specs:
+        return [FieldError(path, f"no replicas: add at least one replica type ({', '.join(allowed)})")]
+    errors = []
+    for replica_type in job.replica_specs:
+        if replica_type not in allowed:
+            hint = next((t for t in allowed if t.lower() == replica_type.lower()), None)
+            fix = f"did you mean {hint!r}?" if hint else f"use one of {', '.join(allowed)}"
+            errors.append(FieldError(f"{path}.{replica_type}", f"unknown replica type for {job.kind}; {fix}"))
+    return errors
+
+
+def _check_pytorch(job: PyTorchJob) -> list[FieldError]:
+    path = _specs_path(job)
+    specs = job.spec.pytorch_replica_specs
+    errors = []
+    master = specs.get("Master")
+    if master is not None and _replicas(master.replicas) != 1:
+        errors.append(
+            FieldError(
+                f"{path}.Master.replicas",
+                f"is {master.replicas}; a PyTorchJob has exactly one Master: set it to 1 "
+                "(or remove Master for a workers-only job)",
+            )
+        )
+    elastic = job.spec.elastic_policy
+    if elastic is not None:
+        worker = specs.get("Worker")
+        if worker is None or _replicas(worker.replicas) < 1:
+            errors.append(
+                FieldError(
+                    f"{path}.Worker.replicas",
+                    "an elasticPolicy needs at least 1 Worker: add a Worker replica spec with replicas >= 1",
+                )
+            )
+        if (
+            elastic.min_replicas is not None
+            and elastic.max_replicas is not None
+            and elastic.min_replicas > elastic.max_replicas
+        ):
+            errors.append(
+                FieldError(
+                    "spec.elasticPolicy.minReplicas",
+                    f"is {elastic.min_replicas}, above maxReplicas {elastic.max_replicas}: "
+                    "make minReplicas <= maxReplicas",
+                )
+            )
+    return errors
+
+
+def _check_tensorflow(job: TFJob) -> list[FieldError]:
+    path = _specs_path(job)
+    specs = job.spec.tf_replica_specs
+    errors = []
+    chiefs = [t for t in ("Chief", "Master") if t in specs]
+    if len(chiefs) > 1:
+        errors.append(
+            FieldError(
+                f"{path}.Master",
+                "a TFJob may have a Chief or a Master, not both: they are the same role; keep one",
+            )
+        )
+    for replica_type in chiefs:
+        replicas = _replicas(specs[replica_type].replicas)
+        if replicas > 1:
+            errors.append(
+                FieldError(
+                    f"{path}.{replica_type}.replicas",
+                    f"is {replicas}; there is only one {replica_type}: set it to 0 or 1",
+                )
+            )
+    return errors
+
+
+def _check_totals(job: Job) -> list[FieldError]:
+    total = sum(_replicas(spec.replicas) for spec in job.replica_specs.values())
+    if total > c.MAX_TOTAL_REPLICAS:
+        return [
+            FieldError(
+                _specs_path(job),
+                f"asks for {total} replicas in all; a job may have at most {c.MAX_TOTAL_REPLICAS}: lower the replicas",
+            )
+        ]
+    return []
+
+
+# Friendlier words for fields whose pydantic message would not say the fix.
+_FIELD_HINTS = {
+    "containers": "a pod template needs at least one container: add one with a name and an image",
+    "nprocPerNode": "must be a positive integer or one of 'auto', 'cpu', 'gpu'",
+}
+
+
+def _from_pydantic(exc: pydantic.ValidationError) -> list[FieldError]:
+    """One FieldError per field (union alternatives collapse into one), in the order pydantic found them."""
+    by_field: dict[str, str] = {}
+    for error in exc.errors():
+        # Union members show up as extra path parts such as "int" or "constrained-str"; drop them.
+        loc = [
+            str(part)
+            for part in error["loc"]
+            if not str(part).startswith(("function-", "constrained-")) and part not in ("int", "str", "bool")
+        ]
+        field = _dotted(loc)
+        if field in by_field:
+            continue
+        leaf = next((part for part in reversed(loc) if not part.isdigit()), "")
+        by_field[field] = _message(leaf, error)
+    return [FieldError(field, message) for field, message in by_field.items()]
+
+
+def _dotted(loc: list[str]) -> str:
+    """``["spec", "containers", "0", "image"]`` -> ``spec.containers[0].image``, as Kubernetes prints paths."""
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if part.isdigit() else (f".{part}" if text else part)
+    return text or "(document)"
+
+
+def _message(leaf: str, error: Any) -> str:
+    kind = error["type"]
+    ctx = error.get("ctx") or {}
+    got = f" (got {error['input']!r})" if "input" in error and kind != "missing" else ""
+    if leaf in _FIELD_HINTS and kind != "missing":
+        return _FIELD_HINTS[leaf] + got
+    if kind == "missing":
+        return "is required"
+    if kind == "extra_forbidden":
+        return "is not a known field; check its spelling and indentation"
+    if kind == "greater_than_equal":
+        return f"must be >= {ctx.get('ge')}{got}"
+    if kind == "less_than_equal":
+        return f"must be <= {ctx.get('le')}{got}"
+    if kind == "string_too_short":
+        return "must not be empty"
+    if kind in ("int_parsing", "int_type", "int_from_float"):
+        return f"must be an integer{got}"
+    if kind == "literal_error":
+        return f"must be {ctx.get('expected')}{got}"
+    return f"{error['msg']}{got}"

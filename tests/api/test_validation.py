@@ -1,0 +1,212 @@
+"""Each validation rule rejects bad input with a message that names the field and says the fix."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from kubedl_py.api import JobValidationError, load_jobs, parse_job
+
+CONTAINER = {"name": "pytorch", "image": "img"}
+
+
+def pytorch(name: str = "job", **specs: Any) -> dict[str, Any]:
+    replica_specs = specs or {"Master": {"replicas": 1, "template": {"spec": {"containers": [CONTAINER]}}}}
+    return {
+        "apiVersion": "training.kubedl.io/v1alpha1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name},
+        "spec": {"pytorchReplicaSpecs": replica_specs},
+    }
+
+
+def tfjob(**specs: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "training.kubedl.io/v1alpha1",
+        "kind": "TFJob",
+        "metadata": {"name": "tf"},
+        "spec": {"tfReplicaSpecs": specs},
+    }
+
+
+def replica(replicas: int | None = 1, **extra: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {"template": {"spec": {"containers": [dict(CONTAINER)]}}, **extra}
+    if replicas is not None:
+        spec["replicas"] = replicas
+    return spec
+
+
+def errors_of(document: Any) -> dict[str, str]:
+    with pytest.raises(JobValidationError) as info:
+        parse_job(document)
+    return {error.field: error.message for error in info.value.errors}
+
+
+def test_a_valid_job_passes() -> None:
+    job = parse_job(pytorch())
+    assert job.name == "job"
+
+
+def test_wrong_kind_is_named() -> None:
+    errors = errors_of({**pytorch(), "kind": "Deployment"})
+    assert "kind" in errors
+    assert "PyTorchJob or TFJob" in errors["kind"]
+
+
+def test_wrong_api_version_is_named() -> None:
+    errors = errors_of({**pytorch(), "apiVersion": "kubeflow.org/v1"})
+    assert "training.kubedl.io/v1alpha1" in errors["apiVersion"]
+
+
+def test_not_a_mapping() -> None:
+    assert "(document)" in errors_of(["a", "list"])
+
+
+def test_pytorch_master_must_be_one() -> None:
+    errors = errors_of(pytorch(Master=replica(2)))
+    assert "set it to 1" in errors["spec.pytorchReplicaSpecs.Master.replicas"]
+
+
+def test_elastic_policy_needs_a_worker() -> None:
+    document = pytorch(Master=replica(1))
+    document["spec"]["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": 3}
+    errors = errors_of(document)
+    assert "at least 1 Worker" in errors["spec.pytorchReplicaSpecs.Worker.replicas"]
+
+
+def test_elastic_min_above_max() -> None:
+    document = pytorch(Worker=replica(2))
+    document["spec"]["elasticPolicy"] = {"minReplicas": 4, "maxReplicas": 3}
+    assert "minReplicas <= maxReplicas" in errors_of(document)["spec.elasticPolicy.minReplicas"]
+
+
+def test_tf_chief_and_master_conflict() -> None:
+    errors = errors_of(tfjob(Chief=replica(1), Master=replica(1), Worker=replica(2)))
+    assert "not both" in errors["spec.tfReplicaSpecs.Master"]
+
+
+def test_tf_chief_is_single() -> None:
+    errors = errors_of(tfjob(Chief=replica(3)))
+    assert "set it to 0 or 1" in errors["spec.tfReplicaSpecs.Chief.replicas"]
+
+
+def test_negative_replicas() -> None:
+    errors = errors_of(pytorch(Worker=replica(-1)))
+    assert errors["spec.pytorchReplicaSpecs.Worker.replicas"].startswith("must be >= 0")
+
+
+def test_huge_replica_count_is_refused() -> None:
+    errors = errors_of(pytorch(Worker=replica(100_000)))
+    assert "must be <= 10000" in errors["spec.pytorchReplicaSpecs.Worker.replicas"]
+
+
+def test_total_replicas_bounded() -> None:
+    errors = errors_of(tfjob(PS=replica(5000), Worker=replica(6000)))
+    assert "at most 10000" in errors["spec.tfReplicaSpecs"]
+
+
+def test_unknown_replica_type_suggests_the_right_one() -> None:
+    errors = errors_of(pytorch(Master=replica(1), worker=replica(2)))
+    assert "did you mean 'Worker'" in errors["spec.pytorchReplicaSpecs.worker"]
+    errors = errors_of(tfjob(Learner=replica(1)))
+    assert "use one of PS, Worker, Chief, Master, Evaluator" in errors["spec.tfReplicaSpecs.Learner"]
+
+
+def test_no_replica_specs() -> None:
+    document = pytorch()
+    document["spec"]["pytorchReplicaSpecs"] = {}
+    assert "add at least one replica type" in errors_of(document)["spec.pytorchReplicaSpecs"]
+
+
+def test_name_too_long_for_service_names_says_the_maximum() -> None:
+    # "-worker-11" is 10 characters, so the longest name that fits is 53.
+    ok = pytorch("a" * 53, Worker=replica(12))
+    parse_job(ok)
+    errors = errors_of(pytorch("a" * 54, Worker=replica(12)))
+    assert "at most 53 characters" in errors["metadata.name"]
+    assert "64 characters" in errors["metadata.name"]
+
+
+def test_generate_name_counts_the_random_suffix() -> None:
+    document = pytorch(Worker=replica(1))
+    document["metadata"] = {"generateName": "b" * 50 + "-"}
+    errors = errors_of(document)
+    assert "at most 49 characters" in errors["metadata.generateName"]
+
+
+def test_name_must_be_dns_label() -> None:
+    errors = errors_of(pytorch("My_Job"))
+    assert "lower-case" in errors["metadata.name"]
+
+
+def test_missing_name() -> None:
+    document = pytorch()
+    document["metadata"] = {}
+    assert "needs a name" in errors_of(document)["metadata.name"]
+
+
+def test_template_without_containers() -> None:
+    errors = errors_of(pytorch(Master={"replicas": 1, "template": {"spec": {"containers": []}}}))
+    assert "at least one container" in errors["spec.pytorchReplicaSpecs.Master.template.spec.containers"]
+
+
+def test_container_without_image_uses_kubernetes_paths() -> None:
+    errors = errors_of(pytorch(Master={"template": {"spec": {"containers": [{"name": "pytorch"}]}}}))
+    assert errors["spec.pytorchReplicaSpecs.Master.template.spec.containers[0].image"] == "is required"
+
+
+def test_enum_fields_list_allowed_values() -> None:
+    errors = errors_of(pytorch(Master=replica(1, restartPolicy="Sometimes")))
+    message = errors["spec.pytorchReplicaSpecs.Master.restartPolicy"]
+    assert "'ExitCode'" in message
+    assert "'Sometimes'" in message
+    document = pytorch()
+    document["spec"]["cleanPodPolicy"] = "Some"
+    assert "'Running'" in errors_of(document)["spec.cleanPodPolicy"]
+
+
+def test_typo_in_a_closed_field_is_reported() -> None:
+    document = pytorch()
+    document["spec"]["backofLimit"] = 3
+    assert "not a known field" in errors_of(document)["spec.backofLimit"]
+
+
+def test_nproc_per_node_forms() -> None:
+    for good in (4, "4", "auto", "gpu"):
+        document = pytorch()
+        document["spec"]["nprocPerNode"] = good
+        parse_job(document)
+    document = pytorch()
+    document["spec"]["nprocPerNode"] = "lots"
+    assert "'auto'" in errors_of(document)["spec.nprocPerNode"]
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    errors = errors_of(tfjob(Chief=replica(2), Master=replica(1)))
+    assert len(errors) == 2
+
+
+def test_yaml_errors_are_clear_and_positioned() -> None:
+    with pytest.raises(JobValidationError) as info:
+        load_jobs("kind: [unclosed", source="bad.yaml")
+    assert "not valid YAML at line 1" in str(info.value)
+    assert "bad.yaml" in str(info.value)
+
+
+def test_multi_document_names_the_bad_document() -> None:
+    import yaml
+
+    good = yaml.safe_dump(pytorch())
+    bad = copy.deepcopy(pytorch())
+    bad["kind"] = "Pod"
+    text = good + "---\n" + yaml.safe_dump(bad)
+    with pytest.raises(JobValidationError) as info:
+        load_jobs(text, source="jobs.yaml")
+    assert "jobs.yaml (document 2)" in str(info.value)
+
+
+def test_empty_input() -> None:
+    with pytest.raises(JobValidationError, match="empty"):
+        load_jobs("\n---\n")

@@ -1,0 +1,89 @@
+"""Install manifests: the checked-in copy matches the templates, RBAC is least-privilege, the controller
+runs locked down."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubedl_py.templates import ManifestOptions, render_manifests
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _docs(text: str) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+def test_checked_in_manifests_match_the_templates() -> None:
+    assert (ROOT / "deploy" / "kubedl-py.yaml").read_text() == render_manifests(), (
+        "deploy/kubedl-py.yaml drifted from the templates: run `make manifests`"
+    )
+    assert (ROOT / "deploy" / "crds.yaml").read_text() == render_manifests(ManifestOptions(crds_only=True))
+
+
+def test_manifest_kinds() -> None:
+    kinds = [doc["kind"] for doc in _docs(render_manifests())]
+    assert kinds == [
+        "Namespace",
+        "CustomResourceDefinition",
+        "CustomResourceDefinition",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "Deployment",
+        "Service",
+    ]
+
+
+def test_rbac_has_no_wildcards_and_lists_what_the_controller_needs() -> None:
+    docs = _docs(render_manifests())
+    rules = [rule for doc in docs if doc["kind"] in ("ClusterRole", "Role") for rule in doc["rules"]]
+    for rule in rules:
+        for key in ("apiGroups", "resources", "verbs"):
+            assert "*" not in rule[key], rule
+    grants = {(g, r): set(rule["verbs"]) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]}
+    assert grants[("", "pods")] == {"get", "list", "watch", "create", "delete"}
+    assert "patch" in grants[("", "services")]
+    assert grants[("training.kubedl.io", "pytorchjobs/status")] >= {"patch"}
+    assert "update" not in grants[("training.kubedl.io", "pytorchjobs")]
+    assert grants[("coordination.k8s.io", "leases")] == {"get", "create", "update"}
+    assert not any(group == "scheduling.volcano.sh" for group, _ in grants)
+
+
+def test_gang_scheduler_adds_only_its_podgroups() -> None:
+    docs = _docs(render_manifests(ManifestOptions(gang_scheduler="volcano")))
+    role = next(doc for doc in docs if doc["kind"] == "ClusterRole")
+    assert any("scheduling.volcano.sh" in rule["apiGroups"] for rule in role["rules"])
+
+
+def test_controller_runs_non_root_and_read_only() -> None:
+    docs = _docs(render_manifests(ManifestOptions(image="example/kubedl:1", namespace="ml")))
+    deployment = next(doc for doc in docs if doc["kind"] == "Deployment")
+    assert deployment["metadata"]["namespace"] == "ml"
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    (container,) = pod["containers"]
+    assert container["image"] == "example/kubedl:1"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert "--leader-elect" in container["args"]
+
+
+def test_cli_prints_the_same_stream() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "kubedl_py.cli", "manifests", "--crds-only"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert result.stdout == render_manifests(ManifestOptions(crds_only=True))
