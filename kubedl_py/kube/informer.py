@@ -1,0 +1,425 @@
+"""Informer: a local cache of one kind of object, kept current by list + watch, with event handlers.
+
+Why: a controller that asked the API server for every pod of a job on every reconcile would cost the
+server O(jobs x pods) reads per resync. Instead each kind is listed once and then watched; reconcilers
+read the cache (``get``, ``list`` by index) and write to the server.
+
+How the cache stays correct (the branches of :meth:`Informer.run`):
+
+1. **List**, then **watch from the list's resourceVersion** so nothing between the two is missed. Watches
+   ask for bookmarks, which only move our resourceVersion forward, so a resumed watch starts from a
+   recent point even when our objects were quiet.
+2. The server ends a watch after ``timeoutSeconds`` (normal) -> resume from the last resourceVersion seen.
+3. The connection is cut, or stays silent past the read timeout -> resume likewise (a silent TCP peer is
+   indistinguishable from a dead one, so we do not wait forever).
+4. **410 Gone** (as HTTP status or as an ERROR event): our resourceVersion fell out of the server's history
+   -> re-list, and diff the new list against the cache: objects that vanished while we were away are
+   delivered as deletions, changed ones as updates, so handlers see every transition they missed.
+5. Any other failure -> retry with the one backoff policy of :mod:`kubedl_py.kube.retry`, forever.
+
+Handlers never see a stale object overwrite a newer one: an event whose resourceVersion is not newer
+than the cached copy's is dropped (resourceVersions are opaque strings, but the API server's are
+integers; when either is not an integer we trust the order of the stream).
+
+Memory: a ``transform`` trims each object before it is cached (by default ``managedFields`` are dropped:
+they are often the biggest part of an object and no controller reads them); ``label_selector`` and
+``namespace`` keep the cache to what the controller owns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenacity import RetryCallState
+
+from kubedl_py.kube.client import KubeClient, WatchEvent
+from kubedl_py.kube.errors import Gone, TransportError
+from kubedl_py.kube.resources import Resource, object_key
+from kubedl_py.kube.retry import RetrySettings, forever
+
+__all__ = [
+    "OWNER_INDEX",
+    "Handler",
+    "IndexFunc",
+    "Informer",
+    "InformerSettings",
+    "by_label",
+    "by_owner_uid",
+    "drop_managed_fields",
+]
+
+logger = logging.getLogger(__name__)
+
+Object = dict[str, Any]
+IndexFunc = Callable[[Mapping[str, Any]], Iterable[str]]
+Transform = Callable[[Object], Object]
+
+#: the conventional name of the by-owner-uid index
+OWNER_INDEX = "owner-uid"
+
+
+@dataclass(frozen=True)
+class InformerSettings:
+    """Timing of one informer's list/watch loop."""
+
+    #: server-side ``timeoutSeconds`` of each watch request; the watch is then resumed (not re-listed)
+    watch_timeout_seconds: int = 300
+    #: a watch that delivers nothing (not even a bookmark) for this many seconds is presumed dead and
+    #: resumed; longer than the server timeout so a healthy quiet watch ends on the server's terms
+    inactivity_timeout: float = 330.0
+    #: a watch that ends sooner than this, without any event, counts as a failure (backoff, not a spin)
+    min_watch_duration: float = 1.0
+    #: re-deliver every cached object to the update handlers this often (None: never); costs no API calls
+    resync_period: float | None = None
+    #: backoff between failed list/watch attempts (only the delays are used: attempts are unlimited)
+    backoff: RetrySettings = field(
+        default_factory=lambda: RetrySettings(initial_delay=0.1, max_delay=30.0, jitter=0.5)
+    )
+
+
+@dataclass(frozen=True)
+class Handler:
+    """Callbacks for cache changes; plain functions (enqueue a key), called in the informer's task."""
+
+    on_add: Callable[[Object], None] | None = None
+    on_update: Callable[[Object, Object], None] | None = None
+    on_delete: Callable[[Object], None] | None = None
+
+
+def drop_managed_fields(obj: Object) -> Object:
+    """The default transform: drop ``metadata.managedFields`` (large, and no controller reads them)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
+
+
+def by_owner_uid(obj: Mapping[str, Any]) -> list[str]:
+    """Index function: the uids of an object's owners (find a job's pods by the job's uid)."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return [str(ref["uid"]) for ref in refs if isinstance(ref, Mapping) and ref.get("uid")]
+
+
+def by_label(label: str) -> IndexFunc:
+    """Index function factory: the value of one label, namespaced (``ns/value``) so names do not collide."""
+
+    def index(obj: Mapping[str, Any]) -> list[str]:
+        meta = obj.get("metadata") or {}
+        value = (meta.get("labels") or {}).get(label)
+        if value is None:
+            return []
+        namespace = meta.get("namespace")
+        return [f"{namespace}/{value}" if namespace else str(value)]
+
+    return index
+
+
+def _rv(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def _newer(candidate: str, cached: str) -> bool:
+    """Is ``candidate`` a later resourceVersion than ``cached``? (Unknown order counts as newer.)"""
+    if candidate.isdigit() and cached.isdigit():
+        return int(candidate) > int(cached)
+    return candidate != cached
+
+
+class Informer:
+    """Cache of one resource (optionally one namespace, one label selector), kept by list + watch.
+
+    Usage::
+
+        pods = Informer(kube, PODS, namespace="ns", label_selector="app=x",
+                        indexers={OWNER_INDEX: by_owner_uid})
+        pods.add_handler(Handler(on_add=..., on_update=..., on_delete=...))
+        task = asyncio.create_task(pods.run())
+        await pods.wait_synced()
+        pods.get("web-0", namespace="ns"); pods.list(OWNER_INDEX, job_uid)
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        transform: Transform | None = drop_managed_fields,
+        indexers: Mapping[str, IndexFunc] | None = None,
+        settings: InformerSettings | None = None,
+    ) -> None:
+        self.client = client
+        self.resource = resource
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.settings = settings or InformerSettings()
+        self._transform = transform
+        self._indexers: dict[str, IndexFunc] = dict(indexers or {})
+        self._items: dict[str, Object] = {}
+        #: index name -> index value -> keys; and per key the values it is filed under (to unfile it)
+        self._indices: dict[str, dict[str, set[str]]] = {name: {} for name in self._indexers}
+        self._filed: dict[str, dict[str, list[str]]] = {}
+        self._handlers: list[Handler] = []
+        self._synced = asyncio.Event()
+        self._resource_version: str | None = None
+        self._relists = 0
+        self._watches = 0
+
+    # ----------------------------------------------------------------------------------- configuration
+
+    def add_handler(self, handler: Handler) -> None:
+        """Register callbacks; added before :meth:`run`, they see every object of the first list as added."""
+        self._handlers.append(handler)
+
+    def add_indexer(self, name: str, func: IndexFunc) -> None:
+        """Add an index (before :meth:`run`, or it is built from the current cache at once)."""
+        self._indexers[name] = func
+        self._indices[name] = {}
+        for key, obj in self._items.items():
+            self._file(key, obj, only=name)
+
+    # -------------------------------------------------------------------------------------------- reads
+
+    def get(self, name: str, *, namespace: str | None = None) -> Object | None:
+        """The cached object, or None. Treat it as read-only: it is shared with every reader."""
+        return self._items.get(f"{namespace}/{name}" if namespace else name)
+
+    def get_by_key(self, key: str) -> Object | None:
+        """The cached object under a ``ns/name`` key, or None."""
+        return self._items.get(key)
+
+    def list(self, index: str | None = None, value: str | None = None) -> builtins.list[Object]:
+        """All cached objects, or those filed under ``value`` in ``index``."""
+        if index is None:
+            return list(self._items.values())
+        keys = self._indices[index].get(value or "", set())
+        return [self._items[key] for key in keys]
+
+    def keys(self) -> builtins.list[str]:
+        return list(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @property
+    def synced(self) -> bool:
+        """True once the first list is in the cache (and has been delivered to the handlers)."""
+        return self._synced.is_set()
+
+    async def wait_synced(self) -> None:
+        """Wait until the first list is in the cache (bound it with ``asyncio.timeout``)."""
+        await self._synced.wait()
+
+    @property
+    def resource_version(self) -> str | None:
+        """The last resourceVersion seen (list, event or bookmark): where a resumed watch starts."""
+        return self._resource_version
+
+    @property
+    def relists(self) -> int:
+        """How many times the informer has listed (1 after the first sync; +1 per 410)."""
+        return self._relists
+
+    @property
+    def watches(self) -> int:
+        """How many watch requests the informer has opened."""
+        return self._watches
+
+    # ------------------------------------------------------------------------------------------- running
+
+    async def run(self) -> None:
+        """List and watch until cancelled; never returns on its own, whatever the server does."""
+        resync: asyncio.Task[None] | None = None
+        if self.settings.resync_period:
+            resync = asyncio.create_task(self._resync_loop(self.settings.resync_period))
+        try:
+            while True:
+                async for attempt in forever(self.settings.backoff, before_sleep=self._log_failure):
+                    with attempt:
+                        await self._list_and_watch_once()
+        finally:
+            if resync is not None:
+                resync.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await resync
+
+    def _log_failure(self, state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        delay = state.next_action.sleep if state.next_action is not None else 0.0
+        logger.warning("informer %s: %s; retrying in %.2fs (attempt %d)",
+                       self._name, exc, delay, state.attempt_number)
+
+    @property
+    def _name(self) -> str:
+        where = self.namespace or "*"
+        return f"{self.resource}[{where}{', ' + self.label_selector if self.label_selector else ''}]"
+
+    async def _list_and_watch_once(self) -> None:
+        """One watch connection (preceded by a list when needed). Returns normally when the watch ended
+        after making progress, so the caller starts over without backoff; raises otherwise."""
+        if self._resource_version is None:
+            await self._relist()
+            fresh_list = True
+        else:
+            fresh_list = False
+        progressed = False
+        started = time.monotonic()
+        self._watches += 1
+        events = self.client.watch(
+            self.resource,
+            namespace=self.namespace,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+            resource_version=self._resource_version,
+            timeout_seconds=self.settings.watch_timeout_seconds,
+            read_timeout=self.settings.inactivity_timeout,
+            allow_bookmarks=True,
+        )
+        try:
+            async with contextlib.aclosing(events):
+                async for event in events:
+                    self._apply(event)
+                    progressed = True
+        except Gone:
+            logger.info("informer %s: resourceVersion %s expired; re-listing", self._name, self._resource_version)
+            self._resource_version = None
+            if fresh_list:
+                raise  # a list's own resourceVersion expiring at once: back off before trying again
+            return
+        except Exception:
+            if progressed:
+                # The watch worked for a while, then broke: resume at once from where it got to.
+                logger.info("informer %s: watch broke after progress; resuming from %s",
+                            self._name, self._resource_version, exc_info=True)
+                return
+            raise
+        if not progressed and time.monotonic() - started < self.settings.min_watch_duration:
+            # A watch that closes at once without a single event is a failing server or proxy, not a
+            # timeout: back off instead of spinning.
+            raise TransportError(f"watch of {self._name} ended at once without events")
+        logger.debug("informer %s: watch ended; resuming from %s", self._name, self._resource_version)
+
+    async def _relist(self) -> None:
+        listed = await self.client.list(
+            self.resource,
+            namespace=self.namespace,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+        )
+        self._relists += 1
+        fresh: dict[str, Object] = {}
+        for item in listed.items:
+            obj = self._trim(item)
+            fresh[object_key(obj)] = obj
+        # Whatever vanished while we were not watching was deleted: say so, with its last known state.
+        for key in [k for k in self._items if k not in fresh]:
+            gone = self._items.pop(key)
+            self._unfile(key)
+            self._call("delete", gone)
+        for key, obj in fresh.items():
+            cached = self._items.get(key)
+            if cached is None:
+                self._store(key, obj)
+                self._call("add", obj)
+            elif _rv(obj) != _rv(cached) and _newer(_rv(obj), _rv(cached)):
+                self._store(key, obj)
+                self._call("update", cached, obj)
+        self._resource_version = listed.resource_version
+        logger.debug("informer %s: listed %d objects at %s", self._name, len(fresh), listed.resource_version)
+        self._synced.set()
+
+    def _apply(self, event: WatchEvent) -> None:
+        kind, raw = event
+        rv = _rv(raw)
+        if kind == "BOOKMARK":
+            if rv:
+                self._resource_version = rv
+            return
+        obj = self._trim(raw)
+        obj.setdefault("apiVersion", self.resource.api_version)
+        obj.setdefault("kind", self.resource.kind)
+        key = object_key(obj)
+        cached = self._items.get(key)
+        if rv:
+            self._resource_version = rv
+        if cached is not None and rv and not _newer(rv, _rv(cached)):
+            logger.debug("informer %s: dropping stale %s of %s at %s", self._name, kind, key, rv)
+            return
+        if kind == "DELETED":
+            if cached is not None:
+                self._items.pop(key)
+                self._unfile(key)
+            self._call("delete", obj)
+        elif kind in ("ADDED", "MODIFIED"):
+            self._store(key, obj)
+            if cached is None:
+                self._call("add", obj)
+            else:
+                self._call("update", cached, obj)
+        else:
+            logger.warning("informer %s: unknown watch event type %r", self._name, kind)
+
+    async def _resync_loop(self, period: float) -> None:
+        """Re-deliver the cache to the update handlers: a safety net for level-based reconcilers."""
+        while True:
+            await asyncio.sleep(period)
+            if not self.synced:
+                continue
+            started = time.monotonic()
+            for obj in list(self._items.values()):
+                self._call("update", obj, obj)
+            logger.debug("informer %s: resynced %d objects in %.3fs",
+                         self._name, len(self._items), time.monotonic() - started)
+
+    # --------------------------------------------------------------------------------------------- inner
+
+    def _trim(self, obj: Object) -> Object:
+        return self._transform(obj) if self._transform is not None else obj
+
+    def _store(self, key: str, obj: Object) -> None:
+        if key in self._items:
+            self._unfile(key)
+        self._items[key] = obj
+        self._file(key, obj)
+
+    def _file(self, key: str, obj: Object, *, only: str | None = None) -> None:
+        filed = self._filed.setdefault(key, {})
+        for name, func in self._indexers.items():
+            if only is not None and name != only:
+                continue
+            values = list(func(obj))
+            filed[name] = values
+            index = self._indices[name]
+            for value in values:
+                index.setdefault(value, set()).add(key)
+
+    def _unfile(self, key: str) -> None:
+        for name, values in self._filed.pop(key, {}).items():
+            index = self._indices[name]
+            for value in values:
+                keys = index.get(value)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del index[value]
+
+    def _call(self, what: str, *objs: Object) -> None:
+        for handler in self._handlers:
+            callback: Callable[..., None] | None = getattr(handler, f"on_{what}")
+            if callback is None:
+                continue
+            try:
+                callback(*objs)
+            except Exception:
+                # A broken handler must not stop the cache (and every other handler) from updating.
+                logger.exception("informer %s: %s handler failed", self._name, what)

@@ -1,0 +1,150 @@
+"""The one retry policy for API requests, built on tenacity.
+
+What is retried, and why:
+
+- :class:`~kubedl_py.kube.errors.ServerError` (5xx): the server or something in front of it failed; the
+  same request may succeed in a moment (an apiserver restarting, etcd leader election).
+- :class:`~kubedl_py.kube.errors.TooManyRequests` (429): the server asks us to slow down; we wait at least
+  the ``Retry-After`` it names.
+- :class:`~kubedl_py.kube.errors.TransportError`: no answer at all (connection refused/reset, timeout).
+
+Never any other 4xx: the request is wrong, and sending it again only adds load. A create that timed out
+may have happened; its retry then fails with AlreadyExists, which reconcilers treat as success because
+their names are deterministic.
+
+Delays grow exponentially with random jitter (so that many workers failing together do not retry in
+lock-step) and are capped. The same waiting rule, with no attempt limit, drives the informers' reconnect
+loops (:func:`forever`), so there is exactly one notion of "backing off" in the machinery.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_after_delay,
+    stop_any,
+    stop_never,
+    wait_exponential,
+    wait_random,
+)
+
+from kubedl_py.kube.errors import ServerError, TooManyRequests, TransportError
+
+__all__ = ["RetryPolicy", "RetrySettings", "forever", "is_retryable"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RetrySettings:
+    """How hard to try one API request before giving up."""
+
+    #: total tries of one request, the first included; 1 disables retrying
+    attempts: int = 6
+    #: first backoff delay, seconds; each retry doubles it (plus jitter) up to ``max_delay``
+    initial_delay: float = 0.2
+    #: cap of one backoff delay, seconds (also caps a server's Retry-After, so a bogus header cannot stall us)
+    max_delay: float = 10.0
+    #: random extra delay added to each backoff, up to this many seconds
+    jitter: float = 0.2
+    #: give up once this many seconds have passed since the first try, whatever ``attempts`` says
+    deadline: float = 60.0
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """True for the failures that the same request may survive: 5xx, 429 and no-answer."""
+    return isinstance(exc, ServerError | TooManyRequests | TransportError)
+
+
+class _WaitHonouringRetryAfter:
+    """Exponential backoff with jitter, but never shorter than a 429's Retry-After."""
+
+    def __init__(self, settings: RetrySettings) -> None:
+        self._settings = settings
+        # wait_exponential + wait_random rather than wait_exponential_jitter, whose arguments were
+        # renamed between tenacity releases.
+        self._backoff = wait_exponential(multiplier=settings.initial_delay, max=settings.max_delay) + wait_random(
+            0, settings.jitter
+        )
+
+    def __call__(self, state: RetryCallState) -> float:
+        delay = float(self._backoff(state))
+        exc = state.outcome.exception() if state.outcome is not None else None
+        if isinstance(exc, TooManyRequests) and exc.retry_after is not None:
+            delay = max(delay, min(exc.retry_after, self._settings.max_delay))
+        return delay
+
+
+class RetryPolicy:
+    """Runs an API call under the retry rules above; counts the retries it made.
+
+    ``on_retry(verb, resource)`` is called before each retry (the client increments a Prometheus counter
+    there); ``retries`` is the plain total, for tests and logs.
+    """
+
+    def __init__(
+        self,
+        settings: RetrySettings | None = None,
+        *,
+        on_retry: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self.settings = settings or RetrySettings()
+        self.retries = 0
+        self._on_retry = on_retry
+
+    async def call(self, fn: Callable[[], Awaitable[T]], *, verb: str = "", resource: str = "") -> T:
+        """Await ``fn()``; on a retryable failure wait and call it again, up to the settings' limits."""
+        settings = self.settings
+
+        def before_sleep(state: RetryCallState) -> None:
+            self.retries += 1
+            if self._on_retry is not None:
+                self._on_retry(verb, resource)
+            exc = state.outcome.exception() if state.outcome is not None else None
+            delay = state.next_action.sleep if state.next_action is not None else 0.0
+            logger.info(
+                "retrying %s %s in %.2fs (attempt %d failed: %s)",
+                verb, resource, delay, state.attempt_number, exc,
+            )
+
+        retrying = AsyncRetrying(
+            retry=retry_if_exception(is_retryable),
+            wait=_WaitHonouringRetryAfter(settings),
+            stop=stop_any(stop_after_attempt(max(settings.attempts, 1)), stop_after_delay(settings.deadline)),
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                return await fn()
+        raise AssertionError("unreachable: tenacity either returns or re-raises")  # pragma: no cover
+
+
+def forever(
+    settings: RetrySettings | None = None,
+    *,
+    retry: Callable[[BaseException], bool] = lambda exc: isinstance(exc, Exception),
+    before_sleep: Callable[[RetryCallState], None] | None = None,
+) -> AsyncRetrying:
+    """A tenacity loop that never gives up (for informers and leader election), same backoff as above.
+
+    Cancellation is a BaseException, not an Exception, so it is never retried and stops the loop.
+    """
+    settings = settings or RetrySettings()
+    return AsyncRetrying(
+        retry=retry_if_exception(retry),
+        wait=_WaitHonouringRetryAfter(settings),
+        stop=stop_never,
+        before_sleep=before_sleep,
+        reraise=True,
+    )
