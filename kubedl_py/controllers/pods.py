@@ -1,0 +1,176 @@
+"""The pods and Services of a job, built from its replica specs.
+
+The user's template is copied and only added to: contract labels, the owner reference, the rendezvous
+environment, the framework's port when the container does not declare it, the pod restart policy that the
+replica's policy implies, and in host-network mode the host-network fields and the chosen host port.
+Everything else in the template reaches the pod unchanged.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from kubedl_py.api import PyTorchJob, TFJob
+from kubedl_py.api import constants as c
+from kubedl_py.api.defaults import default_container_index, training_port
+from kubedl_py.controllers.rendezvous import Addressing, apply_rendezvous, replica_name
+
+# Annotation on a pod: how many times this replica's pod was recreated before it (carried forward so the
+# count survives pod replacement and controller restarts; it feeds backoffLimit).
+ANNOTATION_RECREATIONS = f"{c.GROUP}/recreations"
+# Annotation on a pod: the in-place restarts its predecessors had made (same purpose).
+ANNOTATION_PRIOR_RESTARTS = f"{c.GROUP}/prior-restarts"
+
+
+def replica_labels(job_name: str, replica_type: str, index: int) -> dict[str, str]:
+    labels = {
+        c.LABEL_CONTROLLER: c.CONTROLLER_NAME,
+        c.LABEL_JOB_NAME: job_name,
+        c.LABEL_REPLICA_TYPE: replica_type.lower(),
+        c.LABEL_REPLICA_INDEX: str(index),
+    }
+    if replica_type in ("Master", "Chief"):
+        labels[c.LABEL_JOB_ROLE] = "master"
+    return labels
+
+
+def owner_reference(job: PyTorchJob | TFJob) -> dict[str, Any]:
+    return {
+        "apiVersion": c.API_VERSION,
+        "kind": job.kind,
+        "name": job.name,
+        "uid": job.metadata.uid or "",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def service_ports(job: PyTorchJob | TFJob, replica_type: str) -> int:
+    """The framework port of a replica type, as its template declares it (or the default)."""
+    template = job.replica_specs[replica_type].template.to_dict()
+    containers = template["spec"]["containers"]
+    return training_port(containers[default_container_index(containers, job.framework)], job.framework)
+
+
+def addressing_for(
+    job: PyTorchJob | TFJob,
+    *,
+    cluster_domain: str | None = None,
+    host_ports: dict[tuple[str, int], int] | None = None,
+) -> Addressing:
+    type_ports = {rtype: service_ports(job, rtype) for rtype in job.replica_specs}
+    return Addressing(
+        namespace=job.namespace,
+        port=job.framework.default_port,
+        cluster_domain=cluster_domain,
+        type_ports=type_ports,
+        host_ports=dict(host_ports or {}),
+    )
+
+
+def build_pod(
+    job: PyTorchJob | TFJob,
+    replica_type: str,
+    index: int,
+    addressing: Addressing,
+    *,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The pod of one replica (``job`` already defaulted)."""
+    spec = job.replica_specs[replica_type]
+    template = copy.deepcopy(spec.template.to_dict())
+    metadata = template.get("metadata") or {}
+    pod_spec = template["spec"]
+    name = replica_name(job.name, replica_type, index)
+    labels = {**(metadata.get("labels") or {}), **replica_labels(job.name, replica_type, index)}
+    pod_annotations = {**(metadata.get("annotations") or {}), **(annotations or {})}
+
+    # ExitCode is decided by the controller, so the kubelet must not restart the container itself.
+    pod_spec["restartPolicy"] = "Never" if spec.restart_policy == "ExitCode" else spec.restart_policy
+    containers = pod_spec["containers"]
+    main = containers[default_container_index(containers, job.framework)]
+    port = addressing.service_port(replica_type)
+    _ensure_port(main, job.framework.port_name, port)
+
+    host_port = addressing.host_ports.get((replica_type, index))
+    if host_port is not None:
+        pod_spec["hostNetwork"] = True
+        pod_spec["dnsPolicy"] = "ClusterFirstWithHostNet"
+        for declared in main["ports"]:
+            if declared.get("name") == job.framework.port_name:
+                declared["containerPort"] = host_port
+                declared["hostPort"] = host_port
+        pod_annotations[c.ANNOTATION_HOST_PORT] = str(host_port)
+
+    apply_rendezvous(pod_spec, job, replica_type, index, addressing)
+    pod_metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": job.namespace,
+        "labels": labels,
+        "ownerReferences": [owner_reference(job)],
+    }
+    if pod_annotations:
+        pod_metadata["annotations"] = pod_annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_metadata, "spec": pod_spec}
+
+
+def _ensure_port(container: dict[str, Any], port_name: str, port: int) -> None:
+    ports = container.setdefault("ports", [])
+    if not any(declared.get("name") == port_name for declared in ports):
+        ports.append({"name": port_name, "containerPort": port, "protocol": "TCP"})
+
+
+def build_service(job: PyTorchJob | TFJob, replica_type: str, index: int, addressing: Addressing) -> dict[str, Any]:
+    """The Service of one replica: headless in normal mode, a ClusterIP port-forward in host mode."""
+    name = replica_name(job.name, replica_type, index)
+    labels = replica_labels(job.name, replica_type, index)
+    selector = {key: value for key, value in labels.items() if key != c.LABEL_JOB_ROLE}
+    port = addressing.service_port(replica_type)
+    host_port = addressing.host_ports.get((replica_type, index))
+    spec: dict[str, Any] = {"selector": selector}
+    if host_port is None:
+        spec["clusterIP"] = "None"
+        spec["ports"] = [_service_port(p) for p in _declared_ports(job, replica_type)]
+    else:
+        spec["type"] = "ClusterIP"
+        spec["ports"] = [{"name": job.framework.port_name, "port": port, "targetPort": host_port, "protocol": "TCP"}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": name,
+            "namespace": job.namespace,
+            "labels": labels,
+            "ownerReferences": [owner_reference(job)],
+        },
+        "spec": spec,
+    }
+
+
+def _declared_ports(job: PyTorchJob | TFJob, replica_type: str) -> list[dict[str, Any]]:
+    template = job.replica_specs[replica_type].template.to_dict()
+    containers = template["spec"]["containers"]
+    main = copy.deepcopy(containers[default_container_index(containers, job.framework)])
+    _ensure_port(main, job.framework.port_name, service_ports(job, replica_type))
+    return list(main["ports"])
+
+
+def _service_port(declared: dict[str, Any]) -> dict[str, Any]:
+    port: dict[str, Any] = {
+        "port": declared["containerPort"],
+        "targetPort": declared["containerPort"],
+        "protocol": declared.get("protocol", "TCP"),
+    }
+    if declared.get("name"):
+        port["name"] = declared["name"]
+    return port
+
+
+def service_target_port(service: dict[str, Any]) -> int | None:
+    """The (numeric) targetPort of a host-mode Service, or None."""
+    for port in (service.get("spec") or {}).get("ports") or []:
+        target = port.get("targetPort")
+        if isinstance(target, int):
+            return target
+    return None

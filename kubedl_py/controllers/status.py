@@ -1,0 +1,111 @@
+"""Job status as a small state machine over conditions, on the wire form (a dict) the API returns.
+
+Conditions: ``Created`` (stays True), then ``Running``, ``Restarting`` while a retry is under way, and
+finally ``Succeeded`` or ``Failed``. Setting one True moves it to the end of the list, so the printer
+column ``.status.conditions[-1:].type`` shows the current state, and turns off the ones it replaces
+(Running <-> Restarting; a final state turns off both). ``lastTransitionTime`` moves only when a
+condition's status changes; ``lastUpdateTime`` when its reason or message does. Functions return whether
+anything changed, so a settled job costs no status write.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+from typing import Any
+
+CREATED = "Created"
+RUNNING = "Running"
+RESTARTING = "Restarting"
+SUCCEEDED = "Succeeded"
+FAILED = "Failed"
+FINAL = (SUCCEEDED, FAILED)
+
+_REPLACES = {
+    RUNNING: (RESTARTING,),
+    RESTARTING: (RUNNING,),
+    SUCCEEDED: (RUNNING, RESTARTING),
+    FAILED: (RUNNING, RESTARTING),
+}
+
+
+def timestamp(now: datetime | None = None) -> str:
+    """RFC 3339 in UTC with second precision, as Kubernetes writes times."""
+    return (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def get_condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == kind:
+            found: dict[str, Any] = condition
+            return found
+    return None
+
+
+def is_true(status: dict[str, Any], kind: str) -> bool:
+    condition = get_condition(status, kind)
+    return condition is not None and condition.get("status") == "True"
+
+
+def is_finished(status: dict[str, Any]) -> bool:
+    return any(is_true(status, kind) for kind in FINAL)
+
+
+def state(status: dict[str, Any]) -> str:
+    """The current state: the last condition that is True (what ``kubectl get`` shows)."""
+    for condition in reversed(status.get("conditions") or []):
+        if condition.get("status") == "True":
+            return str(condition.get("type"))
+    return ""
+
+
+def set_condition(
+    status: dict[str, Any],
+    kind: str,
+    *,
+    reason: str,
+    message: str,
+    true: bool = True,
+    now: str | None = None,
+) -> bool:
+    """Set condition ``kind`` in place; True when anything changed.
+
+    Order is kept as: False conditions first, then True ones in the order they became True, so the last
+    condition is always the current state.
+    """
+    now = now or timestamp()
+    conditions: list[dict[str, Any]] = status.setdefault("conditions", [])
+    before = copy.deepcopy(conditions)
+    value = "True" if true else "False"
+    existing = get_condition(status, kind)
+    if existing is None:
+        existing = {
+            "type": kind,
+            "status": value,
+            "reason": reason,
+            "message": message,
+            "lastUpdateTime": now,
+            "lastTransitionTime": now,
+        }
+        conditions.append(existing)
+    elif existing.get("status") != value:
+        existing.update(status=value, reason=reason, message=message, lastUpdateTime=now, lastTransitionTime=now)
+    elif (existing.get("reason"), existing.get("message")) != (reason, message):
+        existing.update(reason=reason, message=message, lastUpdateTime=now)
+    if true:
+        # The condition that just became (or stays) the current state goes last.
+        conditions.remove(existing)
+        conditions.append(existing)
+        for other in _REPLACES.get(kind, ()):
+            replaced = get_condition(status, other)
+            if replaced is not None and replaced.get("status") == "True":
+                replaced.update(
+                    status="False", reason=reason, message=message, lastUpdateTime=now, lastTransitionTime=now
+                )
+    conditions.sort(key=lambda condition: condition.get("status") == "True")
+    return conditions != before
+
+
+def with_changes(status: dict[str, Any] | None) -> dict[str, Any]:
+    """A private copy to edit, so the cached object stays untouched until the write succeeds."""
+    return copy.deepcopy(status) if status else {}

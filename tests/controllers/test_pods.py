@@ -1,0 +1,84 @@
+"""Pods and Services built from a job: contract names and labels, the user's template kept, host mode."""
+
+from __future__ import annotations
+
+from kubedl_py.api import constants as c
+from kubedl_py.api.common import EnvVar
+from kubedl_py.controllers.pods import addressing_for, build_pod, build_service
+from tests.controllers.test_rendezvous import pytorchjob, tfjob
+
+
+def test_pod_has_contract_name_labels_owner_and_env() -> None:
+    job = pytorchjob()
+    pod = build_pod(job, "Master", 0, addressing_for(job))
+    meta = pod["metadata"]
+    assert meta["name"] == "ddp-master-0"
+    assert meta["namespace"] == "ml"
+    assert meta["labels"][c.LABEL_JOB_NAME] == "ddp"
+    assert meta["labels"][c.LABEL_REPLICA_TYPE] == "master"
+    assert meta["labels"][c.LABEL_REPLICA_INDEX] == "0"
+    assert meta["labels"][c.LABEL_JOB_ROLE] == "master"
+    (owner,) = meta["ownerReferences"]
+    assert owner == {
+        "apiVersion": "training.kubedl.io/v1alpha1",
+        "kind": "PyTorchJob",
+        "name": "ddp",
+        "uid": "uid-7",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    (container,) = pod["spec"]["containers"]
+    assert {e["name"]: e["value"] for e in container["env"]}["RANK"] == "0"
+    assert container["ports"] == [{"name": "pytorchjob-port", "containerPort": 23456, "protocol": "TCP"}]
+    assert pod["spec"]["restartPolicy"] == "OnFailure"
+    worker = build_pod(job, "Worker", 1, addressing_for(job))
+    assert c.LABEL_JOB_ROLE not in worker["metadata"]["labels"]
+
+
+def test_user_env_is_never_overwritten_and_template_is_kept() -> None:
+    job = pytorchjob()
+    template = job.spec.pytorch_replica_specs["Worker"].template
+    container = template.spec.containers[0]
+    container.env = [EnvVar(name="MASTER_PORT", value="1")]
+    setattr(template.spec, "nodeSelector", {"gpu": "a100"})  # noqa: B010 - an extra (untyped) field
+    pod = build_pod(job, "Worker", 0, addressing_for(job))
+    env = [e for e in pod["spec"]["containers"][0]["env"] if e["name"] == "MASTER_PORT"]
+    assert env == [{"name": "MASTER_PORT", "value": "1"}]
+    assert pod["spec"]["nodeSelector"] == {"gpu": "a100"}
+
+
+def test_exit_code_policy_runs_the_pod_with_never() -> None:
+    job = tfjob("t", "ns", PS=1, Worker=2)
+    pod = build_pod(job, "Worker", 0, addressing_for(job))
+    assert pod["spec"]["restartPolicy"] == "Never"
+    (container,) = pod["spec"]["containers"]
+    assert [e["name"] for e in container["env"]] == ["TF_CONFIG"]
+
+
+def test_normal_mode_service_is_headless_with_the_container_ports() -> None:
+    job = tfjob("t", "ns", PS=1, Worker=2)
+    service = build_service(job, "PS", 0, addressing_for(job))
+    assert service["metadata"]["name"] == "t-ps-0"
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["ports"] == [{"name": "tfjob-port", "port": 2222, "targetPort": 2222, "protocol": "TCP"}]
+    assert service["spec"]["selector"] == {
+        c.LABEL_CONTROLLER: "kubedl-py",
+        c.LABEL_JOB_NAME: "t",
+        c.LABEL_REPLICA_TYPE: "ps",
+        c.LABEL_REPLICA_INDEX: "0",
+    }
+
+
+def test_host_mode_pod_and_service() -> None:
+    job = tfjob("h", "ns", PS=1, Worker=1)
+    addressing = addressing_for(job, host_ports={("PS", 0): 24001, ("Worker", 0): 24002})
+    pod = build_pod(job, "PS", 0, addressing)
+    assert pod["spec"]["hostNetwork"] is True
+    assert pod["spec"]["dnsPolicy"] == "ClusterFirstWithHostNet"
+    port = pod["spec"]["containers"][0]["ports"][0]
+    assert (port["name"], port["containerPort"], port["hostPort"]) == ("tfjob-port", 24001, 24001)
+    assert pod["metadata"]["annotations"][c.ANNOTATION_HOST_PORT] == "24001"
+    service = build_service(job, "PS", 0, addressing)
+    assert "clusterIP" not in service["spec"]
+    assert service["spec"]["type"] == "ClusterIP"
+    assert service["spec"]["ports"] == [{"name": "tfjob-port", "port": 2222, "targetPort": 24001, "protocol": "TCP"}]
