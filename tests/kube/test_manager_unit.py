@@ -1,0 +1,174 @@
+"""Manager + Controller over a scripted fake API: owner mapping, results, errors, health, graceful stop."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+import aiohttp
+
+from kubedl_py.kube.client import KubeClient, ObjectList
+from kubedl_py.kube.informer import InformerSettings
+from kubedl_py.kube.manager import Manager, ManagerSettings, Result, label_key, owner_key
+from kubedl_py.kube.resources import PODS, Resource
+from kubedl_py.kube.retry import RetrySettings
+from kubedl_py.kube.workqueue import BackoffSettings
+
+from .support import eventually
+
+JOBS = Resource("training.kubedl.io", "v1alpha1", "pytorchjobs", "PyTorchJob")
+
+
+def obj(name: str, *, owner: str | None = None, **labels: str) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": "ns", "resourceVersion": "1", "labels": labels}
+    if owner:
+        meta["ownerReferences"] = [
+            {"apiVersion": "training.kubedl.io/v1alpha1", "kind": "PyTorchJob", "name": owner, "uid": "u",
+             "controller": True},
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "not-the-controller", "uid": "c"},
+        ]
+    return {"metadata": meta}
+
+
+class FakeApi:
+    metrics = None
+
+    def __init__(self, contents: dict[str, list[dict[str, Any]]]) -> None:
+        self.contents = contents
+        self.quiet = asyncio.Event()
+
+    async def list(self, resource: Resource, **kwargs: Any) -> ObjectList:
+        return ObjectList([dict(o) for o in self.contents[resource.plural]], "1")
+
+    async def watch(self, resource: Resource, **kwargs: Any) -> Any:
+        await self.quiet.wait()
+        yield  # pragma: no cover
+
+
+class Reconciles:
+    """A reconciler whose answers the test scripts per key."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.answers: dict[str, list[Result | Exception]] = {}
+        self.gate: asyncio.Event | None = None
+        self.finished: list[str] = []
+
+    async def reconcile(self, key: str) -> Result | None:
+        self.calls.append(key)
+        if self.gate is not None:
+            await self.gate.wait()
+        answers = self.answers.get(key)
+        answer = answers.pop(0) if answers else None
+        self.finished.append(key)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+SETTINGS = ManagerSettings(
+    workers=2,
+    backoff=BackoffSettings(base_delay=0.01),
+    informer=InformerSettings(backoff=RetrySettings(initial_delay=0.001, max_delay=0.01)),
+    shutdown_timeout=5.0,
+)
+
+
+def build(api: FakeApi, reconciler: Reconciles, settings: ManagerSettings = SETTINGS) -> Manager:
+    manager = Manager(cast(KubeClient, api), settings=settings)
+    jobs = manager.informer(JOBS, namespace="ns")
+    pods = manager.informer(PODS, namespace="ns", label_selector="training.kubedl.io/job-name")
+    controller = manager.add_controller("pytorchjob", reconciler)
+    controller.watch(jobs)
+    controller.watch(pods, map=owner_key("PyTorchJob"))
+    controller.watch(pods, map=label_key("training.kubedl.io/job-name"))
+    return manager
+
+
+async def test_owned_objects_wake_their_owner_once() -> None:
+    api = FakeApi({
+        "pytorchjobs": [obj("j1"), obj("j2")],
+        "pods": [obj("j1-master-0", owner="j1"), obj("j1-worker-0", owner="j1"),
+                 obj("orphan", **{"training.kubedl.io/job-name": "j3"})],
+    })
+    reconciler = Reconciles()
+    manager = build(api, reconciler)
+    run = asyncio.create_task(manager.run())
+    await eventually(lambda: set(reconciler.finished) == {"ns/j1", "ns/j2", "ns/j3"}, what="reconciles")
+    # Initial events all arrive before workers start: each key is reconciled exactly once.
+    assert sorted(reconciler.calls) == ["ns/j1", "ns/j2", "ns/j3"]
+    assert manager.ready()
+    manager.stop()
+    async with asyncio.timeout(5):
+        await run
+    assert not manager.running
+
+
+async def test_errors_back_off_and_requeue_after_waits() -> None:
+    api = FakeApi({"pytorchjobs": [obj("broken"), obj("timer")], "pods": []})
+    reconciler = Reconciles()
+    reconciler.answers["ns/broken"] = [RuntimeError("boom"), RuntimeError("boom"), Result()]
+    reconciler.answers["ns/timer"] = [Result(requeue_after=0.05), Result()]
+    manager = build(api, reconciler)
+    run = asyncio.create_task(manager.run())
+    await eventually(lambda: reconciler.calls.count("ns/broken") == 3 and reconciler.calls.count("ns/timer") == 2,
+                     what="retries")
+    controller = manager.controllers[0]
+    assert controller.queue.num_requeues("ns/broken") == 0  # forgotten after the success
+    m = manager.metrics
+    assert m.value("kubedl_reconcile_total", {"controller": "pytorchjob", "result": "error"}) == 2
+    assert m.value("kubedl_reconcile_total", {"controller": "pytorchjob", "result": "requeue_after"}) == 1
+    manager.stop()
+    async with asyncio.timeout(5):
+        await run
+
+
+async def test_stop_lets_in_flight_reconciles_finish() -> None:
+    api = FakeApi({"pytorchjobs": [obj("slow")], "pods": []})
+    reconciler = Reconciles()
+    reconciler.gate = asyncio.Event()
+    manager = build(api, reconciler)
+    run = asyncio.create_task(manager.run())
+    await eventually(lambda: reconciler.calls == ["ns/slow"], what="reconcile start")
+    manager.stop()
+    await asyncio.sleep(0)
+    assert not run.done()
+    assert reconciler.finished == []
+    reconciler.gate.set()
+    async with asyncio.timeout(5):
+        await run
+    assert reconciler.finished == ["ns/slow"]
+
+
+async def test_health_endpoints() -> None:
+    api = FakeApi({"pytorchjobs": [obj("j")], "pods": []})
+    reconciler = Reconciles()
+    settings = ManagerSettings(metrics_addr="127.0.0.1:0", informer=SETTINGS.informer)
+    manager = build(api, reconciler, settings)
+    manager.metrics.counter("jobs_created_total", "Jobs seen created.", ["kind"]).labels("PyTorchJob").inc()
+    run = asyncio.create_task(manager.run())
+    await eventually(lambda: manager.ready() and manager.health is not None, what="ready")
+    assert manager.health is not None
+    async with aiohttp.ClientSession() as http:
+        async with http.get(manager.health.url + "/healthz") as r:
+            assert r.status == 200
+        async with http.get(manager.health.url + "/readyz") as r:
+            assert r.status == 200
+            assert "informers-synced ok" in await r.text()
+        async with http.get(manager.health.url + "/metrics") as r:
+            text = await r.text()
+    assert 'kubedl_jobs_created_total{kind="PyTorchJob"} 1.0' in text
+    assert "kubedl_reconcile_duration_seconds_bucket" in text
+    assert "kubedl_workqueue_depth" in text
+    manager.stop()
+    async with asyncio.timeout(5):
+        await run
+
+
+async def test_two_managers_in_one_process_have_separate_registries() -> None:
+    a = Manager(cast(KubeClient, FakeApi({})))
+    b = Manager(cast(KubeClient, FakeApi({})))
+    a.metrics.counter("jobs_failed_total", "x").inc()
+    assert b.metrics.counter("jobs_failed_total", "x") is not a.metrics.counter("jobs_failed_total", "x")
+    assert a.metrics.value("kubedl_jobs_failed_total") == 1
+    assert b.metrics.value("kubedl_jobs_failed_total") == 0
