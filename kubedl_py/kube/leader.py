@@ -212,7 +212,8 @@ class LeaderElector:
             new_spec = self._spec(
                 acquire_time=now_wall,
                 renew_time=now_wall,
-                transitions=int(spec.get("leaseTransitions") or 0) + (1 if holder else 0),
+                # Like client-go: every change of holder counts, a takeover of a released lease too.
+                transitions=int(spec.get("leaseTransitions") or 0) + 1,
             )
         updated = dict(lease)
         updated["spec"] = new_spec  # metadata.resourceVersion rides along: a racing writer gets Conflict
