@@ -1,0 +1,487 @@
+"""Run a pod's container as a local process, with Kubernetes container semantics.
+
+Why a process instead of a container: nothing on this machine can run images (see DESIGN.md), so the
+embedded cluster's process runtime executes the container's ``command``/``args`` directly on the host and
+ignores the image. What still has to hold, because the controller and users observe it:
+
+- argv is ``command + args`` with ``$(VAR)`` expanded from the container env (kubelet semantics). ``command``
+  replaces the image ENTRYPOINT and ``args`` the CMD; there is no image here, so a container without
+  ``command`` cannot run and is refused with ``CreateContainerConfigError`` instead of guessing.
+- exit status becomes a ``terminated`` state: ``exitCode`` (128+N when killed by signal N, as a shell and
+  containerd report it), ``reason`` ``Completed`` for 0 and ``Error`` otherwise (``OOMKilled`` does not apply:
+  no memory cgroup), ``startedAt``/``finishedAt``. An executable that cannot be started gives the
+  ``StartError`` / exit code 128 state that containerd reports.
+- stop(grace): SIGTERM to the container's process group, wait the grace period, SIGKILL the group. (A real
+  runtime signals only PID 1 of the container; signalling the group means ``sh -c "python x.py"`` still
+  stops gracefully, which is what users expect of a container.) When the main process exits, whatever is
+  left in its group is killed, like a container's cgroup being torn down.
+- no process outlives the cluster, even when the cluster is SIGKILLed: each child gets
+  ``PR_SET_PDEATHSIG(SIGKILL)`` and its own process group, and a watchdog process (``_reaper.py``) kills the
+  registered groups when the cluster's end of a pipe closes. Processes that leave their group on purpose
+  (``setsid`` daemons) escape this — as they would escape a process group anywhere; only a PID namespace or
+  cgroup would catch them.
+
+``PR_SET_PDEATHSIG`` fires when the *thread* that forked the child exits, so containers must be started from
+the event loop's thread of a loop that lives as long as the cluster (asyncio subprocesses fork in the loop
+thread, so this holds when the runtime is used from its loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import ctypes.util
+import datetime as dt
+import functools
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .logs import ContainerLog, pump_stream
+from .sandbox import Sandbox, wrap_argv
+
+log = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+_prctl = _libc.prctl
+_prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+_prctl.restype = ctypes.c_int
+
+#: How long to wait for pipes to drain after the main process exited and its group was killed; only a
+#: process that left the group (a daemon) can hold them open longer, and its output is then abandoned.
+_DRAIN_TIMEOUT = 2.0
+
+
+class ContainerConfigError(ValueError):
+    """The container spec cannot be run by the process runtime (waiting reason CreateContainerConfigError)."""
+
+    reason = "CreateContainerConfigError"
+
+
+class ContainerStartError(RuntimeError):
+    """The process could not be started; ``terminated`` is the state a real kubelet would report."""
+
+    def __init__(self, message: str, terminated: TerminatedState) -> None:
+        super().__init__(message)
+        self.terminated = terminated
+
+
+@dataclass(frozen=True, kw_only=True)
+class PodRef:
+    """Identifies the pod a container belongs to (the uid keeps logs of a re-created pod apart)."""
+
+    namespace: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContainerSpec:
+    """The fields of a Kubernetes container that the process runtime honours."""
+
+    name: str
+    command: Sequence[str] = ()
+    args: Sequence[str] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    working_dir: str | None = None
+    image: str | None = None  # ignored: there is no image to run
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def k8s_time(t: dt.datetime) -> str:
+    """metav1.Time wire format (second precision, UTC, ``Z``)."""
+    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TerminatedState:
+    """``ContainerStateTerminated``; ``signal`` is kept for callers but not serialized (CRI leaves it 0)."""
+
+    exit_code: int
+    reason: str
+    started_at: dt.datetime | None
+    finished_at: dt.datetime
+    container_id: str
+    signal: int | None = None
+    message: str | None = None
+
+    @classmethod
+    def from_returncode(
+        cls, returncode: int, *, started_at: dt.datetime, container_id: str, message: str | None = None
+    ) -> TerminatedState:
+        sig = -returncode if returncode < 0 else None
+        code = 128 + sig if sig is not None else returncode
+        return cls(
+            exit_code=code,
+            signal=sig,
+            reason="Completed" if code == 0 else "Error",
+            started_at=started_at,
+            finished_at=_now(),
+            container_id=container_id,
+            message=message,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "exitCode": self.exit_code,
+            "reason": self.reason,
+            "finishedAt": k8s_time(self.finished_at),
+            "containerID": self.container_id,
+        }
+        if self.started_at is not None:
+            out["startedAt"] = k8s_time(self.started_at)
+        if self.message:
+            out["message"] = self.message
+        return out
+
+
+_VAR_REF = re.compile(r"\$\$|\$\(([-._a-zA-Z][-._a-zA-Z0-9]*)\)")
+
+
+def expand_vars(text: str, env: Mapping[str, str]) -> str:
+    """Kubernetes ``$(VAR)`` expansion: known vars replaced, unknown kept verbatim, ``$$`` escapes ``$``."""
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        name = m.group(1)
+        return env.get(name, m.group(0))
+
+    return _VAR_REF.sub(sub, text)
+
+
+def build_argv(spec: ContainerSpec, env: Mapping[str, str]) -> list[str]:
+    """``command + args`` with ``$(VAR)`` expanded; refuses a spec that relies on an image entrypoint."""
+    if not spec.command:
+        raise ContainerConfigError(
+            f"container {spec.name!r} has no command: the process runtime ignores images, so there is no "
+            "image ENTRYPOINT/CMD to fall back on; set command (and args) in the pod spec"
+        )
+    return [expand_vars(a, env) for a in (*spec.command, *spec.args)]
+
+
+def _child_setup(parent_pid: int) -> None:  # pragma: no cover - runs in the forked child
+    # Runs between fork and exec. SIGKILL, not SIGTERM: when the cluster is gone nobody honours a grace.
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _resolve_executable(argv0: str, env: Mapping[str, str], cwd: str) -> str | None:
+    """Why pre-resolve: inside the sandbox wrapper an exec failure would only be a shell's exit 127."""
+    if "/" in argv0:
+        path = argv0 if os.path.isabs(argv0) else os.path.join(cwd, argv0)
+        return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+    return shutil.which(argv0, path=env.get("PATH", os.defpath))
+
+
+class ContainerProcess:
+    """One running (or finished) instance of a container; created by ``ProcessRuntime.start_container``."""
+
+    def __init__(
+        self,
+        *,
+        pod: PodRef,
+        spec: ContainerSpec,
+        restart_count: int,
+        proc: asyncio.subprocess.Process,
+        log: ContainerLog,
+        container_id: str,
+        started_at: dt.datetime,
+        on_exit: Any,
+    ) -> None:
+        self.pod = pod
+        self.spec = spec
+        self.restart_count = restart_count
+        self.log = log
+        self.container_id = container_id
+        self.started_at = started_at
+        self.pid: int = proc.pid
+        self._proc = proc
+        self._terminated: TerminatedState | None = None
+        self._done = asyncio.get_running_loop().create_future()
+        self._on_exit = on_exit
+        self._supervisor = asyncio.create_task(self._supervise(), name=f"container {self.describe()}")
+
+    def describe(self) -> str:
+        return f"{self.pod.namespace}/{self.pod.name}/{self.spec.name}#{self.restart_count}"
+
+    @property
+    def running(self) -> bool:
+        return self._terminated is None
+
+    @property
+    def terminated(self) -> TerminatedState | None:
+        return self._terminated
+
+    def state(self) -> dict[str, Any]:
+        """``ContainerState`` as the API shows it: ``{"running": {...}}`` or ``{"terminated": {...}}``."""
+        if self._terminated is None:
+            return {"running": {"startedAt": k8s_time(self.started_at)}}
+        return {"terminated": self._terminated.to_dict()}
+
+    async def wait(self) -> TerminatedState:
+        """Wait for the process to exit and its output to be in the log."""
+        return await asyncio.shield(self._done)
+
+    def send_signal(self, sig: int, *, group: bool = False) -> None:
+        """Signal the main process (like ``kill -9`` of a pod's process) or its whole process group."""
+        if self._terminated is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            if group:
+                os.killpg(self.pid, sig)
+            else:
+                os.kill(self.pid, sig)
+
+    async def stop(self, grace_seconds: float) -> TerminatedState:
+        """SIGTERM the process group, wait up to ``grace_seconds``, then SIGKILL it; return the final state."""
+        if self._terminated is not None:
+            return self._terminated
+        if grace_seconds > 0:
+            self.send_signal(signal.SIGTERM, group=True)
+            try:
+                return await asyncio.wait_for(asyncio.shield(self._done), grace_seconds)
+            except TimeoutError:
+                log.info("container %s ignored SIGTERM for %ss; sending SIGKILL", self.describe(), grace_seconds)
+        self.send_signal(signal.SIGKILL, group=True)
+        return await self.wait()
+
+    async def _supervise(self) -> None:
+        assert self._proc.stdout is not None and self._proc.stderr is not None
+        pumps = [
+            asyncio.create_task(pump_stream(self._proc.stdout, "stdout", self.log)),
+            asyncio.create_task(pump_stream(self._proc.stderr, "stderr", self.log)),
+        ]
+        try:
+            returncode = await self._proc.wait()
+            # The container is over: nothing else in its group may keep running (cgroup teardown).
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pid, signal.SIGKILL)
+            _done, pending = await asyncio.wait(pumps, timeout=_DRAIN_TIMEOUT)
+            for t in pending:
+                log.warning("container %s: output still held open by a detached process", self.describe())
+                t.cancel()
+        except BaseException:
+            for t in pumps:
+                t.cancel()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pid, signal.SIGKILL)
+            self._done.cancel()  # wake waiters instead of leaving them hanging
+            raise
+        finally:
+            self.log.close()
+            self._on_exit(self)
+        self._terminated = TerminatedState.from_returncode(
+            returncode, started_at=self.started_at, container_id=self.container_id
+        )
+        log.info(
+            "container %s exited: exitCode=%s reason=%s",
+            self.describe(),
+            self._terminated.exit_code,
+            self._terminated.reason,
+        )
+        self._done.set_result(self._terminated)
+
+
+class ProcessRuntime:
+    """Starts container processes, keeps their logs, and guarantees none outlives the cluster.
+
+    One per cluster (node). Use as ``async with ProcessRuntime(state_dir) as rt:`` or call ``start()`` /
+    ``close()``. ``base_env`` is the environment the "image" would provide (default: the cluster's own
+    environment, so ``python`` and the venv are found); the container's ``env`` is layered on top.
+    """
+
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        base_env: Mapping[str, str] | None = None,
+        default_working_dir: str | None = None,
+        reaper: bool = True,
+    ) -> None:
+        self.state_dir = Path(state_dir)
+        self.logs_dir = self.state_dir / "pods"
+        self.base_env = dict(os.environ if base_env is None else base_env)
+        self.default_working_dir = default_working_dir or os.getcwd()
+        self._use_reaper = reaper
+        self._reaper: subprocess.Popen[bytes] | None = None
+        self._running: dict[tuple[str, str], ContainerProcess] = {}
+        self._latest: dict[tuple[str, str], int] = {}
+        self._warned_image = False
+
+    async def __aenter__(self) -> ProcessRuntime:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        if self._use_reaper and self._reaper is None:
+            # Plain Popen, not asyncio: the watchdog must be writable synchronously from any callback.
+            self._reaper = subprocess.Popen(  # noqa: ASYNC220 - fork+exec only, nothing waited on
+                [sys.executable, str(Path(__file__).with_name("_reaper.py"))],
+                stdin=subprocess.PIPE,
+                start_new_session=True,
+            )
+
+    async def close(self, grace_seconds: float = 5.0) -> None:
+        """Stop every running container (SIGTERM, grace, SIGKILL), then retire the watchdog."""
+        running = list(self._running.values())
+        if running:
+            await asyncio.gather(*(c.stop(grace_seconds) for c in running), return_exceptions=True)
+        if self._reaper is not None:
+            reaper, self._reaper = self._reaper, None
+            assert reaper.stdin is not None
+            with contextlib.suppress(OSError):
+                reaper.stdin.close()  # EOF: it kills whatever is still registered (nothing, normally) and exits
+            try:
+                await asyncio.to_thread(reaper.wait, 5)
+            except subprocess.TimeoutExpired:
+                reaper.kill()
+                await asyncio.to_thread(reaper.wait)
+
+    def _tell_reaper(self, op: bytes, pgid: int) -> None:
+        if self._reaper is None or self._reaper.stdin is None:
+            return
+        try:
+            self._reaper.stdin.write(b"%s%d\n" % (op, pgid))
+            self._reaper.stdin.flush()
+        except OSError:
+            log.error("process watchdog is gone; containers may outlive a crashed cluster")
+
+    def log_path(self, pod: PodRef, container: str, restart_count: int) -> Path:
+        """Kubelet layout: ``pods/<ns>_<name>_<uid>/<container>/<restartCount>.log``."""
+        return self.logs_dir / f"{pod.namespace}_{pod.name}_{pod.uid}" / container / f"{restart_count}.log"
+
+    async def start_container(
+        self,
+        pod: PodRef,
+        spec: ContainerSpec,
+        *,
+        restart_count: int = 0,
+        sandbox: Sandbox | None = None,
+    ) -> ContainerProcess:
+        """Start one instance of ``spec``. Raises ``ContainerConfigError`` (spec unusable, e.g. no command)
+        or ``ContainerStartError`` (exec failed; carries the terminated state to report)."""
+        key = (pod.uid, spec.name)
+        if key in self._running:
+            raise RuntimeError(f"container {spec.name!r} of pod {pod.namespace}/{pod.name} is already running")
+        if spec.image and not self._warned_image:
+            self._warned_image = True
+            log.warning(
+                "process runtime ignores container images (first seen: %s); commands run on the host", spec.image
+            )
+        env = {**self.base_env, **spec.env}
+        if sandbox is not None and sandbox.hostname is not None:
+            env.setdefault("HOSTNAME", sandbox.hostname)  # container runtimes set it to the pod's hostname
+        argv = build_argv(spec, env)
+        cwd = spec.working_dir or self.default_working_dir
+        container_id = f"process://{uuid.uuid4().hex}"
+        started_at = _now()
+
+        def start_error(message: str) -> ContainerStartError:
+            term = TerminatedState(
+                exit_code=128,
+                reason="StartError",
+                started_at=None,
+                finished_at=_now(),
+                container_id=container_id,
+                message=message,
+            )
+            return ContainerStartError(message, term)
+
+        if not os.path.isdir(cwd):  # noqa: ASYNC240 - a stat, cheaper than a thread hop
+            # A container runtime creates workingDir inside the image; we do not create host directories.
+            raise start_error(f"workingDir {cwd!r} does not exist on the host")
+        if _resolve_executable(argv[0], env, cwd) is None:
+            raise start_error(f'exec: "{argv[0]}": executable file not found in $PATH')
+        container_log = ContainerLog(self.log_path(pod, spec.name, restart_count), writable=True)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *wrap_argv(argv, sandbox),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                env=env,
+                start_new_session=True,  # own session and process group: group signals, no terminal signals
+                preexec_fn=functools.partial(_child_setup, os.getpid()),
+            )
+        except OSError as e:
+            container_log.close()
+            raise start_error(f"{e.strerror or e}: {argv[0]!r}") from e
+        self._tell_reaper(b"+", proc.pid)
+        container = ContainerProcess(
+            pod=pod,
+            spec=spec,
+            restart_count=restart_count,
+            proc=proc,
+            log=container_log,
+            container_id=container_id,
+            started_at=started_at,
+            on_exit=self._exited,
+        )
+        self._running[key] = container
+        self._latest[key] = restart_count
+        log.info("started container %s pid=%s argv=%s", container.describe(), proc.pid, argv)
+        return container
+
+    def _exited(self, container: ContainerProcess) -> None:
+        self._tell_reaper(b"-", container.pid)
+        key = (container.pod.uid, container.spec.name)
+        if self._running.get(key) is container:
+            del self._running[key]
+
+    def running(self) -> list[ContainerProcess]:
+        return list(self._running.values())
+
+    def container_log(self, pod: PodRef, container: str, *, previous: bool = False) -> ContainerLog:
+        """The log of the current instance (or the one before it with ``previous``), like ``/log`` serves.
+
+        The current instance's log is live (``follow()`` waits for new lines) while it runs. Raises
+        ``FileNotFoundError`` when there is no such instance (the kubelet answers 400 "previous terminated
+        container ... not found" in that case).
+        """
+        key = (pod.uid, container)
+        restart = self._latest.get(key)
+        if restart is None:
+            restart = self._latest_on_disk(pod, container)
+        if restart is None:
+            raise FileNotFoundError(f"container {container!r} in pod {pod.namespace}/{pod.name} has no logs")
+        if previous:
+            restart -= 1
+        path = self.log_path(pod, container, restart)
+        live = self._running.get(key)
+        if live is not None and live.restart_count == restart:
+            return live.log
+        if restart < 0 or not path.exists():
+            raise FileNotFoundError(
+                f"previous terminated container {container!r} in pod {pod.namespace}/{pod.name} not found"
+            )
+        return ContainerLog(path)
+
+    def _latest_on_disk(self, pod: PodRef, container: str) -> int | None:
+        d = self.log_path(pod, container, 0).parent
+        counts = [int(p.stem) for p in d.glob("*.log") if p.stem.isdigit()] if d.is_dir() else []
+        return max(counts) if counts else None
+
+    def remove_pod_logs(self, pod: PodRef) -> None:
+        """Delete a deleted pod's logs (the kubelet's garbage collection)."""
+        shutil.rmtree(self.logs_dir / f"{pod.namespace}_{pod.name}_{pod.uid}", ignore_errors=True)

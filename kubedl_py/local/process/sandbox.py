@@ -1,0 +1,122 @@
+"""Wrap a container's argv so the process sees the pod's ``/etc/hosts``, hostname and network namespace.
+
+Why wrapping with util-linux tools and not doing it in Python between fork and exec: a ``preexec_fn`` that
+calls ``unshare``/``mount``/``setns`` in a multi-threaded asyncio process is fragile, while ``nsenter``,
+``unshare`` and ``/bin/sh`` each *exec* the next program, so the chain keeps one PID: the PID the runner
+started is the user's program in the end, signals and ``PR_SET_PDEATHSIG`` (kept across a non-setuid exec)
+reach it unchanged, and exec failures of the wrappers show up as ordinary exit codes.
+
+The chain (each part only when needed)::
+
+    nsenter --net=/run/netns/<netns> --            # pod network namespace (root only)
+    unshare [--user --map-root-user] --mount --propagation private [--uts] --
+    /bin/sh -c 'mount --bind "$1" /etc/hosts; hostname "$2"; exec "$@"' ...   # the user's argv follows
+
+``--propagation private`` makes the bind mount invisible to the host and to other pods; the mount namespace
+disappears with its last process, so there is nothing to unmount. Without root the user namespace
+(``--user --map-root-user``) grants the right to mount inside it; the program then runs as uid 0 *inside*
+that namespace, which maps to the unprivileged user outside (files it creates belong to that user).
+A pod network namespace cannot be entered without root.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+NETNS_DIR = Path("/run/netns")
+
+# "$1" hosts file ("" = leave /etc/hosts alone), "$2" hostname ("" = keep); the user's argv follows.
+_SETUP_SCRIPT = (
+    'if [ -n "$1" ]; then mount --bind "$1" /etc/hosts || exit 127; fi; '
+    'if [ -n "$2" ]; then hostname "$2" || exit 127; fi; '
+    'shift 2; exec "$@"'
+)
+
+
+class SandboxUnavailable(RuntimeError):
+    """The requested isolation cannot be set up on this machine (missing tool, privilege, or kernel)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sandbox:
+    """What a container process should see instead of the host's view. All fields optional.
+
+    - ``hosts_file``: bind-mounted over ``/etc/hosts`` in a private mount namespace (see ``hosts.py``).
+    - ``netns``: name of a network namespace under ``/run/netns`` (``netns.py`` creates them); root only.
+    - ``hostname``: set in a private UTS namespace (pod-network pods are named after the pod in Kubernetes).
+    - ``rootless``: force the user-namespace variant; ``None`` picks it when not running as root.
+    """
+
+    hosts_file: Path | None = None
+    netns: str | None = None
+    hostname: str | None = None
+    rootless: bool | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.hosts_file is None and self.netns is None and self.hostname is None
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise SandboxUnavailable(f"{name!r} not found in PATH; it is needed to sandbox pod processes (util-linux)")
+    return path
+
+
+def wrap_argv(argv: Sequence[str], sandbox: Sandbox | None) -> list[str]:
+    """The argv that runs ``argv`` inside ``sandbox`` (unchanged when there is nothing to isolate)."""
+    if sandbox is None or sandbox.empty:
+        return list(argv)
+    rootless = (not is_root()) if sandbox.rootless is None else sandbox.rootless
+    prefix: list[str] = []
+    if sandbox.netns is not None:
+        if not is_root():
+            raise SandboxUnavailable(
+                "entering a pod network namespace needs root; run host-network pods without root instead"
+            )
+        ns_path = NETNS_DIR / sandbox.netns
+        if not ns_path.exists():
+            raise SandboxUnavailable(f"network namespace {sandbox.netns!r} does not exist ({ns_path})")
+        prefix += [_tool("nsenter"), f"--net={ns_path}", "--"]
+    if sandbox.hosts_file is not None or sandbox.hostname is not None:
+        unshare = [_tool("unshare")]
+        if rootless:
+            unshare += ["--user", "--map-root-user"]
+        unshare += ["--mount", "--propagation", "private"]
+        if sandbox.hostname is not None:
+            _tool("hostname")
+            unshare.append("--uts")
+        hosts = str(sandbox.hosts_file) if sandbox.hosts_file is not None else ""
+        prefix += [*unshare, "--", "/bin/sh", "-c", _SETUP_SCRIPT, "kubedl-sandbox", hosts, sandbox.hostname or ""]
+    return prefix + list(argv)
+
+
+@functools.cache
+def check_mount_sandbox(*, rootless: bool) -> str | None:
+    """Try the mount-namespace sandbox once; ``None`` when it works, else the reason it does not.
+
+    Rootless user namespaces may be disabled by the distribution (sysctl
+    ``kernel.unprivileged_userns_clone=0`` or AppArmor's ``apparmor_restrict_unprivileged_userns``).
+    """
+    try:
+        argv = wrap_argv(["true"], Sandbox(hosts_file=Path("/etc/hosts"), rootless=rootless))
+    except SandboxUnavailable as e:
+        return str(e)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
+    if proc.returncode != 0:
+        return f"{' '.join(argv[:6])}... failed ({proc.returncode}): {proc.stderr.strip()}"
+    return None

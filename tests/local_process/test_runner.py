@@ -1,0 +1,225 @@
+"""Container processes: argv/env/workingDir, terminated states, stop with grace, logs, and no orphans."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from kubedl_py.local.process import (
+    ContainerConfigError,
+    ContainerSpec,
+    ContainerStartError,
+    PodRef,
+    ProcessRuntime,
+    build_argv,
+    expand_vars,
+)
+
+from .conftest import pid_gone, wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def pod(name: str = "p") -> PodRef:
+    return PodRef(namespace="ns", name=name, uid=uuid.uuid4().hex)
+
+
+def sh(name: str, script: str, **kw: object) -> ContainerSpec:
+    return ContainerSpec(name=name, command=["/bin/sh", "-c"], args=[script], **kw)  # type: ignore[arg-type]
+
+
+def test_argv_follows_kubernetes_command_args_semantics() -> None:
+    env = {"A": "1"}
+    spec = ContainerSpec(name="c", command=["echo", "$(A)"], args=["$(B)", "$$(A)", "x$(A)y"])
+    assert build_argv(spec, env) == ["echo", "1", "$(B)", "$(A)", "x1y"]
+    assert expand_vars("$$$(A)", env) == "$1"
+    with pytest.raises(ContainerConfigError, match="no command"):
+        build_argv(ContainerSpec(name="c", args=["--flag"]), env)
+
+
+async def test_exit_codes_become_terminated_states(runtime: ProcessRuntime) -> None:
+    p = pod()
+    ok = await (await runtime.start_container(p, sh("ok", "exit 0"))).wait()
+    assert (ok.exit_code, ok.reason, ok.signal) == (0, "Completed", None)
+    bad = await (await runtime.start_container(p, sh("bad", "exit 3"))).wait()
+    assert (bad.exit_code, bad.reason) == (3, "Error")
+    # "$$$$" is "$$" after Kubernetes' $(VAR) expansion ("$$" escapes "$"): the shell kills itself.
+    killed = await (await runtime.start_container(p, sh("killed", "kill -9 $$$$"))).wait()
+    assert (killed.exit_code, killed.signal, killed.reason) == (137, 9, "Error")
+    d = killed.to_dict()
+    assert d["exitCode"] == 137 and d["reason"] == "Error" and d["containerID"].startswith("process://")
+    assert "startedAt" in d and "finishedAt" in d and "signal" not in d
+
+
+async def test_env_working_dir_and_var_expansion(runtime: ProcessRuntime, tmp_path: Path) -> None:
+    spec = ContainerSpec(
+        name="c",
+        command=["/bin/sh", "-c", 'echo "$GREETING $(WHO) $(pwd)"'],
+        env={"GREETING": "hello", "WHO": "world"},
+        working_dir=str(tmp_path),
+        image="pytorch/pytorch:latest",
+    )
+    c = await runtime.start_container(pod(), spec)
+    assert (await c.wait()).exit_code == 0
+    assert [ln.text for ln in c.log.read()] == [f"hello world {tmp_path}"]
+
+
+async def test_start_errors_are_reported_like_containerd(runtime: ProcessRuntime) -> None:
+    with pytest.raises(ContainerStartError) as err:
+        await runtime.start_container(pod(), ContainerSpec(name="c", command=["no-such-binary-kubedl"]))
+    t = err.value.terminated
+    assert (t.exit_code, t.reason) == (128, "StartError")
+    assert "executable file not found" in (t.message or "")
+    with pytest.raises(ContainerStartError, match="workingDir"):
+        await runtime.start_container(pod(), ContainerSpec(name="c", command=["true"], working_dir="/nonexistent/x"))
+    with pytest.raises(ContainerConfigError):
+        await runtime.start_container(pod(), ContainerSpec(name="c", args=["x"]))
+
+
+async def test_stop_sigterm_within_grace(runtime: ProcessRuntime) -> None:
+    # The process handles SIGTERM and exits 0: a graceful stop reports Completed.
+    c = await runtime.start_container(
+        pod(), sh("c", "trap 'echo bye; exit 0' TERM; echo up; while :; do sleep 0.05; done")
+    )
+    await wait_until(lambda: len(c.log.read()) >= 1, what="container up")
+    t = await c.stop(grace_seconds=5)
+    assert (t.exit_code, t.reason) == (0, "Completed")
+    texts = [ln.text for ln in c.log.read()]
+    # (dash may also report its foreground `sleep` as "Terminated": the signal went to the whole group)
+    assert texts[0] == "up" and texts[-1] == "bye"
+
+
+async def test_stop_escalates_to_sigkill_after_grace(runtime: ProcessRuntime) -> None:
+    c = await runtime.start_container(pod(), sh("c", "trap '' TERM; echo up; while :; do sleep 0.05; done"))
+    await wait_until(lambda: len(c.log.read()) >= 1, what="container up")
+    start = time.monotonic()
+    t = await c.stop(grace_seconds=0.5)
+    elapsed = time.monotonic() - start
+    assert (t.exit_code, t.signal) == (137, 9)
+    assert 0.5 <= elapsed < 3
+
+
+async def test_stop_reaches_the_whole_process_group(runtime: ProcessRuntime, tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    # sh forks a child (not exec): SIGTERM to the group reaches it; afterwards nothing of the group is left.
+    c = await runtime.start_container(pod(), sh("c", f"sleep 300 & echo $! > {pidfile}; wait"))
+    await wait_until(lambda: pidfile.exists() and pidfile.read_text().strip() != "", what="child pid")
+    child = int(pidfile.read_text())
+    t = await c.stop(grace_seconds=5)
+    assert t.exit_code == 128 + signal.SIGTERM
+    await wait_until(lambda: pid_gone(child), what="grandchild gone")
+
+
+async def test_main_exit_kills_leftover_group_members(runtime: ProcessRuntime, tmp_path: Path) -> None:
+    pidfile = tmp_path / "bg.pid"
+    c = await runtime.start_container(pod(), sh("c", f"sleep 300 >/dev/null 2>&1 & echo $! > {pidfile}; exit 0"))
+    assert (await c.wait()).exit_code == 0
+    await wait_until(lambda: pid_gone(int(pidfile.read_text())), what="background process killed")
+
+
+async def test_logs_tail_follow_and_previous(runtime: ProcessRuntime, tmp_path: Path) -> None:
+    p = pod()
+    gate = tmp_path / "go"
+    first = await runtime.start_container(p, sh("c", "echo one; echo two >&2; exit 1"))
+    await first.wait()
+    script = f"echo a; echo b; while [ ! -e {gate} ]; do sleep 0.02; done; echo c; printf 'no-newline'"
+    second = await runtime.start_container(p, sh("c", script), restart_count=1)
+    await wait_until(lambda: len(second.log.read()) == 2, what="two lines")
+
+    live = runtime.container_log(p, "c")
+    assert live is second.log and not live.closed
+    assert [ln.text for ln in live.read(tail_lines=1)] == ["b"]
+
+    async def collect() -> list[str]:
+        return [ln.text async for ln in live.follow(tail_lines=1)]
+
+    follower = asyncio.create_task(collect())
+    gate.touch()
+    # follow() ends by itself when the process exits and its output is drained.
+    assert await asyncio.wait_for(follower, 10) == ["b", "c", "no-newline"]
+    assert (await second.wait()).exit_code == 0
+
+    prev = runtime.container_log(p, "c", previous=True)
+    lines = prev.read()
+    assert [(ln.stream, ln.text) for ln in lines] == [("stdout", "one"), ("stderr", "two")]
+    assert lines[0].timestamp.endswith("Z") and "T" in lines[0].timestamp
+    assert prev.read_text(timestamps=True).splitlines()[0] == f"{lines[0].timestamp} one"
+    assert [ln.text async for ln in prev.follow()] == ["one", "two"]
+    with pytest.raises(FileNotFoundError, match="no logs"):
+        runtime.container_log(pod("other"), "c")
+
+
+async def test_long_lines_are_split_and_joined(runtime: ProcessRuntime) -> None:
+    c = await runtime.start_container(
+        pod(), ContainerSpec(name="c", command=[sys.executable, "-c", "print('x' * 100000); print('end')"])
+    )
+    await c.wait()
+    raw = c.log.path.read_bytes().splitlines()
+    assert any(b" stdout P " in r for r in raw)
+    assert [len(ln.text) for ln in c.log.read()] == [100000, 3]
+
+
+async def test_previous_missing_for_first_instance(runtime: ProcessRuntime) -> None:
+    p = pod()
+    await (await runtime.start_container(p, sh("c", "true"))).wait()
+    with pytest.raises(FileNotFoundError, match="previous terminated container"):
+        runtime.container_log(p, "c", previous=True)
+
+
+_PARENT = textwrap.dedent(
+    """
+    import asyncio, sys, uuid
+    from pathlib import Path
+    from kubedl_py.local.process import ContainerSpec, PodRef, ProcessRuntime
+
+    async def main():
+        state, pidfile = Path(sys.argv[1]), sys.argv[2]
+        rt = ProcessRuntime(state)
+        await rt.start()
+        p = PodRef(namespace="ns", name="orphan", uid=uuid.uuid4().hex)
+        direct = await rt.start_container(p, ContainerSpec(name="a", command=["sleep", "300"]))
+        # A shell that forks: its child is a grandchild of this process, out of PDEATHSIG's reach.
+        shell = await rt.start_container(
+            p, ContainerSpec(name="b", command=["/bin/sh", "-c", f"sleep 301 & echo $! > {pidfile}; wait"]))
+        while not Path(pidfile).exists() or not Path(pidfile).read_text().strip():
+            await asyncio.sleep(0.02)
+        print(direct.pid, shell.pid, int(Path(pidfile).read_text()), rt._reaper.pid, flush=True)
+        await asyncio.sleep(3600)
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_no_process_outlives_a_sigkilled_parent(tmp_path: Path) -> None:
+    parent = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _PARENT,
+        str(tmp_path / "state"),
+        str(tmp_path / "grandchild.pid"),
+        stdout=asyncio.subprocess.PIPE,
+        cwd=REPO,
+    )
+    try:
+        assert parent.stdout is not None
+        line = await asyncio.wait_for(parent.stdout.readline(), 20)
+        pids = [int(x) for x in line.split()]
+        assert len(pids) == 4, line
+        assert not any(pid_gone(p) for p in pids), "all started"
+        os.kill(parent.pid, signal.SIGKILL)
+        await parent.wait()
+        for p in pids:  # direct children (PDEATHSIG), the grandchild (watchdog) and the watchdog itself
+            await wait_until(lambda p=p: pid_gone(p), deadline_s=10, what=f"pid {p} gone after parent SIGKILL")
+    finally:
+        if parent.returncode is None:
+            parent.kill()
+            await parent.wait()
