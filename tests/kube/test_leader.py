@@ -1,0 +1,73 @@
+"""Leader election on a real Lease of the embedded API server: one leader; a successor after a stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from kubedl_py.kube.client import LEASES, KubeClient
+from kubedl_py.kube.leader import LeaderElectionSettings, LeaderElector, LeadershipLost
+
+from .support import eventually
+
+
+def settings(identity: str, namespace: str) -> LeaderElectionSettings:
+    return LeaderElectionSettings(name="kubedl-py", namespace=namespace, identity=identity,
+                                  lease_duration=1.5, renew_deadline=1.0, retry_period=0.1)
+
+
+async def cancel(task: asyncio.Task[Any]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, LeadershipLost):
+        await task
+
+
+async def test_two_electors_one_leader_and_takeover(cluster: Any, kube: KubeClient, namespace: str) -> None:
+    async with KubeClient(configuration=cluster.configuration) as other_kube:
+        a = LeaderElector(kube, settings("a", namespace))
+        b = LeaderElector(other_kube, settings("b", namespace))
+        both: list[bool] = []
+
+        async def watchdog() -> None:
+            while True:
+                both.append(a.is_leader and b.is_leader)
+                await asyncio.sleep(0.01)
+
+        tasks = {a: asyncio.create_task(a.run()), b: asyncio.create_task(b.run())}
+        dog = asyncio.create_task(watchdog())
+        await eventually(lambda: a.is_leader or b.is_leader, what="a leader")
+        leader, follower = (a, b) if a.is_leader else (b, a)
+        lease = await kube.get(LEASES, "kubedl-py", namespace=namespace)
+        assert lease["spec"]["holderIdentity"] == leader.identity
+        first_renew = lease["spec"]["renewTime"]
+
+        async def renewed() -> bool:
+            current = await kube.get(LEASES, "kubedl-py", namespace=namespace)
+            return bool(current["spec"]["renewTime"] != first_renew)
+
+        for _ in range(60):
+            if await renewed():
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the leader never renewed its lease")
+        assert not follower.is_leader
+
+        # The leader stops without releasing (a crash): the follower takes over within the lease duration.
+        loop = asyncio.get_running_loop()
+        stopped_at = loop.time()
+        await cancel(tasks[leader])
+        await eventually(lambda: follower.is_leader, within=5, what="takeover")
+        assert loop.time() - stopped_at <= settings("x", namespace).lease_duration + 0.5
+        lease = await kube.get(LEASES, "kubedl-py", namespace=namespace)
+        assert lease["spec"]["holderIdentity"] == follower.identity
+        assert lease["spec"]["leaseTransitions"] == 1
+
+        # A graceful stop releases the lease at once.
+        await cancel(tasks[follower])
+        await follower.release()
+        lease = await kube.get(LEASES, "kubedl-py", namespace=namespace)
+        assert not lease["spec"].get("holderIdentity")
+        await cancel(dog)
+        assert not any(both)
