@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,28 @@ def free_port(host: str = "127.0.0.1") -> int:
 def random_cluster_ip() -> str:
     # Random within 127.1.0.0/16 so concurrent test runs on this shared machine do not collide.
     return f"127.1.{random.randint(1, 254)}.{random.randint(1, 254)}"
+
+
+def _children() -> set[int]:
+    kids: set[int] = set()
+    for task in Path("/proc/self/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):
+            kids |= {int(p) for p in (task / "children").read_text().split()}
+    return {k for k in kids if not pid_gone(k)}
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers() -> Iterator[None]:
+    """Fail a test that leaves processes, pod network namespaces or test bridges behind."""
+    before = _children()
+    yield
+    deadline = time.monotonic() + 5
+    while (left := _children() - before) and time.monotonic() < deadline:
+        time.sleep(0.02)  # children are reaped by asyncio's watcher thread, a moment after they exit
+    assert not left, f"test left child processes behind: {sorted(left)}"
+    stale = [p.name for p in Path("/run/netns").glob("kdt*")] if Path("/run/netns").is_dir() else []
+    stale += [p.name for p in Path("/sys/class/net").glob("kdt*")]
+    assert not stale, f"test left network namespaces/links behind: {stale}"
 
 
 @pytest.fixture

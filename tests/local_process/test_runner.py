@@ -178,14 +178,16 @@ _PARENT = textwrap.dedent(
     """
     import asyncio, sys, uuid
     from pathlib import Path
-    from kubedl_py.local.process import ContainerSpec, PodRef, ProcessRuntime
+    from kubedl_py.local.process import ContainerSpec, PodRef, ProcessRuntime, Sandbox, check_mount_sandbox
 
     async def main():
         state, pidfile = Path(sys.argv[1]), sys.argv[2]
         rt = ProcessRuntime(state)
         await rt.start()
         p = PodRef(namespace="ns", name="orphan", uid=uuid.uuid4().hex)
-        direct = await rt.start_container(p, ContainerSpec(name="a", command=["sleep", "300"]))
+        # Through the namespace wrappers when available: PDEATHSIG must survive their execs.
+        sandbox = Sandbox(hostname="orphan") if check_mount_sandbox(rootless=False) is None else None
+        direct = await rt.start_container(p, ContainerSpec(name="a", command=["sleep", "300"]), sandbox=sandbox)
         # A shell that forks: its child is a grandchild of this process, out of PDEATHSIG's reach.
         shell = await rt.start_container(
             p, ContainerSpec(name="b", command=["/bin/sh", "-c", f"sleep 301 & echo $! > {pidfile}; wait"]))

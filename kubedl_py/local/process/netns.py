@@ -139,9 +139,9 @@ class PodInterface:
     gateway: str
     host_veth: str
 
-    def sandbox(self, **kw: object) -> Sandbox:
-        """A ``Sandbox`` entering this pod's netns (add ``hosts_file=``/``hostname=`` as keywords)."""
-        return Sandbox(netns=self.netns, **kw)  # type: ignore[arg-type]
+    def sandbox(self, *, hosts_file: Path | None = None, hostname: str | None = None) -> Sandbox:
+        """A ``Sandbox`` entering this pod's netns, optionally with its hosts file and hostname."""
+        return Sandbox(netns=self.netns, hosts_file=hosts_file, hostname=hostname)
 
 
 async def _ip(*args: str, stdin: str | None = None, check: bool = True) -> str:
