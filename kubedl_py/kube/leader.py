@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import socket
 import time
@@ -230,7 +231,8 @@ class LeaderElector:
     def _spec(self, *, acquire_time: str, renew_time: str, transitions: int) -> dict[str, Any]:
         return {
             "holderIdentity": self.identity,
-            "leaseDurationSeconds": max(1, round(self.settings.lease_duration)),
+            # Whole seconds on the wire: round up, so others never wait less than we were told.
+            "leaseDurationSeconds": max(1, math.ceil(self.settings.lease_duration)),
             "acquireTime": acquire_time,
             "renewTime": renew_time,
             "leaseTransitions": transitions,
