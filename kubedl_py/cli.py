@@ -15,7 +15,37 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_manifests(sub)
+    _add_local(sub)
     return parser
+
+
+def _add_local(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("local", help="the embedded Kubernetes cluster")
+    local_sub = p.add_subparsers(dest="local_command", required=True)
+    up = local_sub.add_parser("up", help="serve an embedded cluster on 127.0.0.1 until SIGINT/SIGTERM")
+    up.add_argument("--kubeconfig", required=True, help="write a kubeconfig (context kubedl-local) here once ready")
+    up.add_argument("--port", type=int, default=0, help="port to listen on (default 0: any free port)")
+    up.add_argument("--nodes", type=int, default=1, help="number of nodes (default 1)")
+    up.add_argument("--runtime", default="simulated", choices=["simulated"], help="how pods run (default simulated)")
+    up.add_argument("--data-dir", default=None, help="keep cluster state here across restarts (default: memory)")
+    up.add_argument("--no-controller", action="store_true", help="do not run the training-job controller")
+    up.set_defaults(handler=_run_local_up)
+
+
+def _run_local_up(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+
+    from kubedl_py.local import LocalUpOptions, run_local_up
+
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.nodes < 1:
+        print("kubedl-py: --nodes must be at least 1", file=sys.stderr)
+        return 2
+    options = LocalUpOptions(kubeconfig=args.kubeconfig, port=args.port, nodes=args.nodes, runtime=args.runtime,
+                             data_dir=args.data_dir)
+    return asyncio.run(run_local_up(options))
 
 
 def _add_manifests(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

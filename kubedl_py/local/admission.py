@@ -1,0 +1,410 @@
+"""Defaulting and validation of built-in kinds: what the real API server's strategies and admission do.
+
+Only the rules clients observe are implemented: defaults that show up in objects (restartPolicy,
+schedulerName, ClusterIP, ...), the validation errors clients trip over (names, containers, ports), and the
+immutability rules of pods and Services. Custom resources are handled by :mod:`schema`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Any
+
+from .errors import FieldError
+from .selection import valid_label_key, valid_label_value
+
+Obj = dict[str, Any]
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+IANA_SVC_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$")
+
+_SUBDOMAIN_MSG = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
+    "start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+_LABEL_MSG = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and "
+    "end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
+_1035_MSG = (
+    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic "
+    "character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for "
+    "validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
+)
+
+# Kinds whose names must be DNS labels (the rest: subdomains).
+LABEL_NAMED = {"namespaces"}
+DNS1035_NAMED = {"services"}
+
+
+def check_name(plural: str, name: str, field: str = "metadata.name") -> list[FieldError]:
+    if plural in DNS1035_NAMED:
+        if len(name) > 63 or not DNS_1035.match(name):
+            return [FieldError("FieldValueInvalid", field, _1035_MSG, name)]
+        return []
+    if plural in LABEL_NAMED:
+        if len(name) > 63 or not DNS_LABEL.match(name):
+            return [FieldError("FieldValueInvalid", field, _LABEL_MSG, name)]
+        return []
+    if len(name) > 253 or not DNS_SUBDOMAIN.match(name):
+        return [FieldError("FieldValueInvalid", field, _SUBDOMAIN_MSG, name)]
+    return []
+
+
+def check_metadata(plural: str, md: Obj) -> list[FieldError]:
+    errs = check_name(plural, md.get("name", ""))
+    labels = md.get("labels")
+    if labels is not None and not isinstance(labels, dict):
+        errs.append(FieldError("FieldValueInvalid", "metadata.labels", "must be a map", labels))
+    for k, v in (labels or {}).items():
+        why = valid_label_key(k)
+        if why:
+            errs.append(FieldError("FieldValueInvalid", "metadata.labels", why, k))
+        if not isinstance(v, str):
+            errs.append(FieldError("FieldValueInvalid", f"metadata.labels.{k}", "must be a string", v))
+            continue
+        why = valid_label_value(v)
+        if why:
+            errs.append(FieldError("FieldValueInvalid", "metadata.labels", why, v))
+    ann = md.get("annotations")
+    if ann is not None and not isinstance(ann, dict):
+        errs.append(FieldError("FieldValueInvalid", "metadata.annotations", "must be a map", ann))
+    for k, v in (ann or {}).items():
+        why = valid_label_key(k)
+        if why:
+            errs.append(FieldError("FieldValueInvalid", "metadata.annotations", why, k))
+        if not isinstance(v, str):
+            errs.append(FieldError("FieldValueInvalid", f"metadata.annotations.{k}", "must be a string", v))
+    if ann and sum(len(k) + len(str(v)) for k, v in ann.items()) > 262144:
+        errs.append(FieldError("FieldValueTooLong", "metadata.annotations", "must have at most 262144 bytes"))
+    for i, ref in enumerate(md.get("ownerReferences") or []):
+        for f in ("apiVersion", "kind", "name", "uid"):
+            if not isinstance(ref, dict) or not ref.get(f):
+                errs.append(FieldError("FieldValueRequired", f"metadata.ownerReferences[{i}].{f}"))
+    return errs
+
+
+# ---- pods ------------------------------------------------------------------------------------------------
+
+def _qty_cpu(v: Any) -> float:
+    s = str(v)
+    if s.endswith("m"):
+        return float(s[:-1]) / 1000
+    return float(s)
+
+
+_SUFFIX = {
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18, "m": 0.001,
+}
+
+
+def parse_quantity(v: Any, resource: str = "") -> float:
+    """A Kubernetes quantity as a number (cpu in cores)."""
+    if isinstance(v, int | float):
+        return float(v)
+    s = str(v).strip()
+    if resource == "cpu":
+        return _qty_cpu(s)
+    for suf in ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "k", "M", "G", "T", "P", "E", "m"):
+        if s.endswith(suf):
+            return float(s[: -len(suf)]) * _SUFFIX[suf]
+    return float(s)
+
+
+def valid_quantity(v: Any) -> bool:
+    try:
+        parse_quantity(v)
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
+def default_pod(pod: Obj, toleration_seconds: int) -> None:
+    spec = pod.setdefault("spec", {})
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("securityContext", {})
+    spec.setdefault("enableServiceLinks", True)
+    spec.setdefault("priority", 0)
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    sa = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
+    spec["serviceAccountName"] = sa
+    spec["serviceAccount"] = sa
+    host_net = bool(spec.get("hostNetwork"))
+    for key in ("initContainers", "containers"):
+        for c in spec.get(key) or []:
+            if not isinstance(c, dict):
+                continue
+            image = str(c.get("image", ""))
+            tag = image.rsplit("/", 1)[-1]
+            latest = ":" not in tag or tag.endswith(":latest")
+            c.setdefault("imagePullPolicy", "Always" if latest and "@" not in image else "IfNotPresent")
+            c.setdefault("terminationMessagePath", "/dev/termination-log")
+            c.setdefault("terminationMessagePolicy", "File")
+            c.setdefault("resources", {})
+            res = c["resources"]
+            if isinstance(res, dict) and res.get("limits") and not res.get("requests"):
+                res["requests"] = dict(res["limits"])
+            for p in c.get("ports") or []:
+                if isinstance(p, dict):
+                    p.setdefault("protocol", "TCP")
+                    if host_net and "hostPort" not in p and "containerPort" in p:
+                        p["hostPort"] = p["containerPort"]
+    tolerations = spec.setdefault("tolerations", [])
+    if isinstance(tolerations, list):
+        for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
+            if not any(isinstance(t, dict) and t.get("key") == key for t in tolerations):
+                tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute",
+                                    "tolerationSeconds": toleration_seconds})
+    status: Obj = {"phase": "Pending", "qosClass": qos_class(spec)}
+    pod["status"] = status
+
+
+def qos_class(spec: Obj) -> str:
+    requests_any = limits_all = False
+    guaranteed = True
+    for c in spec.get("containers") or []:
+        res = (c.get("resources") or {}) if isinstance(c, dict) else {}
+        req, lim = res.get("requests") or {}, res.get("limits") or {}
+        if req or lim:
+            requests_any = True
+        for r in ("cpu", "memory"):
+            if r not in lim or str(req.get(r, lim.get(r))) != str(lim.get(r)):
+                guaranteed = False
+        limits_all = limits_all or bool(lim)
+    if not requests_any:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def validate_pod(pod: Obj) -> list[FieldError]:
+    errs: list[FieldError] = []
+    spec = pod.get("spec")
+    if not isinstance(spec, dict):
+        return [FieldError("FieldValueRequired", "spec")]
+    containers = spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        errs.append(FieldError("FieldValueRequired", "spec.containers"))
+        containers = []
+    names: set[str] = set()
+    host_net = bool(spec.get("hostNetwork"))
+    for key in ("initContainers", "containers"):
+        lst = spec.get(key) or []
+        if not isinstance(lst, list):
+            errs.append(FieldError("FieldValueInvalid", f"spec.{key}", "must be a list", lst))
+            continue
+        for i, c in enumerate(lst):
+            base = f"spec.{key}[{i}]"
+            if not isinstance(c, dict):
+                errs.append(FieldError("FieldValueInvalid", base, "must be an object", c))
+                continue
+            name = c.get("name")
+            if not name:
+                errs.append(FieldError("FieldValueRequired", f"{base}.name"))
+            elif not isinstance(name, str) or len(name) > 63 or not DNS_LABEL.match(name):
+                errs.append(FieldError("FieldValueInvalid", f"{base}.name", _LABEL_MSG, name))
+            elif name in names:
+                errs.append(FieldError("FieldValueDuplicate", f"{base}.name", "", name))
+            else:
+                names.add(name)
+            if not c.get("image"):
+                errs.append(FieldError("FieldValueRequired", f"{base}.image"))
+            for j, p in enumerate(c.get("ports") or []):
+                pbase = f"{base}.ports[{j}]"
+                if not isinstance(p, dict):
+                    errs.append(FieldError("FieldValueInvalid", pbase, "must be an object", p))
+                    continue
+                cp = p.get("containerPort")
+                if not isinstance(cp, int) or isinstance(cp, bool) or not 1 <= cp <= 65535:
+                    errs.append(FieldError("FieldValueInvalid" if cp is not None else "FieldValueRequired",
+                                           f"{pbase}.containerPort", "must be between 1 and 65535, inclusive", cp))
+                hp = p.get("hostPort")
+                if hp is not None and (not isinstance(hp, int) or isinstance(hp, bool) or not 0 <= hp <= 65535):
+                    errs.append(FieldError("FieldValueInvalid", f"{pbase}.hostPort",
+                                           "must be between 1 and 65535, inclusive", hp))
+                elif host_net and hp is not None and hp != cp:
+                    errs.append(FieldError("FieldValueInvalid", f"{pbase}.hostPort",
+                                           "must match `containerPort` when `hostNetwork` is true", hp))
+                if p.get("protocol") not in (None, "TCP", "UDP", "SCTP"):
+                    errs.append(FieldError("FieldValueNotSupported", f"{pbase}.protocol",
+                                           'supported values: "SCTP", "TCP", "UDP"', p.get("protocol")))
+            res = c.get("resources") or {}
+            for part in ("requests", "limits"):
+                for rname, q in ((res.get(part) or {}) if isinstance(res, dict) else {}).items():
+                    if not valid_quantity(q):
+                        errs.append(FieldError("FieldValueInvalid", f"{base}.resources.{part}[{rname}]",
+                                               "must be a valid quantity", q))
+            for j, e in enumerate(c.get("env") or []):
+                if not isinstance(e, dict) or not e.get("name"):
+                    errs.append(FieldError("FieldValueRequired", f"{base}.env[{j}].name"))
+    rp = spec.get("restartPolicy")
+    if rp not in ("Always", "OnFailure", "Never"):
+        errs.append(FieldError("FieldValueNotSupported", "spec.restartPolicy",
+                               'supported values: "Always", "OnFailure", "Never"', rp))
+    return errs
+
+
+_POD_MUTABLE = ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds", "schedulingGates")
+
+
+def validate_pod_update(new: Obj, old: Obj) -> list[FieldError]:
+    ns, os_ = dict(new.get("spec") or {}), dict(old.get("spec") or {})
+    for k in _POD_MUTABLE:
+        ns.pop(k, None)
+        os_.pop(k, None)
+
+    def strip_images(spec: Obj) -> None:
+        for key in ("containers", "initContainers"):
+            if isinstance(spec.get(key), list):
+                spec[key] = [{kk: vv for kk, vv in c.items() if kk != "image"} if isinstance(c, dict) else c
+                             for c in spec[key]]
+
+    strip_images(ns)
+    strip_images(os_)
+    if ns != os_:
+        return [FieldError("FieldValueForbidden", "spec",
+                           "pod updates may not change fields other than `spec.containers[*].image`,"
+                           "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "
+                           "(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
+                           "(allow it to be set to 1 if it was previously negative)")]
+    return []
+
+
+# ---- services --------------------------------------------------------------------------------------------
+
+class IPAllocator:
+    """Hands out ClusterIPs from a CIDR, as the service IP allocator does."""
+
+    def __init__(self, cidr: str) -> None:
+        self.net = ipaddress.ip_network(cidr, strict=False)
+        self.used: set[str] = set()
+        self._next = 1
+
+    def allocate(self) -> str | None:
+        size = self.net.num_addresses
+        for _ in range(size):
+            i = self._next
+            self._next = self._next + 1 if self._next + 1 < size - 1 else 1
+            ip = str(self.net.network_address + i)
+            if ip not in self.used:
+                self.used.add(ip)
+                return ip
+        return None
+
+    def claim(self, ip: str) -> str | None:
+        """None if ``ip`` could be claimed, else why not."""
+        try:
+            addr = ipaddress.ip_address(ip)
+        except ValueError:
+            return "must be a valid IP address"
+        if addr not in self.net:
+            return f"the provided IP ({ip}) is not in the valid range. The range of valid IPs is {self.net}"
+        if ip in self.used:
+            return "provided IP is already allocated"
+        self.used.add(ip)
+        return None
+
+    def release(self, ip: str | None) -> None:
+        if ip:
+            self.used.discard(ip)
+
+
+def default_service(svc: Obj) -> None:
+    spec = svc.setdefault("spec", {})
+    spec.setdefault("type", "ClusterIP")
+    spec.setdefault("sessionAffinity", "None")
+    spec.setdefault("internalTrafficPolicy", "Cluster")
+    for p in spec.get("ports") or []:
+        if isinstance(p, dict):
+            p.setdefault("protocol", "TCP")
+            if "targetPort" not in p and "port" in p:
+                p["targetPort"] = p["port"]
+    svc["status"] = {"loadBalancer": {}}
+
+
+def validate_service(svc: Obj) -> list[FieldError]:
+    errs: list[FieldError] = []
+    spec = svc.get("spec")
+    if not isinstance(spec, dict):
+        return [FieldError("FieldValueRequired", "spec")]
+    ports = spec.get("ports")
+    headless = spec.get("clusterIP") == "None"
+    if spec.get("type") not in ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName"):
+        errs.append(FieldError("FieldValueNotSupported", "spec.type",
+                               'supported values: "ClusterIP", "ExternalName", "LoadBalancer", "NodePort"',
+                               spec.get("type")))
+    if not ports and not headless and spec.get("type") != "ExternalName":
+        errs.append(FieldError("FieldValueRequired", "spec.ports"))
+    if ports is not None and not isinstance(ports, list):
+        return [*errs, FieldError("FieldValueInvalid", "spec.ports", "must be a list", ports)]
+    names: set[str] = set()
+    for i, p in enumerate(ports or []):
+        base = f"spec.ports[{i}]"
+        if not isinstance(p, dict):
+            errs.append(FieldError("FieldValueInvalid", base, "must be an object", p))
+            continue
+        name = p.get("name")
+        if len(ports or []) > 1 and not name:
+            errs.append(FieldError("FieldValueRequired", f"{base}.name"))
+        if name:
+            if name in names:
+                errs.append(FieldError("FieldValueDuplicate", f"{base}.name", "", name))
+            names.add(name)
+        port = p.get("port")
+        if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
+            errs.append(FieldError("FieldValueInvalid" if port is not None else "FieldValueRequired",
+                                   f"{base}.port", "must be between 1 and 65535, inclusive", port))
+        tp = p.get("targetPort")
+        if isinstance(tp, bool) or (isinstance(tp, int) and not 1 <= tp <= 65535):
+            errs.append(FieldError("FieldValueInvalid", f"{base}.targetPort",
+                                   "must be between 1 and 65535, inclusive", tp))
+        elif isinstance(tp, str) and not (IANA_SVC_NAME.match(tp) and re.search("[a-z]", tp)):
+            errs.append(FieldError("FieldValueInvalid", f"{base}.targetPort",
+                                   "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)", tp))
+        if p.get("protocol") not in ("TCP", "UDP", "SCTP"):
+            errs.append(FieldError("FieldValueNotSupported", f"{base}.protocol",
+                                   'supported values: "SCTP", "TCP", "UDP"', p.get("protocol")))
+    sel = spec.get("selector")
+    if sel is not None and not isinstance(sel, dict):
+        errs.append(FieldError("FieldValueInvalid", "spec.selector", "must be a map", sel))
+    return errs
+
+
+# ---- namespaces, secrets ---------------------------------------------------------------------------------
+
+def default_namespace(ns: Obj) -> None:
+    ns.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+    ns["status"] = {"phase": "Active"}
+    ns["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = ns["metadata"]["name"]
+
+
+def default_secret(secret: Obj) -> None:
+    import base64
+
+    string_data = secret.pop("stringData", None)
+    if isinstance(string_data, dict):
+        data = secret.setdefault("data", {})
+        for k, v in string_data.items():
+            data[k] = base64.b64encode(str(v).encode()).decode()
+    secret.setdefault("type", "Opaque")
+
+
+def validate_secret(secret: Obj) -> list[FieldError]:
+    import base64
+    import binascii
+
+    errs: list[FieldError] = []
+    for k, v in (secret.get("data") or {}).items():
+        try:
+            base64.b64decode(str(v), validate=True)
+        except (binascii.Error, ValueError):
+            errs.append(FieldError("FieldValueInvalid", f"data[{k}]", "illegal base64 data", "<secret contents>"))
+    return errs

@@ -1,0 +1,670 @@
+"""The HTTP face of the embedded cluster: the Kubernetes REST API over aiohttp.
+
+Clients (kubernetes-asyncio, the real kubectl, our controller) cannot tell it from a real kube-apiserver
+for the calls they make: paths, verbs, content negotiation (JSON, Table, PartialObjectMetadata), watch
+streams as chunked JSON lines, and errors as ``Status`` objects. Object semantics live in :mod:`registry`;
+this module only translates HTTP to registry calls and back, and does accounting and fault injection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import time
+from typing import Any
+from urllib.parse import parse_qsl
+
+import orjson
+from aiohttp import web
+
+from . import discovery, tables
+from .errors import ApiError, bad_request, expired, method_not_allowed, not_found
+from .faults import Faults, RequestInfo, RequestLog, RequestRecord
+from .podlogs import PodLogs
+from .registry import Registry, now_iso
+from .resources import Catalogue, ResourceType
+from .selection import parse_field_selector, parse_label_selector
+from .store import Event, Obj, Store, Watcher
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 3 * 1024 * 1024
+JSON_CT = "application/json"
+_NS_SUBRESOURCES = ("status", "finalize")
+
+
+def _dumps(obj: Any) -> bytes:
+    return orjson.dumps(obj)
+
+
+def _json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(body=_dumps(obj), status=status, content_type=JSON_CT, headers=headers)
+
+
+def _status_ok(details: dict[str, Any] | None = None) -> Obj:
+    out: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
+    if details is not None:
+        out["details"] = details
+    return out
+
+
+class Request:
+    """A parsed resource request."""
+
+    __slots__ = ("group", "name", "namespace", "query", "rt", "subresource", "version")
+
+    def __init__(self, rt: ResourceType, version: str, namespace: str | None, name: str | None, *,
+                 subresource: str | None, query: dict[str, str]) -> None:
+        self.rt = rt
+        self.group = rt.group
+        self.version = version
+        self.namespace = namespace
+        self.name = name
+        self.subresource = subresource
+        self.query = query
+
+
+class ApiServer:
+    def __init__(self, store: Store, catalogue: Catalogue, registry: Registry, logs: PodLogs, *,
+                 faults: Faults | None = None, request_log: RequestLog | None = None,
+                 bookmark_interval: float = 10.0, default_watch_timeout: float = 1800.0) -> None:
+        self.store = store
+        self.catalogue = catalogue
+        self.registry = registry
+        self.logs = logs
+        self.faults = faults or Faults()
+        self.request_log = request_log or RequestLog()
+        self.bookmark_interval = bookmark_interval
+        self.default_watch_timeout = default_watch_timeout
+        self.host = "127.0.0.1:0"
+        self._streams: set[asyncio.Task[Any]] = set()
+        self.closing = False
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=MAX_BODY)
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        return app
+
+    async def close_streams(self) -> None:
+        self.closing = True
+        for t in list(self._streams):
+            t.cancel()
+        if self._streams:
+            await asyncio.gather(*self._streams, return_exceptions=True)
+
+    # ---- entry --------------------------------------------------------------------------------------------
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        started = time.monotonic()
+        query = dict(parse_qsl(request.query_string, keep_blank_values=True))
+        info = RequestInfo(request.method, request.path, "")
+        status = 500
+        try:
+            resp, info = await self._dispatch(request, query, info)
+            status = resp.status
+            return resp
+        except ApiError as e:
+            status = e.code
+            return _json_response(e.status(), e.code, e.headers)
+        except web.HTTPRequestEntityTooLarge:
+            status = 413
+            err = ApiError(413, "Request entity too large: limit is 3145728", "RequestEntityTooLarge")
+            return _json_response(err.status(), 413)
+        except (asyncio.CancelledError, ConnectionResetError):
+            status = 499
+            raise
+        except Exception as e:
+            log.exception("internal error serving %s %s", request.method, request.path)
+            status = 500
+            err = ApiError(500, f"Internal error occurred: {e}", "InternalError")
+            return _json_response(err.status(), 500)
+        finally:
+            self.request_log.add(RequestRecord(
+                request.method, request.path, request.query_string, info.verb, info.resource, info.subresource,
+                info.namespace, info.name, status, time.monotonic() - started, started,
+                request.headers.get("User-Agent", "")))
+
+    async def _dispatch(self, request: web.Request, query: dict[str, str],
+                        info: RequestInfo) -> tuple[web.StreamResponse, RequestInfo]:
+        parts = [p for p in request.path.split("/") if p]
+        method = request.method
+        if parts and parts[0] in ("api", "apis") and (len(parts) > 3 if parts[0] == "apis" else len(parts) > 2):
+            req = self._parse_resource(parts, query)
+            verb = self._verb(method, req)
+            info = RequestInfo(method, request.path, verb, req.group, req.rt.plural, req.subresource or "",
+                               req.namespace or "", req.name or "")
+            rule = self.faults.pick(info, "status")
+            if rule is not None:
+                headers = {"Retry-After": str(rule.retry_after)} if rule.retry_after is not None else None
+                raise ApiError(rule.status, rule.message or f"injected fault (HTTP {rule.status})", headers=headers)
+            return await self._resource(request, req, verb, info), info
+        if method not in ("GET", "HEAD"):
+            raise method_not_allowed()
+        return self._nonresource(request, parts), info
+
+    # ---- non-resource paths -------------------------------------------------------------------------------
+
+    def _nonresource(self, request: web.Request, parts: list[str]) -> web.StreamResponse:
+        cat = self.catalogue
+        if parts == ["version"]:
+            return _json_response(discovery.VERSION_INFO)
+        if parts and parts[0] in ("healthz", "readyz", "livez"):
+            return web.Response(text="ok", content_type="text/plain")
+        if parts == ["api"]:
+            return _json_response(discovery.api_versions(request.host))
+        if parts == ["api", "v1"]:
+            return _json_response(discovery.resource_list(cat, "", "v1"))
+        if parts == ["apis"]:
+            return _json_response(discovery.group_list(cat))
+        if len(parts) == 2 and parts[0] == "apis":
+            doc = discovery.group(cat, parts[1])
+            if doc is not None:
+                return _json_response(doc)
+        if len(parts) == 3 and parts[0] == "apis":
+            doc = discovery.resource_list(cat, parts[1], parts[2])
+            if doc is not None:
+                return _json_response(doc)
+        if parts == ["openapi", "v3"]:
+            return _json_response(discovery.openapi_root(cat))
+        if len(parts) >= 4 and parts[:2] == ["openapi", "v3"]:
+            if parts[2] == "api" and len(parts) == 4:
+                doc = discovery.openapi_gv(cat, "", parts[3])
+            elif parts[2] == "apis" and len(parts) == 5:
+                doc = discovery.openapi_gv(cat, parts[3], parts[4])
+            else:
+                doc = None
+            if doc is not None:
+                return _json_response(doc)
+        raise ApiError(404, "the server could not find the requested resource", "NotFound",
+                       {"causes": [{"reason": "UnexpectedServerResponse", "message": "404 page not found"}]})
+
+    # ---- resource paths -----------------------------------------------------------------------------------
+
+    def _parse_resource(self, parts: list[str], query: dict[str, str]) -> Request:
+        if parts[0] == "api":
+            group, version, rest = "", parts[1], parts[2:]
+        else:
+            group, version, rest = parts[1], parts[2], parts[3:]
+        namespace: str | None = None
+        if rest[0] == "namespaces" and len(rest) >= 3 and not (len(rest) == 3 and rest[2] in _NS_SUBRESOURCES):
+            namespace, rest = rest[1], rest[2:]
+        if len(rest) > 3:
+            raise ApiError(404, "the server could not find the requested resource", "NotFound")
+        plural = rest[0]
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        rt = self.catalogue.get(group, version, plural)
+        if rt is None:
+            raise ApiError(404, "the server could not find the requested resource", "NotFound")
+        if namespace is not None and not rt.namespaced:
+            raise ApiError(404, "the server could not find the requested resource", "NotFound")
+        if sub is not None and sub not in rt.subresources:
+            raise ApiError(404, "the server could not find the requested resource", "NotFound")
+        if name is not None and rt.namespaced and namespace is None:
+            raise ApiError(404, "the server could not find the requested resource", "NotFound")
+        return Request(rt, version, namespace, name, subresource=sub, query=query)
+
+    @staticmethod
+    def _verb(method: str, req: Request) -> str:
+        if method in ("GET", "HEAD"):
+            if req.name is None:
+                return "watch" if req.query.get("watch") in ("1", "true", "True") else "list"
+            return "get"
+        if method == "POST":
+            return "create"
+        if method == "PUT":
+            return "update"
+        if method == "PATCH":
+            return "patch"
+        if method == "DELETE":
+            return "delete" if req.name is not None else "deletecollection"
+        return method.lower()
+
+    async def _body(self, request: web.Request) -> Any:
+        raw = await request.read()
+        if not raw:
+            raise bad_request("the body of the request was empty")
+        ctype = request.content_type or JSON_CT
+        if "yaml" in ctype and "apply-patch" not in ctype:
+            import yaml
+
+            try:
+                return yaml.safe_load(raw)
+            except yaml.YAMLError as e:
+                raise bad_request(f"error decoding YAML: {e}") from None
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError as e:
+            raise bad_request(f"couldn't get version/kind; json parse error: {e}") from None
+
+    async def _resource(self, request: web.Request, req: Request, verb: str, info: RequestInfo) -> web.StreamResponse:
+        rt = req.rt
+        ns = req.namespace or ""
+        dry_run = bool(req.query.get("dryRun"))
+        if verb == "watch":
+            return await self._watch(request, req, info)
+        if verb == "list":
+            return self._list(request, req)
+        if verb == "get":
+            assert req.name is not None
+            if req.subresource == "log":
+                return await self._log(request, req)
+            obj = self.registry.get(rt, ns, req.name)
+            return self._object_response(request, req, obj)
+        if verb == "create":
+            if req.name is None:
+                if rt.namespaced and req.namespace is None:
+                    raise method_not_allowed()
+                body = await self._body(request)
+                obj = self.registry.create(rt, ns, body, req.version, dry_run=dry_run)
+                return self._object_response(request, req, obj, 201)
+            if req.subresource == "binding":
+                return self._binding(req, await self._body(request))
+            if req.subresource == "eviction":
+                return self._eviction(req, await self._body(request))
+            raise method_not_allowed()
+        if verb == "update":
+            if req.name is None:
+                raise method_not_allowed()
+            body = await self._body(request)
+            if rt.key == ("", "namespaces") and req.subresource == "finalize":
+                return self._finalize_namespace(req, body)
+            if req.subresource not in (None, "status"):
+                raise method_not_allowed()
+            obj = self.registry.update(rt, ns, req.name, body, req.subresource, version=req.version, dry_run=dry_run)
+            return self._object_response(request, req, obj)
+        if verb == "patch":
+            if req.name is None or req.subresource not in (None, "status"):
+                raise method_not_allowed()
+            body = await self._body(request)
+            obj = self.registry.patch(rt, ns, req.name, request.content_type, body, subresource=req.subresource,
+                                      version=req.version, dry_run=dry_run)
+            return self._object_response(request, req, obj)
+        if verb == "delete":
+            assert req.name is not None
+            if req.subresource is not None:
+                raise method_not_allowed()
+            opts = await self._delete_options(request, req)
+            obj, gone = self.registry.delete(rt, ns, req.name, opts)
+            if gone and rt.key not in (("", "pods"), ("", "services")) and not rt.custom:
+                return _json_response(_status_ok({"name": req.name, "group": rt.group, "kind": rt.plural,
+                                                  "uid": obj["metadata"].get("uid")}))
+            return self._object_response(request, req, obj, 200 if gone else 202)
+        if verb == "deletecollection":
+            if "deletecollection" not in rt.verbs:
+                raise method_not_allowed()
+            opts = await self._delete_options(request, req)
+            labels = parse_label_selector(req.query.get("labelSelector"))
+            fields = parse_field_selector(req.query.get("fieldSelector"), rt.group, rt.plural)
+            items = self.registry.list(rt, req.namespace if rt.namespaced else None, labels, fields)
+            out = []
+            for o in items:
+                try:
+                    obj, _ = self.registry.delete(rt, o["metadata"].get("namespace", ""), o["metadata"]["name"],
+                                                  opts)
+                    out.append(obj)
+                except ApiError as e:
+                    if e.code != 404:
+                        raise
+            return _json_response(self._list_doc(req, out, {"resourceVersion": str(self.store.rv)}))
+        raise method_not_allowed()
+
+    async def _delete_options(self, request: web.Request, req: Request) -> dict[str, Any]:
+        opts: dict[str, Any] = {}
+        if request.can_read_body:
+            raw = await request.read()
+            if raw.strip():
+                try:
+                    body = orjson.loads(raw)
+                except orjson.JSONDecodeError as e:
+                    raise bad_request(f"couldn't get version/kind; json parse error: {e}") from None
+                if not isinstance(body, dict):
+                    raise bad_request("DeleteOptions must be a JSON object")
+                opts.update(body)
+        q = req.query
+        if "gracePeriodSeconds" in q:
+            try:
+                opts["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
+            except ValueError:
+                raise bad_request(f"invalid gracePeriodSeconds {q['gracePeriodSeconds']!r}") from None
+        if "propagationPolicy" in q:
+            opts["propagationPolicy"] = q["propagationPolicy"]
+        if q.get("orphanDependents") in ("true", "false"):
+            opts["orphanDependents"] = q["orphanDependents"] == "true"
+        if q.get("dryRun"):
+            opts["dryRun"] = [q["dryRun"]]
+        return opts
+
+    # ---- representations ----------------------------------------------------------------------------------
+
+    @staticmethod
+    def _accept(request: web.Request) -> str:
+        accept = request.headers.get("Accept", "")
+        for part in accept.split(","):
+            p = part.replace(" ", "")
+            if "as=Table" in p:
+                return "table"
+            if "as=PartialObjectMetadataList" in p or "as=PartialObjectMetadata" in p:
+                return "meta"
+            if p.startswith(("application/json", "*/*", "application/*")) or p == "":
+                return "json"
+            if p.startswith("application/yaml"):
+                return "json"
+        if "protobuf" in accept and "json" not in accept:
+            raise ApiError(406, "only the following media types are accepted: application/json, "
+                           "application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io", "NotAcceptable")
+        return "json"
+
+    @staticmethod
+    def _versioned(req: Request, obj: Obj) -> Obj:
+        if req.rt.custom and req.version != req.rt.version:
+            obj = dict(obj)
+            obj["apiVersion"] = req.rt.api_version(req.version)
+        return obj
+
+    def _object_response(self, request: web.Request, req: Request, obj: Obj, status: int = 200) -> web.Response:
+        mode = self._accept(request)
+        if mode == "table":
+            doc = tables.table(req.rt, req.version, [obj], {"resourceVersion": obj["metadata"].get(
+                "resourceVersion", "")}, include_object=req.query.get("includeObject", "Metadata"))
+            return _json_response(doc, status)
+        if mode == "meta":
+            return _json_response(tables.partial_metadata(obj), status)
+        return _json_response(self._versioned(req, obj), status)
+
+    def _list_doc(self, req: Request, items: list[Obj], meta: dict[str, Any]) -> Obj:
+        if req.rt.custom and req.version != req.rt.version:
+            items = [self._versioned(req, o) for o in items]
+        return {"kind": req.rt.list_kind, "apiVersion": req.rt.api_version(req.version), "metadata": meta,
+                "items": items}
+
+    def _list(self, request: web.Request, req: Request) -> web.Response:
+        rt = req.rt
+        labels = parse_label_selector(req.query.get("labelSelector"))
+        fields = parse_field_selector(req.query.get("fieldSelector"), rt.group, rt.plural)
+        items = self.registry.list(rt, req.namespace if rt.namespaced else None, labels, fields)
+        rv = self.store.rv
+        items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        cont = req.query.get("continue")
+        if cont:
+            try:
+                token = orjson.loads(base64.urlsafe_b64decode(cont.encode()))
+                start = (str(token["start"][0]), str(token["start"][1]))
+                rv = int(token["rv"])
+            except (ValueError, KeyError, TypeError, IndexError):
+                raise bad_request("continue key is not valid: incorrect encoded start resourceVersion") from None
+            meta["resourceVersion"] = str(rv)
+            items = [o for o in items if (o["metadata"].get("namespace", ""), o["metadata"]["name"]) > start]
+        limit_s = req.query.get("limit")
+        if limit_s:
+            try:
+                limit = int(limit_s)
+            except ValueError:
+                raise bad_request(f"invalid limit {limit_s!r}") from None
+            if 0 < limit < len(items):
+                last = items[limit - 1]["metadata"]
+                tok = {"rv": rv, "start": [last.get("namespace", ""), last["name"]]}
+                meta["continue"] = base64.urlsafe_b64encode(orjson.dumps(tok)).decode()
+                meta["remainingItemCount"] = len(items) - limit
+                items = items[:limit]
+        mode = self._accept(request)
+        if mode == "table":
+            return _json_response(tables.table(rt, req.version, items, meta,
+                                                           include_object=req.query.get("includeObject", "Metadata")))
+        if mode == "meta":
+            return _json_response({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
+                                   "metadata": meta, "items": [tables.partial_metadata(o) for o in items]})
+        return _json_response(self._list_doc(req, items, meta))
+
+    # ---- watch --------------------------------------------------------------------------------------------
+
+    def _frame(self, req: Request, mode: str, include: str, etype: str, ev: Event, *, first: bool) -> bytes:
+        variant = (etype, mode, req.version if req.rt.custom else "", include if mode == "table" else "", first)
+        cached = ev.frames.get(variant)
+        if cached is not None:
+            return cached
+        obj = ev.obj
+        if mode == "table":
+            out: Any = tables.table(req.rt, req.version, [obj], {"resourceVersion": obj["metadata"].get(
+                "resourceVersion", "")}, include_object=include, headers=first)
+        elif mode == "meta":
+            out = tables.partial_metadata(obj)
+        else:
+            out = self._versioned(req, obj)
+        frame = _dumps({"type": etype, "object": out}) + b"\n"
+        ev.frames[variant] = frame
+        return frame
+
+    async def _watch(self, request: web.Request, req: Request, info: RequestInfo) -> web.StreamResponse:
+        rt = req.rt
+        q = req.query
+        labels = parse_label_selector(q.get("labelSelector"))
+        fields = parse_field_selector(q.get("fieldSelector"), rt.group, rt.plural)
+        mode = self._accept(request)
+        include = q.get("includeObject", "Metadata")
+        bookmarks = q.get("allowWatchBookmarks") in ("true", "1", "True")
+        timeout = self.default_watch_timeout
+        if q.get("timeoutSeconds"):
+            try:
+                timeout = float(q["timeoutSeconds"])
+            except ValueError:
+                raise bad_request(f"invalid timeoutSeconds {q['timeoutSeconds']!r}") from None
+        rv_s = q.get("resourceVersion", "")
+        send_initial = q.get("sendInitialEvents") == "true"
+        since: int | None = None
+        if rv_s not in ("", "0") and not send_initial:
+            try:
+                since = int(rv_s)
+            except ValueError:
+                raise bad_request(f'invalid resource version "{rv_s}"') from None
+        if since is not None and (self.store.too_old(rt.key, since) or self.faults.pick(
+                info, "expire-watch") is not None):
+            gone = expired(f"too old resource version: {since} ({self.store.compacted.get(rt.key, 0) + 1})")
+            resp = web.StreamResponse(status=200, headers={"Content-Type": JSON_CT})
+            resp.enable_chunked_encoding()
+            await resp.prepare(request)
+            await resp.write(_dumps({"type": "ERROR", "object": gone.status()}) + b"\n")
+            await resp.write_eof()
+            return resp
+        cut = self.faults.pick(info, "cut-watch")
+        deadline = time.monotonic() + (min(timeout, cut.after_seconds) if cut is not None else timeout)
+        w = Watcher(rt.key, req.namespace if rt.namespaced else None, labels, fields)
+        initial: list[Obj] = []
+        if since is None:
+            initial = self.registry.list(rt, w.namespace, labels, fields)
+        start_rv = self.store.rv
+        self.store.subscribe(w, since)  # no await between the snapshot and subscribing: nothing is missed
+        resp = web.StreamResponse(status=200, headers={"Content-Type": JSON_CT})
+        resp.enable_chunked_encoding()
+        task = asyncio.current_task()
+        assert task is not None
+        self._streams.add(task)
+        try:
+            await resp.prepare(request)
+            first = True
+            if initial:
+                buf = []
+                for o in initial:
+                    ev = Event("ADDED", rt.key, o, None, start_rv)
+                    buf.append(self._frame(req, mode, include, "ADDED", ev, first=first))
+                    first = False
+                await resp.write(b"".join(buf))
+            if send_initial:
+                bm = {"kind": rt.kind, "apiVersion": rt.api_version(req.version),
+                      "metadata": {"resourceVersion": str(start_rv),
+                                   "annotations": {"k8s.io/initial-events-end": "true"}}}
+                await resp.write(_dumps({"type": "BOOKMARK", "object": bm}) + b"\n")
+            next_bookmark = time.monotonic() + self.bookmark_interval
+            while True:
+                now = time.monotonic()
+                if now >= deadline:
+                    break
+                wait = deadline - now
+                if bookmarks:
+                    wait = min(wait, max(0.0, next_bookmark - now))
+                try:
+                    item = await asyncio.wait_for(w.queue.get(), timeout=wait)
+                except TimeoutError:
+                    if bookmarks and time.monotonic() >= next_bookmark:
+                        bm = {"kind": rt.kind, "apiVersion": rt.api_version(req.version),
+                              "metadata": {"resourceVersion": str(self.store.rv)}}
+                        await resp.write(_dumps({"type": "BOOKMARK", "object": bm}) + b"\n")
+                        next_bookmark = time.monotonic() + self.bookmark_interval
+                    continue
+                if item is None:
+                    break
+                buf = [self._frame(req, mode, include, item[0], item[1], first=first)]
+                first = False
+                while not w.queue.empty():
+                    more = w.queue.get_nowait()
+                    if more is None:
+                        await resp.write(b"".join(buf))
+                        return resp
+                    buf.append(self._frame(req, mode, include, more[0], more[1], first=False))
+                await resp.write(b"".join(buf))
+            if cut is None:
+                await resp.write_eof()
+            elif request.transport is not None:
+                request.transport.close()  # an abrupt cut, like a dropped connection
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self.store.unsubscribe(w)
+            self._streams.discard(task)
+        return resp
+
+    # ---- pods: log, binding, eviction ---------------------------------------------------------------------
+
+    async def _log(self, request: web.Request, req: Request) -> web.StreamResponse:
+        assert req.name is not None
+        ns = req.namespace or ""
+        pod = self.registry.get(req.rt, ns, req.name)
+        containers = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+        init = [c.get("name") for c in (pod.get("spec") or {}).get("initContainers") or []]
+        q = req.query
+        container = q.get("container")
+        if not container:
+            if len(containers) != 1:
+                raise bad_request(f"a container name must be specified for pod {req.name}, choose one of: "
+                                  f"[{' '.join(str(c) for c in containers)}]")
+            container = str(containers[0])
+        if container not in containers and container not in init:
+            raise bad_request(f"container {container} is not valid for pod {req.name}")
+        previous = q.get("previous") in ("true", "1")
+        follow = q.get("follow") in ("true", "1")
+        timestamps = q.get("timestamps") in ("true", "1")
+        clog = self.logs.get((ns, req.name, container))
+        if clog is None:
+            raise bad_request(f'container "{container}" in pod "{req.name}" is waiting to start: ContainerCreating')
+        if previous:
+            if clog is None or clog.previous is None:
+                raise bad_request(f'previous terminated container "{container}" in pod "{req.name}" not found')
+            lines = clog.previous
+            follow = False
+        else:
+            assert clog is not None
+            lines = clog.lines
+        tail = q.get("tailLines")
+        start = 0
+        if tail:
+            try:
+                n = int(tail)
+            except ValueError:
+                raise bad_request(f"invalid tailLines {tail!r}") from None
+            start = max(0, len(lines) - n)
+
+        def fmt(chunk: list[tuple[str, str]]) -> bytes:
+            return "".join((f"{ts} {t}\n" if timestamps else f"{t}\n") for ts, t in chunk).encode()
+
+        if not follow:
+            return web.Response(body=fmt(lines[start:]), content_type="text/plain")
+        resp = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
+        resp.enable_chunked_encoding()
+        task = asyncio.current_task()
+        assert task is not None
+        self._streams.add(task)
+        try:
+            await resp.prepare(request)
+            pos = start
+            assert clog is not None
+            waker = asyncio.Event()
+            clog.waiters.add(waker)
+            try:
+                while True:
+                    cur = clog.lines
+                    if pos < len(cur):
+                        await resp.write(fmt(cur[pos:]))
+                        pos = len(cur)
+                    if clog.closed or self.closing:
+                        break
+                    waker.clear()
+                    await waker.wait()
+                    if clog.lines is not cur:  # container restarted: a follow ends with the instance
+                        break
+            finally:
+                clog.waiters.discard(waker)
+            await resp.write_eof()
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self._streams.discard(task)
+        return resp
+
+    def _binding(self, req: Request, body: Any) -> web.Response:
+        assert req.name is not None
+        if not isinstance(body, dict) or not isinstance(body.get("target"), dict):
+            raise bad_request("a Binding needs target")
+        node = body["target"].get("name")
+        if not node:
+            raise bad_request("a Binding needs target.name")
+        bind_pod(self.registry, req.namespace or "", req.name, str(node))
+        return _json_response(_status_ok(), 201)
+
+    def _eviction(self, req: Request, body: Any) -> web.Response:
+        assert req.name is not None
+        opts = (body.get("deleteOptions") if isinstance(body, dict) else None) or {}
+        self.registry.delete(req.rt, req.namespace or "", req.name, opts)
+        return _json_response(_status_ok(), 201)
+
+    def _finalize_namespace(self, req: Request, body: Any) -> web.Response:
+        assert req.name is not None
+        rt = req.rt
+        old = self.registry.get(rt, "", req.name)
+        if not isinstance(body, dict):
+            raise bad_request("the body of the request must be a JSON object")
+        new = dict(old)
+        new["spec"] = {"finalizers": list((body.get("spec") or {}).get("finalizers") or [])}
+        new["metadata"] = dict(old["metadata"])
+        if old["metadata"].get("deletionTimestamp") and not new["spec"]["finalizers"] and not new["metadata"].get(
+                "finalizers"):
+            self.store.remove(rt.key, old)
+            return _json_response(new)
+        new["metadata"]["resourceVersion"] = str(self.store.next_rv())
+        self.store.put(rt.key, new, old)
+        return _json_response(new)
+
+
+def bind_pod(registry: Registry, ns: str, name: str, node: str) -> Obj:
+    """Bind a pod to a node (the ``pods/binding`` subresource), setting PodScheduled=True."""
+    rt = registry.resource("", "pods")
+    pod = registry.get(rt, ns, name)
+    spec = pod.get("spec") or {}
+    if spec.get("nodeName"):
+        raise ApiError(409, f"pod {name} is already assigned to node \"{spec['nodeName']}\"", "Conflict",
+                       {"name": name, "kind": "pods"})
+    if pod["metadata"].get("deletionTimestamp"):
+        raise ApiError(409, f"pod {name} is being deleted, cannot be assigned to a host", "Conflict")
+    if registry.store.get(("", "nodes"), "", node) is None:
+        raise not_found("", "nodes", node)
+    new = dict(pod)
+    new["spec"] = dict(spec, nodeName=node)
+    status = dict(pod.get("status") or {})
+    conds = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+    conds.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now_iso()})
+    status["conditions"] = conds
+    new["status"] = status
+    new["metadata"] = dict(pod["metadata"], resourceVersion=str(registry.store.next_rv()))
+    registry.store.put(rt.key, new, pod)
+    return new

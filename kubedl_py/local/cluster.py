@@ -1,0 +1,400 @@
+"""``LocalCluster``: the embedded Kubernetes cluster assembled and served, and ``local up``.
+
+It wires the control plane together (store, API server, CRD controller, garbage collector, namespace
+controller, scheduler, node lifecycle, simulated kubelets), serves the API on 127.0.0.1 over plain HTTP,
+writes a kubeconfig once it is ready, and offers the test hooks reliability tests need (evict a pod, lose a
+node, expire watch history, fault rules, the request log).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from . import events
+from .apiserver import ApiServer
+from .crd import CRDController
+from .errors import ApiError
+from .faults import Faults, RequestLog
+from .garbagecollector import GarbageCollector, NamespaceController
+from .kubelet import Kubelets
+from .nodelifecycle import NodeLifecycle
+from .podlogs import PodLogs
+from .registry import Registry, now_iso
+from .resources import Catalogue
+from .scheduler import Scheduler
+from .store import Event, Obj, Store
+
+log = logging.getLogger(__name__)
+
+CONTEXT = "kubedl-local"
+DEFAULT_NODE_RESOURCES: dict[str, str] = {
+    # Deliberately large so scale tests (thousands of pods on one node) fit; override per test.
+    "cpu": "1000",
+    "memory": "4Ti",
+    "pods": "20000",
+    "ephemeral-storage": "1Ti",
+}
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+ResourceSpec = Mapping[str, str] | Sequence[Mapping[str, str]] | None
+
+
+def node_name(i: int) -> str:
+    return f"local-node-{i}"
+
+
+class LocalCluster:
+    """An embedded Kubernetes cluster; use as ``async with LocalCluster(...) as cluster``.
+
+    ``node_resources`` / ``node_labels``: one mapping for every node, or a sequence with one per node.
+    Node IPs: 127.0.0.1 with one node; 127.0.10.<i+1> for ``local-node-<i>`` with several.
+    """
+
+    def __init__(
+        self,
+        nodes: int = 1,
+        runtime: str = "simulated",
+        port: int = 0,
+        data_dir: str | os.PathLike[str] | None = None,
+        *,
+        host: str = "127.0.0.1",
+        kubeconfig_path: str | os.PathLike[str] | None = None,
+        node_resources: ResourceSpec = None,
+        node_labels: ResourceSpec = None,
+        watch_history: int = 10000,
+        service_cidr: str = "127.1.0.0/16",
+        pod_cidr: str = "127.2.0.0/16",
+        toleration_seconds: int = 5,
+        bookmark_interval: float = 5.0,
+        restart_backoff: float = 0.1,
+        max_restart_backoff: float = 2.0,
+        termination_seconds: float = 0.1,
+        scheduler: bool = True,
+        kubelets: bool = True,
+        fault_seed: int | None = None,
+    ) -> None:
+        if runtime != "simulated":
+            raise ValueError(f"runtime {runtime!r} is not available (supported: 'simulated')")
+        if nodes < 0:
+            raise ValueError("nodes must be >= 0")
+        self.nodes = nodes
+        self.runtime = runtime
+        self.port = port
+        self.host = host
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+        self._kubeconfig = Path(kubeconfig_path) if kubeconfig_path is not None else None
+        self.node_resources = node_resources
+        self.node_labels = node_labels
+        self.watch_history = watch_history
+        self.service_cidr = service_cidr
+        self.pod_cidr = pod_cidr
+        self.toleration_seconds = toleration_seconds
+        self.bookmark_interval = bookmark_interval
+        self.restart_backoff = restart_backoff
+        self.max_restart_backoff = max_restart_backoff
+        self.termination_seconds = termination_seconds
+        self.run_scheduler = scheduler
+        self.run_kubelets = kubelets
+        self.faults = Faults(fault_seed)
+        self.request_log = RequestLog()
+        self.pod_logs = PodLogs()
+        self.node_ips: dict[str, str] = {}
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._runner: web.AppRunner | None = None
+        self._started = False
+        self.url = ""
+
+    # ---- lifecycle ----------------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> LocalCluster:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        self.store = Store(history=self.watch_history, data_dir=self.data_dir)
+        self.catalogue = Catalogue()
+        self.crds = CRDController(self.store, self.catalogue)
+        self.registry = Registry(self.store, self.catalogue, service_cidr=self.service_cidr,
+                                 toleration_seconds=self.toleration_seconds)
+        self.apiserver = ApiServer(self.store, self.catalogue, self.registry, self.pod_logs, faults=self.faults,
+                                   request_log=self.request_log, bookmark_interval=self.bookmark_interval)
+        self.gc = GarbageCollector(self.registry)
+        self.namespaces = NamespaceController(self.registry)
+        self.store.listeners.append(self._on_event)
+        self._bootstrap()
+        for i in range(self.nodes):
+            self._ensure_node(node_name(i), i)
+        self.scheduler = Scheduler(self.registry)
+        self.kubelets = Kubelets(self.registry, self.pod_logs, self.node_ips, pod_cidr=self.pod_cidr,
+                                 restart_backoff=self.restart_backoff, max_backoff=self.max_restart_backoff,
+                                 termination_seconds=self.termination_seconds)
+        self.node_lifecycle = NodeLifecycle(self.registry, self.kubelets)
+        self.gc.start()
+        self.namespaces.start()
+        if self.run_scheduler:
+            self.scheduler.start()
+        if self.run_kubelets:
+            self.kubelets.start()
+        self._runner = web.AppRunner(self.apiserver.app(), access_log=None, handle_signals=False,
+                                    shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        server = site._server
+        assert server is not None
+        sock: socket.socket = server.sockets[0]  # type: ignore[attr-defined]
+        self.port = int(sock.getsockname()[1])
+        self.url = f"http://{self.host}:{self.port}"
+        self.apiserver.host = f"{self.host}:{self.port}"
+        self._write_kubeconfig()
+        self._started = True
+        log.info("embedded cluster serving at %s (kubeconfig %s)", self.url, self.kubeconfig_path)
+
+    async def stop(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        await self.apiserver.close_streams()
+        self.store.close_watchers()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        self.node_lifecycle.stop()
+        await self.kubelets.stop()
+        await self.scheduler.stop()
+        await self.namespaces.stop()
+        await self.gc.stop()
+        self.store.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    # ---- bootstrap ----------------------------------------------------------------------------------------
+
+    def _bootstrap(self) -> None:
+        ns_rt = self.registry.resource("", "namespaces")
+        for ns in SYSTEM_NAMESPACES:
+            if self.store.get(ns_rt.key, "", ns) is None:
+                self.registry.create(ns_rt, "", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        svc_rt = self.registry.resource("", "services")
+        if self.store.get(svc_rt.key, "default", "kubernetes") is None:
+            first = str(self.registry.ips.net.network_address + 1)
+            self.registry.ips.used.discard(first)
+            self.registry.create(svc_rt, "default", {
+                "metadata": {"name": "kubernetes", "labels": {"component": "apiserver", "provider": "kubernetes"}},
+                "spec": {"clusterIP": first, "ports": [{"name": "https", "port": 443, "targetPort": 6443}]}})
+
+    def _on_event(self, ev: Event) -> None:
+        # The service account controller: every namespace gets a "default" ServiceAccount.
+        if ev.rkey == ("", "namespaces") and ev.type == "ADDED":
+            asyncio.get_running_loop().call_soon(self._default_sa, ev.obj["metadata"]["name"])
+
+    def _default_sa(self, ns: str) -> None:
+        with contextlib.suppress(ApiError):
+            self.registry.create(self.registry.resource("", "serviceaccounts"), ns,
+                                 {"metadata": {"name": "default"}})
+
+    @staticmethod
+    def _pick(spec: ResourceSpec, i: int) -> dict[str, str]:
+        if spec is None:
+            return {}
+        if isinstance(spec, Mapping):
+            return {str(k): str(v) for k, v in spec.items()}
+        return {str(k): str(v) for k, v in spec[i].items()} if i < len(spec) else {}
+
+    def _ensure_node(self, name: str, i: int, resources: Mapping[str, str] | None = None,
+                     labels: Mapping[str, str] | None = None) -> Obj:
+        ip = "127.0.0.1" if self.nodes == 1 and i == 0 else f"127.0.10.{i + 1}"
+        self.node_ips[name] = ip
+        res = dict(DEFAULT_NODE_RESOURCES)
+        res.update(self._pick(self.node_resources, i))
+        res.update(resources or {})
+        lab = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+               "node.kubedl.io/index": str(i)}
+        lab.update(self._pick(self.node_labels, i))
+        lab.update(labels or {})
+        now = now_iso()
+        conds = [
+            {"type": t, "status": "False", "reason": f"KubeletHasNo{t}" if t != "PIDPressure" else
+             "KubeletHasSufficientPID", "message": "kubelet is healthy", "lastHeartbeatTime": now,
+             "lastTransitionTime": now}
+            for t in ("MemoryPressure", "DiskPressure", "PIDPressure")
+        ] + [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+              "message": "kubelet is posting ready status", "lastHeartbeatTime": now, "lastTransitionTime": now}]
+        node: Obj = {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": lab,
+                         "annotations": {"node.alpha.kubernetes.io/ttl": "0"}},
+            "spec": {},
+            "status": {
+                "capacity": res, "allocatable": dict(res), "conditions": conds,
+                "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}],
+                "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+                "nodeInfo": {"machineID": uuid.uuid5(uuid.NAMESPACE_DNS, name).hex,
+                             "systemUUID": str(uuid.uuid5(uuid.NAMESPACE_DNS, name)),
+                             "bootID": str(uuid.uuid4()), "kernelVersion": os.uname().release,
+                             "osImage": "kubedl-py simulated node", "containerRuntimeVersion": "simulated://1.0",
+                             "kubeletVersion": "v1.34.0", "kubeProxyVersion": "", "operatingSystem": "linux",
+                             "architecture": "amd64"},
+            },
+        }
+        rt = self.registry.resource("", "nodes")
+        old = self.store.get(rt.key, "", name)
+        if old is None:
+            created = self.registry.create(rt, "", node)
+        else:  # restart with --data-dir: the node comes back ready, with today's resources
+            new = dict(old, status=node["status"])
+            new["metadata"] = dict(old["metadata"], labels=lab, resourceVersion=str(self.store.next_rv()))
+            spec = dict(old.get("spec") or {})
+            spec.pop("taints", None)
+            new["spec"] = spec
+            self.store.put(rt.key, new, old)
+            created = new
+        lease_rt = self.registry.resource("coordination.k8s.io", "leases")
+        if self.store.get(lease_rt.key, "kube-node-lease", name) is None:
+            self.registry.create(lease_rt, "kube-node-lease", {"metadata": {"name": name, "ownerReferences": [{
+                "apiVersion": "v1", "kind": "Node", "name": name, "uid": created["metadata"]["uid"]}]},
+                "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": now.replace(
+                    "Z", ".000000Z")}})
+        return created
+
+    # ---- public accessors ---------------------------------------------------------------------------------
+
+    @property
+    def kubeconfig_path(self) -> Path:
+        if self._kubeconfig is None:
+            if self.data_dir is not None:
+                self._kubeconfig = self.data_dir / "kubeconfig"
+            else:
+                self._tmp = tempfile.TemporaryDirectory(prefix="kubedl-local-")
+                self._kubeconfig = Path(self._tmp.name) / "kubeconfig"
+        return self._kubeconfig
+
+    def kubeconfig(self) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1", "kind": "Config", "preferences": {},
+            "clusters": [{"name": CONTEXT, "cluster": {"server": self.url}}],
+            "users": [{"name": CONTEXT, "user": {}}],
+            "contexts": [{"name": CONTEXT, "context": {"cluster": CONTEXT, "user": CONTEXT, "namespace": "default"}}],
+            "current-context": CONTEXT,
+        }
+
+    def _write_kubeconfig(self) -> None:
+        path = self.kubeconfig_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(yaml.safe_dump(self.kubeconfig(), sort_keys=False))
+        tmp.replace(path)  # appears complete or not at all: readiness can be polled on the file
+
+    @property
+    def configuration(self) -> Any:
+        """A ``kubernetes_asyncio.client.Configuration`` pointed at this cluster."""
+        from kubernetes_asyncio.client import Configuration
+
+        cfg = Configuration()
+        cfg.host = self.url
+        return cfg
+
+    # ---- test hooks ---------------------------------------------------------------------------------------
+
+    def evict_pod(self, namespace: str, name: str,
+                  message: str = "The node was low on resource: memory. ") -> Obj:
+        """Evict like the kubelet under node pressure: phase Failed, reason Evicted (the pod object stays)."""
+        return self.kubelets.evict(namespace, name, message)
+
+    def lose_node(self, name: str, status: str = "Unknown") -> None:
+        """The node stops reporting (Ready=Unknown) or turns NotReady (``status="False"``); see nodelifecycle."""
+        if status not in ("Unknown", "False"):
+            raise ValueError("status must be 'Unknown' or 'False'")
+        self.node_lifecycle.lose(name, status)
+
+    def restore_node(self, name: str) -> None:
+        """The node's kubelet is back: Ready=True, taints removed, its pods resume (terminating ones finish)."""
+        self.node_lifecycle.restore(name)
+
+    def remove_node(self, name: str) -> None:
+        """Delete the node object; its pods are force-deleted by the pod garbage collector."""
+        self.node_lifecycle.remove(name)
+
+    def add_node(self, resources: Mapping[str, str] | None = None, labels: Mapping[str, str] | None = None) -> str:
+        i = len(self.node_ips)
+        while node_name(i) in self.node_ips:
+            i += 1
+        name = node_name(i)
+        self.nodes = max(self.nodes, 2)
+        self._ensure_node(name, i, resources, labels)
+        return name
+
+    def expire_watch_history(self, resource: str | None = None, group: str = "") -> None:
+        """Forget watch history: watches resuming from an older resourceVersion get 410 Expired."""
+        self.store.expire_history((group, resource) if resource is not None else None)
+
+    def record_event(self, obj: Obj, type_: str, reason: str, message: str, component: str = "test") -> None:
+        events.record(self.registry, obj, type_, reason, message, component=component)
+
+    def get(self, resource: str, name: str, namespace: str = "", group: str = "") -> Obj | None:
+        """Read an object straight from the store (tests; no HTTP)."""
+        return self.store.get((group, resource), namespace, name)
+
+
+# ---- local up --------------------------------------------------------------------------------------------
+
+@dataclass
+class LocalUpOptions:
+    kubeconfig: str
+    port: int = 0
+    nodes: int = 1
+    runtime: str = "simulated"
+    data_dir: str | None = None
+
+
+async def run_local_up(options: LocalUpOptions, *,
+                       on_ready: Callable[[LocalCluster], Awaitable[None]] | None = None,
+                       stop: asyncio.Event | None = None) -> int:
+    """Serve an embedded cluster until SIGINT/SIGTERM (or ``stop`` is set); returns the exit code."""
+    loop = asyncio.get_running_loop()
+    stop = stop or asyncio.Event()
+    installed: list[signal.Signals] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError):
+            pass
+    cluster = LocalCluster(nodes=options.nodes, runtime=options.runtime, port=options.port,
+                           data_dir=options.data_dir, kubeconfig_path=options.kubeconfig,
+                           toleration_seconds=300)
+    started = time.monotonic()
+    try:
+        await cluster.start()
+        log.info("kubedl-py local cluster ready at %s in %.2fs; kubeconfig written to %s (context %s)",
+                 cluster.url, time.monotonic() - started, cluster.kubeconfig_path, CONTEXT)
+        print(f"kubedl-py local cluster listening on {cluster.url} (kubeconfig {cluster.kubeconfig_path})",
+              flush=True)
+        if on_ready is not None:
+            await on_ready(cluster)
+        await stop.wait()
+        log.info("shutting down the local cluster")
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+        await cluster.stop()
+    return 0

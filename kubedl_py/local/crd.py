@@ -1,0 +1,164 @@
+"""CustomResourceDefinitions: turning a stored CRD into served resources, and back.
+
+Creating a CRD makes its resources available at once (discovery included) with the ``Established``
+condition set; updating it changes schemas and columns; deleting it removes every instance (with DELETED
+watch events) and stops serving the kind, as the apiextensions server does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+from . import schema
+from .errors import FieldError
+from .registry import now_iso
+from .resources import Catalogue, ResourceType
+from .store import Event, Obj, Store
+
+CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
+_PLURAL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def validate_crd(crd: Obj) -> list[FieldError]:
+    errs: list[FieldError] = []
+    spec = crd.get("spec")
+    if not isinstance(spec, dict):
+        return [FieldError("FieldValueRequired", "spec")]
+    group = spec.get("group")
+    names = spec.get("names") or {}
+    if not group or not isinstance(group, str):
+        errs.append(FieldError("FieldValueRequired", "spec.group"))
+    elif "." not in group:
+        errs.append(FieldError("FieldValueInvalid", "spec.group", "should be a domain with at least one dot", group))
+    plural = names.get("plural")
+    if not plural:
+        errs.append(FieldError("FieldValueRequired", "spec.names.plural"))
+    elif not _PLURAL.match(str(plural)):
+        errs.append(FieldError("FieldValueInvalid", "spec.names.plural", "a lowercase RFC 1123 label", plural))
+    if not names.get("kind"):
+        errs.append(FieldError("FieldValueRequired", "spec.names.kind"))
+    if plural and group and crd["metadata"].get("name") != f"{plural}.{group}":
+        errs.append(FieldError("FieldValueInvalid", "metadata.name",
+                               "must be spec.names.plural+\".\"+spec.group", crd["metadata"].get("name")))
+    if spec.get("scope") not in ("Namespaced", "Cluster"):
+        errs.append(FieldError("FieldValueNotSupported", "spec.scope", 'supported values: "Cluster", "Namespaced"',
+                               spec.get("scope")))
+    versions = spec.get("versions")
+    if not isinstance(versions, list) or not versions:
+        errs.append(FieldError("FieldValueRequired", "spec.versions", "must have exactly one version marked as "
+                               "storage version"))
+        return errs
+    storage = [v for v in versions if isinstance(v, dict) and v.get("storage")]
+    if len(storage) != 1:
+        errs.append(FieldError("FieldValueInvalid", "spec.versions", "must have exactly one version marked as "
+                               "storage version", len(storage)))
+    for i, v in enumerate(versions):
+        if not isinstance(v, dict) or not v.get("name"):
+            errs.append(FieldError("FieldValueRequired", f"spec.versions[{i}].name"))
+            continue
+        sch = ((v.get("schema") or {}).get("openAPIV3Schema"))
+        if sch is None:
+            errs.append(FieldError("FieldValueRequired", f"spec.versions[{i}].schema.openAPIV3Schema",
+                                   "schemas are required"))
+        else:
+            schema.check_structural(sch, f"spec.versions[{i}].schema.openAPIV3Schema", errs)
+    return errs
+
+
+def default_crd(crd: Obj) -> None:
+    spec = crd.setdefault("spec", {})
+    names = spec.setdefault("names", {})
+    if names.get("kind"):
+        names.setdefault("singular", str(names["kind"]).lower())
+        names.setdefault("listKind", f"{names['kind']}List")
+    for v in spec.get("versions") or []:
+        if isinstance(v, dict):
+            v.setdefault("served", True)
+    spec.setdefault("conversion", {"strategy": "None"})
+    now = now_iso()
+    storage = next((v.get("name") for v in spec.get("versions") or [] if isinstance(v, dict) and v.get("storage")),
+                   None)
+    crd["status"] = {
+        "acceptedNames": dict(names),
+        "conditions": [
+            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+             "message": "no conflicts found", "lastTransitionTime": now},
+            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+             "message": "the initial names have been accepted", "lastTransitionTime": now},
+        ],
+        "storedVersions": [storage] if storage else [],
+    }
+
+
+def resource_type(crd: Obj) -> ResourceType:
+    spec = crd["spec"]
+    names = spec["names"]
+    versions = [v for v in spec.get("versions") or [] if v.get("served", True)]
+    storage = next((v for v in spec["versions"] if v.get("storage")), spec["versions"][0])
+    subs: list[str] = []
+    if any((v.get("subresources") or {}).get("status") is not None for v in spec["versions"]):
+        subs.append("status")
+    if any((v.get("subresources") or {}).get("scale") is not None for v in spec["versions"]):
+        subs.append("scale")
+    return ResourceType(
+        group=spec["group"],
+        version=storage["name"],
+        kind=names["kind"],
+        plural=names["plural"],
+        namespaced=spec.get("scope") == "Namespaced",
+        singular=names.get("singular", ""),
+        short_names=list(names.get("shortNames") or []),
+        categories=list(names.get("categories") or []),
+        subresources=subs,
+        custom=True,
+        versions=[v["name"] for v in versions] or [storage["name"]],
+        schemas={v["name"]: (v.get("schema") or {}).get("openAPIV3Schema") or {} for v in spec["versions"]},
+        printer_columns={v["name"]: list(v.get("additionalPrinterColumns") or []) for v in spec["versions"]},
+        crd_name=crd["metadata"]["name"],
+    )
+
+
+class CRDController:
+    """Keeps the catalogue in step with the stored CRDs."""
+
+    def __init__(self, store: Store, catalogue: Catalogue) -> None:
+        self.store = store
+        self.catalogue = catalogue
+        for crd in store.iter(CRD_KEY):
+            self._serve(crd)
+        store.listeners.append(self._on_event)
+
+    def _serve(self, crd: Obj) -> None:
+        try:
+            rt = resource_type(crd)
+        except (KeyError, TypeError, IndexError):
+            return
+        if rt.key in self.catalogue.types and not self.catalogue.types[rt.key].custom:
+            return  # never shadow a built-in kind
+        self.catalogue.add(rt)
+
+    def _on_event(self, ev: Event) -> None:
+        if ev.rkey != CRD_KEY:
+            return
+        if ev.type == "DELETED":
+            try:
+                key = (ev.obj["spec"]["group"], ev.obj["spec"]["names"]["plural"])
+            except (KeyError, TypeError):
+                return
+            self.catalogue.remove(key)
+            asyncio.get_running_loop().call_soon(self._purge, key)
+        else:
+            self._serve(ev.obj)
+
+    def _purge(self, key: tuple[str, str]) -> None:
+        if key in self.catalogue.types:
+            return  # recreated meanwhile
+        for obj in list(self.store.iter(key)):
+            self.store.remove(key, obj)
+        self.store.drop_resource(key)
+
+
+def crd_columns(rt: ResourceType, version: str) -> list[dict[str, Any]]:
+    return rt.printer_columns.get(version) or []

@@ -1,0 +1,172 @@
+"""The node lifecycle controller, taint manager and pod garbage collector, for losing nodes in tests.
+
+When a node stops reporting (``LocalCluster.lose_node``), Kubernetes does not delete its pods at once: the
+node's Ready condition becomes Unknown (or False), the node gets the ``node.kubernetes.io/unreachable``
+(or ``not-ready``) taints, its pods are marked not Ready, and the taint manager deletes each pod once its
+toleration of that taint runs out (``tolerationSeconds``, 300 s by default through the
+DefaultTolerationSeconds admission; configurable here). The deletion is graceful and the node's kubelet is
+gone, so the pods stay Terminating until the node comes back or the node object is deleted, when the pod
+garbage collector force-deletes them. This module reproduces exactly that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from . import events
+from .errors import ApiError
+from .kubelet import Kubelets
+from .patch import deepcopy_json
+from .registry import Registry, now_iso
+from .scheduler import tolerates
+from .store import Event, Obj
+
+log = logging.getLogger(__name__)
+
+NODES = ("", "nodes")
+PODS = ("", "pods")
+UNREACHABLE = "node.kubernetes.io/unreachable"
+NOT_READY = "node.kubernetes.io/not-ready"
+
+
+class NodeLifecycle:
+    def __init__(self, registry: Registry, kubelets: Kubelets) -> None:
+        self.registry = registry
+        self.store = registry.store
+        self.kubelets = kubelets
+        self.timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
+        self.store.listeners.append(self._on_event)
+
+    def stop(self) -> None:
+        for t in self.timers.values():
+            t.cancel()
+        self.timers.clear()
+
+    def _node(self, name: str) -> Obj:
+        node = self.store.get(NODES, "", name)
+        if node is None:
+            raise ApiError(404, f'nodes "{name}" not found', "NotFound")
+        return node
+
+    def _put_node(self, old: Obj, new: Obj) -> None:
+        new["metadata"]["resourceVersion"] = str(self.store.next_rv())
+        self.store.put(NODES, new, old)
+
+    def lose(self, name: str, status: str = "Unknown") -> None:
+        """The node's kubelet stops reporting (``Unknown``) or reports not ready (``False``)."""
+        node = self._node(name)
+        self.kubelets.freeze(name)
+        new = deepcopy_json(node)
+        now = now_iso()
+        for c in new["status"].get("conditions") or []:
+            if status == "Unknown":
+                c.update(status="Unknown", reason="NodeStatusUnknown",
+                         message="Kubelet stopped posting node status.", lastTransitionTime=now)
+            elif c.get("type") == "Ready":
+                c.update(status="False", reason="KubeletNotReady", message="container runtime is down",
+                         lastTransitionTime=now)
+        key = UNREACHABLE if status == "Unknown" else NOT_READY
+        taints = [t for t in new["spec"].get("taints") or [] if t.get("key") not in (UNREACHABLE, NOT_READY)]
+        taints += [{"key": key, "effect": "NoSchedule", "timeAdded": now},
+                   {"key": key, "effect": "NoExecute", "timeAdded": now}]
+        new["spec"]["taints"] = taints
+        self._put_node(node, new)
+        events.record(self.registry, new, "Normal", "NodeNotReady", f"Node {name} status is now: NodeNotReady",
+                      component="node-controller")
+        for pod in list(self.store.iter(PODS)):
+            if (pod.get("spec") or {}).get("nodeName") != name:
+                continue
+            self._mark_not_ready(pod)
+            self._plan_eviction(pod, {"key": key, "effect": "NoExecute"})
+
+    def restore(self, name: str) -> None:
+        node = self._node(name)
+        new = deepcopy_json(node)
+        now = now_iso()
+        for c in new["status"].get("conditions") or []:
+            if c.get("type") == "Ready":
+                c.update(status="True", reason="KubeletReady", message="kubelet is posting ready status",
+                         lastTransitionTime=now)
+            else:
+                c.update(status="False", reason=f"KubeletHasNo{c.get('type')}", lastTransitionTime=now)
+        new["spec"]["taints"] = [t for t in new["spec"].get("taints") or []
+                                 if t.get("key") not in (UNREACHABLE, NOT_READY)]
+        if not new["spec"]["taints"]:
+            del new["spec"]["taints"]
+        self._put_node(node, new)
+        for key in [k for k, _ in self.timers.items()]:
+            pod = self.store.get(PODS, *key)
+            if pod is None or (pod.get("spec") or {}).get("nodeName") == name:
+                self.timers.pop(key).cancel()
+        self.kubelets.thaw(name)
+
+    def remove(self, name: str) -> None:
+        """Delete the node object; the pod garbage collector then force-deletes its pods."""
+        node = self._node(name)
+        self.store.remove(NODES, node)
+
+    def _mark_not_ready(self, pod: Obj) -> None:
+        status = dict(pod.get("status") or {})
+        if status.get("phase") in ("Succeeded", "Failed"):
+            return
+        conds = []
+        for c0 in status.get("conditions") or []:
+            c = c0
+            if c.get("type") in ("Ready", "ContainersReady") and c.get("status") != "False":
+                c = dict(c0, status="False", reason="NodeLost" if c.get("type") == "Ready" else c.get("reason"),
+                         lastTransitionTime=now_iso())
+            conds.append(c)
+        status["conditions"] = conds
+        new = dict(pod, status=status)
+        new["metadata"] = dict(pod["metadata"], resourceVersion=str(self.store.next_rv()))
+        self.store.put(PODS, new, pod)
+
+    def _plan_eviction(self, pod: Obj, taint: dict[str, Any]) -> None:
+        key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+        if pod["metadata"].get("deletionTimestamp") or key in self.timers:
+            return
+        seconds: float | None = 0.0
+        if tolerates(pod, taint):
+            seconds = None
+            for t in (pod.get("spec") or {}).get("tolerations") or []:
+                if tolerates({"spec": {"tolerations": [t]}}, taint):
+                    ts = t.get("tolerationSeconds")
+                    if ts is None:
+                        seconds = None  # tolerated forever
+                        break
+                    seconds = float(ts) if seconds is None else min(seconds, float(ts))
+        if seconds is None:
+            return
+        self.timers[key] = asyncio.get_running_loop().call_later(max(0.0, seconds), self._evict, key,
+                                                                 pod["metadata"]["uid"])
+
+    def _evict(self, key: tuple[str, str], uid: str) -> None:
+        self.timers.pop(key, None)
+        pod = self.store.get(PODS, *key)
+        if pod is None or pod["metadata"].get("uid") != uid:
+            return
+        try:
+            events.record(self.registry, pod, "Normal", "TaintManagerEviction",
+                          f"Marking for deletion Pod {key[0]}/{key[1]}", component="taint-eviction-controller")
+            self.registry.delete(self.registry.resource("", "pods"), key[0], key[1],
+                                 {"preconditions": {"uid": uid}})
+        except ApiError as e:
+            if e.code != 404:
+                log.warning("taint eviction of %s/%s: %s", key[0], key[1], e.message)
+
+    def _on_event(self, ev: Event) -> None:
+        if ev.rkey == NODES and ev.type == "DELETED":
+            asyncio.get_running_loop().call_soon(self._gc_orphans, ev.obj["metadata"]["name"])
+
+    def _gc_orphans(self, node: str) -> None:
+        if self.store.get(NODES, "", node) is not None:
+            return
+        rt = self.registry.resource("", "pods")
+        for pod in list(self.store.iter(PODS)):
+            if (pod.get("spec") or {}).get("nodeName") == node:
+                with contextlib.suppress(ApiError):
+                    self.registry.delete(rt, pod["metadata"]["namespace"], pod["metadata"]["name"],
+                                         {"gracePeriodSeconds": 0})

@@ -1,0 +1,267 @@
+"""The three PATCH formats the API server accepts: JSON merge patch, JSON patch and strategic merge patch.
+
+kubectl sends strategic merge patches for built-in kinds and merge patches for custom resources; controllers
+send all three. Strategic merge needs to know which lists merge by which key; the real server reads that
+from Go struct tags, here it is a small table covering the lists clients actually touch.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from .errors import ApiError, bad_request
+
+JSON = Any
+
+
+def deepcopy_json(value: JSON) -> JSON:
+    """A fast deep copy for JSON-shaped data (dict/list/scalars)."""
+    if isinstance(value, dict):
+        return {k: deepcopy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [deepcopy_json(v) for v in value]
+    return value
+
+
+def merge_patch(target: JSON, patch: JSON) -> JSON:
+    """RFC 7386."""
+    if not isinstance(patch, dict):
+        return deepcopy_json(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+# ---- JSON patch (RFC 6902) -------------------------------------------------------------------------------
+
+def _unescape(token: str) -> str:
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+def _tokens(pointer: str) -> list[str]:
+    if pointer == "":
+        return []
+    if not pointer.startswith("/"):
+        raise bad_request(f"invalid JSON pointer {pointer!r}")
+    return [_unescape(t) for t in pointer[1:].split("/")]
+
+
+def _fail(msg: str) -> ApiError:
+    return ApiError(422, f"the server rejected our request due to an error in our request: {msg}", "Invalid")
+
+
+def _index(container: list[Any], token: str, allow_end: bool) -> int:
+    if token == "-" and allow_end:
+        return len(container)
+    try:
+        i = int(token)
+    except ValueError:
+        raise _fail(f"invalid array index {token!r}") from None
+    if i < 0 or i > len(container) or (i == len(container) and not allow_end):
+        raise _fail(f"array index {i} out of bounds")
+    return i
+
+
+def _parent(doc: JSON, tokens: list[str]) -> JSON:
+    cur = doc
+    for t in tokens[:-1]:
+        if isinstance(cur, dict):
+            if t not in cur:
+                raise _fail(f"path component {t!r} not found")
+            cur = cur[t]
+        elif isinstance(cur, list):
+            cur = cur[_index(cur, t, False)]
+        else:
+            raise _fail(f"cannot traverse into {t!r}")
+    return cur
+
+
+def _get(doc: JSON, tokens: list[str]) -> JSON:
+    if not tokens:
+        return doc
+    parent = _parent(doc, tokens)
+    last = tokens[-1]
+    if isinstance(parent, dict):
+        if last not in parent:
+            raise _fail(f"path component {last!r} not found")
+        return parent[last]
+    if isinstance(parent, list):
+        return parent[_index(parent, last, False)]
+    raise _fail(f"cannot read {last!r}")
+
+
+def _remove(doc: JSON, tokens: list[str]) -> JSON:
+    if not tokens:
+        raise _fail("cannot remove the document root")
+    parent = _parent(doc, tokens)
+    last = tokens[-1]
+    if isinstance(parent, dict):
+        if last not in parent:
+            raise _fail(f"unable to remove nonexistent key: {last}: missing value")
+        return parent.pop(last)
+    if isinstance(parent, list):
+        return parent.pop(_index(parent, last, False))
+    raise _fail(f"cannot remove {last!r}")
+
+
+def _add(doc: JSON, tokens: list[str], value: JSON) -> JSON:
+    if not tokens:
+        return value
+    parent = _parent(doc, tokens)
+    last = tokens[-1]
+    if isinstance(parent, dict):
+        parent[last] = value
+    elif isinstance(parent, list):
+        parent.insert(_index(parent, last, True), value)
+    else:
+        raise _fail(f"cannot add at {last!r}")
+    return doc
+
+
+def json_patch(doc: JSON, ops: JSON) -> JSON:
+    if not isinstance(ops, list):
+        raise bad_request("json patch must be a list of operations")
+    doc = deepcopy_json(doc)
+    for op in ops:
+        if not isinstance(op, dict) or "op" not in op:
+            raise bad_request(f"invalid json patch operation: {op!r}")
+        kind = op["op"]
+        path = op.get("path")
+        if not isinstance(path, str):
+            raise bad_request(f"json patch operation {kind!r} is missing 'path'")
+        tokens = _tokens(path)
+        if kind == "add":
+            if "value" not in op:
+                raise bad_request("json patch add operation is missing 'value'")
+            doc = _add(doc, tokens, deepcopy_json(op["value"]))
+        elif kind == "remove":
+            _remove(doc, tokens)
+        elif kind == "replace":
+            if "value" not in op:
+                raise bad_request("json patch replace operation is missing 'value'")
+            if not tokens:
+                doc = deepcopy_json(op["value"])
+                continue
+            _remove(doc, tokens)
+            doc = _add(doc, tokens, deepcopy_json(op["value"]))
+        elif kind in ("move", "copy"):
+            frm = op.get("from")
+            if not isinstance(frm, str):
+                raise bad_request(f"json patch {kind} operation is missing 'from'")
+            ftokens = _tokens(frm)
+            value = _remove(doc, ftokens) if kind == "move" else deepcopy_json(_get(doc, ftokens))
+            doc = _add(doc, tokens, value)
+        elif kind == "test":
+            if _get(doc, tokens) != op.get("value"):
+                raise _fail(f"testing value {path} failed")
+        else:
+            raise bad_request(f"Unexpected kind: {kind}")
+    return doc
+
+
+# ---- strategic merge patch -------------------------------------------------------------------------------
+
+# list field name -> merge key; context-dependent entries are resolved in _merge_key.
+_MERGE_KEYS: dict[str, str] = {
+    "containers": "name",
+    "initContainers": "name",
+    "ephemeralContainers": "name",
+    "env": "name",
+    "volumes": "name",
+    "volumeMounts": "mountPath",
+    "volumeDevices": "devicePath",
+    "imagePullSecrets": "name",
+    "hostAliases": "ip",
+    "topologySpreadConstraints": "topologyKey",
+    "conditions": "type",
+    "ownerReferences": "uid",
+    "resourceClaims": "name",
+    "addresses": "type",
+}
+# Lists of scalars that merge as sets.
+_SET_LISTS = {"finalizers"}
+
+
+def _merge_key(field: str, path: tuple[str, ...], kind: str) -> str | None:
+    if field == "ports":
+        if any(p in ("containers", "initContainers", "ephemeralContainers") for p in path):
+            return "containerPort"
+        if kind == "Service":
+            return "port"
+        return None
+    if field == "addresses" and kind != "Node":
+        return None
+    if field == "conditions" and path and path[0] not in ("status",):
+        return None
+    return _MERGE_KEYS.get(field)
+
+
+def strategic_merge_patch(original: JSON, patch: JSON, kind: str) -> JSON:
+    if not isinstance(patch, dict):
+        raise bad_request("strategic merge patch must be a JSON object")
+    return _smp_map(original if isinstance(original, dict) else {}, patch, (), kind)
+
+
+def _smp_map(original: dict[str, Any], patch: dict[str, Any], path: tuple[str, ...], kind: str) -> dict[str, Any]:
+    if patch.get("$patch") == "replace":
+        return {k: deepcopy_json(v) for k, v in patch.items() if k != "$patch"}
+    if patch.get("$patch") == "delete":
+        return {}
+    result = dict(original)
+    retain = patch.get("$retainKeys")
+    for key, value in patch.items():
+        if key in ("$patch", "$retainKeys") or key.startswith("$setElementOrder/"):
+            continue
+        if key.startswith("$deleteFromPrimitiveList/"):
+            field = key.split("/", 1)[1]
+            if isinstance(result.get(field), list) and isinstance(value, list):
+                result[field] = [v for v in result[field] if v not in value]
+            continue
+        if value is None:
+            result.pop(key, None)
+            continue
+        cur = result.get(key)
+        if isinstance(value, dict):
+            result[key] = _smp_map(cur if isinstance(cur, dict) else {}, value, (*path, key), kind)
+        elif isinstance(value, list):
+            result[key] = _smp_list(cur if isinstance(cur, list) else [], value, key, (*path, key), kind)
+        else:
+            result[key] = value
+    if isinstance(retain, list):
+        keep = set(retain)
+        result = {k: v for k, v in result.items() if k in keep}
+    return result
+
+
+def _smp_list(original: list[Any], patch: list[Any], field: str, path: tuple[str, ...], kind: str) -> list[Any]:
+    if field in _SET_LISTS:
+        out = list(original)
+        for v in patch:
+            if v not in out:
+                out.append(v)
+        return out
+    key = _merge_key(field, path[:-1], kind)
+    if key is None or not all(isinstance(p, dict) for p in patch):
+        return [deepcopy_json(v) for v in patch if not (isinstance(v, dict) and v.get("$patch"))]
+    if any(isinstance(p, dict) and p.get("$patch") == "replace" for p in patch):
+        return [deepcopy_json(p) for p in patch if p.get("$patch") != "replace"]
+    out = [copy.copy(v) for v in original]
+    for item in patch:
+        directive = item.get("$patch")
+        k = item.get(key)
+        idx = next((i for i, o in enumerate(out) if isinstance(o, dict) and o.get(key) == k), None)
+        if directive == "delete":
+            if idx is not None:
+                out.pop(idx)
+            continue
+        clean = {kk: vv for kk, vv in item.items() if kk != "$patch"}
+        if idx is None:
+            out.append(_smp_map({}, clean, path, kind))
+        else:
+            out[idx] = _smp_map(out[idx], clean, path, kind)
+    return out

@@ -1,0 +1,523 @@
+"""Object semantics shared by every writer: the generic registry of the real API server.
+
+HTTP handlers, the scheduler, kubelets and controllers inside the embedded cluster all change objects
+through :class:`Registry`, so uid/resourceVersion/generation bookkeeping, status subresources, optimistic
+concurrency, finalizers and graceful deletion behave the same no matter who writes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import random
+import time
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from . import admission, schema
+from .errors import (
+    ApiError,
+    FieldError,
+    already_exists,
+    bad_request,
+    conflict,
+    forbidden,
+    invalid,
+    not_found,
+    stale,
+    too_large,
+)
+from .patch import deepcopy_json, json_patch, merge_patch, strategic_merge_patch
+from .resources import Catalogue, ResourceType
+from .selection import FieldSelector, LabelSelector
+from .store import Event, Obj, Store
+
+log = logging.getLogger(__name__)
+
+MAX_OBJECT_BYTES = 1_572_864
+_GEN_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+
+# Kinds whose metadata.generation is maintained.
+_GENERATION = {("", "pods"), ("apiextensions.k8s.io", "customresourcedefinitions")}
+# Kinds whose DELETE answers with the object rather than a success Status.
+_RETURN_DELETED = {("", "pods"), ("", "services")}
+# Kinds that PUT may create (AllowCreateOnUpdate in the real strategies).
+_CREATE_ON_UPDATE = {("", "endpoints"), ("coordination.k8s.io", "leases"), ("", "events")}
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: str) -> float:
+    return dt.datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=dt.UTC).timestamp()
+
+
+def iso_at(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Registry:
+    def __init__(self, store: Store, catalogue: Catalogue, *, service_cidr: str = "127.1.0.0/16",
+                 toleration_seconds: int = 300) -> None:
+        self.store = store
+        self.catalogue = catalogue
+        self.ips = admission.IPAllocator(service_cidr)
+        self.toleration_seconds = toleration_seconds
+        self.node_ports: set[int] = set()
+        for svc in store.iter(("", "services")):
+            ip = (svc.get("spec") or {}).get("clusterIP")
+            if ip and ip != "None":
+                self.ips.used.add(ip)
+            for p in (svc.get("spec") or {}).get("ports") or []:
+                if p.get("nodePort"):
+                    self.node_ports.add(p["nodePort"])
+        store.listeners.append(self._on_event)
+
+    def _on_event(self, ev: Event) -> None:
+        if ev.type == "DELETED" and ev.rkey == ("", "services"):
+            spec = ev.obj.get("spec") or {}
+            self.ips.release(spec.get("clusterIP"))
+            for p in spec.get("ports") or []:
+                self.node_ports.discard(p.get("nodePort", 0))
+
+    # ---- helpers ------------------------------------------------------------------------------------------
+
+    def resource(self, group: str, plural: str) -> ResourceType:
+        rt = self.catalogue.types.get((group, plural))
+        if rt is None:
+            raise ApiError(404, "the server could not find the requested resource", "NotFound")
+        return rt
+
+    def _check_namespace(self, rt: ResourceType, ns: str, creating: bool, name: str) -> None:
+        if not rt.namespaced:
+            return
+        nso = self.store.get(("", "namespaces"), "", ns)
+        if nso is None:
+            raise not_found("", "namespaces", ns)
+        if creating and nso["metadata"].get("deletionTimestamp"):
+            raise forbidden(rt.group, rt.plural, name,
+                            f"unable to create new content in namespace {ns} because it is being terminated")
+
+    def _commit(self, rt: ResourceType, obj: Obj, old: Obj | None) -> Obj:
+        obj["metadata"]["resourceVersion"] = str(self.store.next_rv())
+        self.store.put(rt.key, obj, old)
+        return obj
+
+    def _size_check(self, obj: Obj) -> None:
+        if len(orjson.dumps(obj)) > MAX_OBJECT_BYTES:
+            raise too_large(f"Request entity too large: limit is {MAX_OBJECT_BYTES}")
+
+    def _check_body(self, rt: ResourceType, body: Any, version: str) -> Obj:
+        if not isinstance(body, dict):
+            raise bad_request("the body of the request must be a JSON object")
+        api_version = body.get("apiVersion")
+        kind = body.get("kind")
+        want = rt.api_version(version)
+        if kind is not None and kind != rt.kind:
+            raise bad_request(f'{kind} in version "{version}" cannot be handled as a {rt.kind}: '
+                              f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})")
+        if api_version is not None and api_version != want:
+            raise bad_request(f"the API version in the data ({api_version}) does not match the expected API "
+                              f"version ({want})")
+        md = body.get("metadata")
+        if md is None:
+            md = body["metadata"] = {}
+        if not isinstance(md, dict):
+            raise bad_request("metadata must be an object")
+        body["apiVersion"] = rt.api_version()  # stored at the storage version; served per request
+        body["kind"] = rt.kind
+        return body
+
+    def _validate(self, rt: ResourceType, obj: Obj, old: Obj | None) -> None:
+        errs = admission.check_metadata(rt.plural, obj["metadata"])
+        plural = rt.plural if not rt.group else ""
+        if rt.custom:
+            sch = rt.schemas.get(rt.version)
+            if sch:
+                errs += schema.validate_object(obj, sch)
+        elif plural == "pods":
+            errs += admission.validate_pod(obj)
+            if old is not None:
+                errs += admission.validate_pod_update(obj, old)
+        elif plural == "services":
+            errs += admission.validate_service(obj)
+        elif plural == "secrets":
+            errs += admission.validate_secret(obj)
+        elif rt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
+            from .crd import validate_crd
+
+            errs += validate_crd(obj)
+        if old is not None:
+            old_fin = set(old["metadata"].get("finalizers") or [])
+            if old["metadata"].get("deletionTimestamp") and set(obj["metadata"].get("finalizers") or []) - old_fin:
+                errs.append(FieldError("FieldValueForbidden", "metadata.finalizers",
+                                       "no new finalizers can be added if the object is being deleted"))
+        if errs:
+            raise invalid(rt.kind, rt.group, rt.plural, obj["metadata"].get("name", ""), errs)
+
+    def _prepare_custom(self, rt: ResourceType, obj: Obj) -> None:
+        sch = rt.schemas.get(rt.version)
+        if sch:
+            schema.prune(obj, sch, root=True)
+            schema.apply_defaults(obj, sch)
+
+    # ---- reads --------------------------------------------------------------------------------------------
+
+    def get(self, rt: ResourceType, ns: str, name: str) -> Obj:
+        obj = self.store.get(rt.key, ns if rt.namespaced else "", name)
+        if obj is None:
+            raise not_found(rt.group, rt.plural, name)
+        return obj
+
+    def list(self, rt: ResourceType, ns: str | None, labels: LabelSelector, fields: FieldSelector) -> list[Obj]:
+        if fields.namespace is not None:
+            if ns is not None and ns != fields.namespace:
+                return []
+            ns = fields.namespace
+        if fields.name is not None:
+            if ns is not None or not rt.namespaced:
+                o = self.store.get(rt.key, ns or "", fields.name)
+                cands: Iterable[Obj] = [o] if o is not None else []
+            else:
+                cands = self.store.iter(rt.key, None)
+        else:
+            cands = self.store.iter(rt.key, ns if rt.namespaced else None)
+        if labels.empty and fields.empty:
+            return list(cands)
+        return [o for o in cands if labels.matches(o["metadata"].get("labels")) and fields.matches(o)]
+
+    # ---- create -------------------------------------------------------------------------------------------
+
+    def create(self, rt: ResourceType, ns: str, body: Any, version: str | None = None, *,
+               dry_run: bool = False) -> Obj:
+        obj = self._check_body(rt, body, version or rt.version)
+        md = obj["metadata"]
+        if rt.namespaced:
+            body_ns = md.get("namespace")
+            if body_ns and body_ns != ns:
+                raise bad_request("the namespace of the provided object does not match the namespace sent on "
+                                  "the request")
+            md["namespace"] = ns
+        else:
+            md.pop("namespace", None)
+        if md.get("resourceVersion"):
+            raise bad_request("resourceVersion should not be set on objects to be created")
+        name = md.get("name")
+        if not name:
+            gen = md.get("generateName")
+            if not gen:
+                raise invalid(rt.kind, rt.group, rt.plural, "", [FieldError(
+                    "FieldValueRequired", "metadata.name", "name or generateName is required")])
+            for _ in range(8):
+                name = str(gen)[:58] + "".join(random.choices(_GEN_CHARS, k=5))
+                if self.store.get(rt.key, ns if rt.namespaced else "", name) is None:
+                    break
+            md["name"] = name
+        if not isinstance(name, str):
+            raise bad_request("metadata.name must be a string")
+        self._check_namespace(rt, ns, True, name)
+        if self.store.get(rt.key, ns if rt.namespaced else "", name) is not None:
+            raise already_exists(rt.group, rt.plural, name)
+        md["uid"] = str(uuid.uuid4())
+        md["creationTimestamp"] = now_iso()
+        for k in ("deletionTimestamp", "deletionGracePeriodSeconds", "selfLink", "managedFields"):
+            md.pop(k, None)
+        if rt.key in _GENERATION or rt.custom:
+            md["generation"] = 1
+        else:
+            md.pop("generation", None)
+        if rt.has_status and rt.key != ("", "nodes"):
+            obj.pop("status", None)
+        self._default(rt, obj)
+        self._validate(rt, obj, None)
+        self._size_check(obj)
+        if rt.key == ("", "services"):
+            self._allocate_service(obj)
+        if dry_run:
+            return obj
+        return self._commit(rt, obj, None)
+
+    def _default(self, rt: ResourceType, obj: Obj) -> None:
+        if rt.custom:
+            self._prepare_custom(rt, obj)
+            return
+        if rt.group:
+            if rt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
+                from .crd import default_crd
+
+                default_crd(obj)
+            return
+        if rt.plural == "pods":
+            admission.default_pod(obj, self.toleration_seconds)
+        elif rt.plural == "services":
+            admission.default_service(obj)
+        elif rt.plural == "namespaces":
+            admission.default_namespace(obj)
+        elif rt.plural == "secrets":
+            admission.default_secret(obj)
+
+    def _allocate_service(self, svc: Obj) -> None:
+        spec = svc["spec"]
+        name = svc["metadata"]["name"]
+        ip = spec.get("clusterIP")
+        if spec.get("type") == "ExternalName":
+            return
+        if ip == "None":
+            spec["clusterIPs"] = ["None"]
+        elif ip:
+            why = self.ips.claim(ip)
+            if why:
+                raise invalid("Service", "", "services", name, [FieldError("FieldValueInvalid", "spec.clusterIPs",
+                                                                           why, ip)])
+            spec["clusterIPs"] = [ip]
+        else:
+            ip = self.ips.allocate()
+            if ip is None:
+                raise ApiError(500, "failed to allocate a serviceIP: range is full", "InternalError")
+            spec["clusterIP"] = ip
+            spec["clusterIPs"] = [ip]
+        spec.setdefault("ipFamilies", ["IPv4"])
+        spec.setdefault("ipFamilyPolicy", "SingleStack")
+        if spec.get("type") in ("NodePort", "LoadBalancer"):
+            for p in spec.get("ports") or []:
+                if "nodePort" not in p:
+                    port = next(p for p in range(30000, 32768) if p not in self.node_ports)
+                    self.node_ports.add(port)
+                    p["nodePort"] = port
+
+    # ---- update -------------------------------------------------------------------------------------------
+
+    def update(self, rt: ResourceType, ns: str, name: str, body: Any, subresource: str | None = None, *,
+               version: str | None = None, dry_run: bool = False) -> Obj:
+        obj = self._check_body(rt, body, version or rt.version)
+        md = obj["metadata"]
+        if md.get("name") not in (None, name):
+            raise bad_request(f"the name of the object ({md.get('name')}) does not match the name on the URL "
+                              f"({name})")
+        if rt.namespaced and md.get("namespace") not in (None, "", ns):
+            raise bad_request("the namespace of the provided object does not match the namespace sent on the "
+                              "request")
+        old = self.store.get(rt.key, ns if rt.namespaced else "", name)
+        if old is None:
+            if rt.key in _CREATE_ON_UPDATE and subresource is None:
+                md["name"] = name
+                md.pop("resourceVersion", None)
+                return self.create(rt, ns, obj, version, dry_run=dry_run)
+            raise not_found(rt.group, rt.plural, name)
+        rv = md.get("resourceVersion")
+        if rv:
+            if str(rv) != old["metadata"]["resourceVersion"]:
+                raise stale(rt.group, rt.plural, name)
+        elif rt.custom:
+            raise invalid(rt.kind, rt.group, rt.plural, name, [FieldError(
+                "FieldValueInvalid", "metadata.resourceVersion", "must be specified for an update", 0)])
+        return self._update(rt, old, obj, subresource, dry_run=dry_run)
+
+    def _update(self, rt: ResourceType, old: Obj, obj: Obj, subresource: str | None, *, dry_run: bool = False) -> Obj:
+        omd = old["metadata"]
+        if subresource == "status":
+            new = dict(old)
+            if "status" in obj:
+                new["status"] = obj["status"]
+            else:
+                new.pop("status", None)
+            new["metadata"] = dict(omd)
+            obj = new
+        else:
+            md = obj["metadata"]
+            md["name"] = omd["name"]
+            if "namespace" in omd:
+                md["namespace"] = omd["namespace"]
+            for k in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
+                if k in omd:
+                    md[k] = omd[k]
+                else:
+                    md.pop(k, None)
+            md.pop("selfLink", None)
+            md.pop("managedFields", None)
+            if rt.has_status:
+                if "status" in old:
+                    obj["status"] = old["status"]
+                else:
+                    obj.pop("status", None)
+            if rt.custom:
+                self._prepare_custom(rt, obj)
+            elif rt.key == ("", "services"):
+                self._service_update(obj, old)
+            elif rt.key == ("", "secrets"):
+                admission.default_secret(obj)
+            elif rt.key == ("", "namespaces"):
+                obj["spec"] = old.get("spec", {})  # spec.finalizers change only through /finalize
+            elif rt.key == ("", "pods"):
+                # Binding is the only way to set nodeName; keep defaults that clients drop.
+                spec = obj.get("spec")
+                if isinstance(spec, dict) and "nodeName" in (old.get("spec") or {}) and "nodeName" not in spec:
+                    spec["nodeName"] = old["spec"]["nodeName"]
+        obj["metadata"]["resourceVersion"] = omd["resourceVersion"]
+        if obj == old:
+            return old  # no-op updates do not bump resourceVersion (as the real server)
+        if "generation" in omd and self._spec_changed(rt, old, obj):
+            obj["metadata"]["generation"] = int(omd["generation"]) + 1
+        self._validate(rt, obj, old)
+        self._size_check(obj)
+        if dry_run:
+            return obj
+        if omd.get("deletionTimestamp") and not obj["metadata"].get("finalizers") and self._may_finish(rt, obj):
+            self.store.remove(rt.key, obj)
+            return obj
+        return self._commit(rt, obj, old)
+
+    def _may_finish(self, rt: ResourceType, obj: Obj) -> bool:
+        if rt.key == ("", "namespaces"):
+            return not (obj.get("spec") or {}).get("finalizers")
+        # As the generic store: the object goes when no finalizer and no grace period is left.
+        return not obj["metadata"].get("deletionGracePeriodSeconds")
+
+    @staticmethod
+    def _spec_changed(rt: ResourceType, old: Obj, new: Obj) -> bool:
+        if rt.custom and not rt.has_status:
+            return {k: v for k, v in old.items() if k != "metadata"} != {
+                k: v for k, v in new.items() if k != "metadata"}
+        if rt.custom:
+            skip = ("metadata", "status")
+            return {k: v for k, v in old.items() if k not in skip} != {
+                k: v for k, v in new.items() if k not in skip}
+        return old.get("spec") != new.get("spec")
+
+    def _service_update(self, obj: Obj, old: Obj) -> None:
+        spec = obj.setdefault("spec", {})
+        ospec = old.get("spec") or {}
+        for k in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
+            if not spec.get(k) and ospec.get(k):
+                spec[k] = ospec[k]
+        spec.setdefault("type", ospec.get("type", "ClusterIP"))
+        spec.setdefault("sessionAffinity", "None")
+        spec.setdefault("internalTrafficPolicy", "Cluster")
+        for p in spec.get("ports") or []:
+            if isinstance(p, dict):
+                p.setdefault("protocol", "TCP")
+                if "targetPort" not in p and "port" in p:
+                    p["targetPort"] = p["port"]
+        if spec.get("clusterIP") != ospec.get("clusterIP"):
+            raise invalid("Service", "", "services", obj["metadata"]["name"], [FieldError(
+                "FieldValueInvalid", "spec.clusterIPs[0]", "may not change once set", spec.get("clusterIP"))])
+
+    # ---- patch --------------------------------------------------------------------------------------------
+
+    def patch(self, rt: ResourceType, ns: str, name: str, content_type: str, patch: Any, *,
+              subresource: str | None = None, version: str | None = None, dry_run: bool = False) -> Obj:
+        old = self.get(rt, ns, name)
+        base = deepcopy_json(old)
+        if version and version != rt.version:
+            base["apiVersion"] = rt.api_version(version)
+        if content_type == "application/merge-patch+json":
+            result = merge_patch(base, patch)
+        elif content_type == "application/json-patch+json":
+            result = json_patch(base, patch)
+        elif content_type == "application/strategic-merge-patch+json":
+            if rt.custom or rt.group:
+                raise ApiError(415, "strategic merge patch is not supported for custom resources; use "
+                               "application/merge-patch+json or application/json-patch+json", "UnsupportedMediaType")
+            result = strategic_merge_patch(base, patch, rt.kind)
+        elif content_type == "application/apply-patch+yaml":
+            raise ApiError(415, "server-side apply is not supported by the kubedl-py embedded cluster; use "
+                           "client-side apply (kubectl apply without --server-side) or a merge patch",
+                           "UnsupportedMediaType")
+        else:
+            raise ApiError(415, "the body of the request was in an unknown format - accepted media types "
+                           "include: application/json-patch+json, application/merge-patch+json, "
+                           "application/strategic-merge-patch+json", "UnsupportedMediaType")
+        if not isinstance(result, dict):
+            raise bad_request("the patched object is not a JSON object")
+        md = result.get("metadata")
+        if not isinstance(md, dict):
+            raise bad_request("metadata must be an object")
+        rv = md.get("resourceVersion")
+        if rv is not None and str(rv) != old["metadata"]["resourceVersion"]:
+            raise stale(rt.group, rt.plural, name)
+        if md.get("uid") is not None and md.get("uid") != old["metadata"].get("uid"):
+            raise conflict(rt.group, rt.plural, name, "Precondition failed: UID in precondition: "
+                           f"{md.get('uid')}, UID in object meta: {old['metadata'].get('uid')}")
+        if md.get("name") != name:
+            raise bad_request(f"the name of the object ({md.get('name')}) does not match the name on the URL "
+                              f"({name})")
+        result["apiVersion"] = rt.api_version(version)
+        result["kind"] = rt.kind
+        obj = self._check_body(rt, result, version or rt.version)
+        return self._update(rt, old, obj, subresource, dry_run=dry_run)
+
+    # ---- delete -------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _needs_kubelet(pod: Obj) -> bool:
+        return bool((pod.get("spec") or {}).get("nodeName")) and (pod.get("status") or {}).get("phase") not in (
+            "Succeeded", "Failed")
+
+    def delete(self, rt: ResourceType, ns: str, name: str, options: dict[str, Any] | None = None) -> tuple[Obj, bool]:
+        """Delete; returns (object, gone). ``gone`` False means it lingers (finalizers / graceful)."""
+        opts = options or {}
+        old = self.get(rt, ns, name)
+        pre = opts.get("preconditions") or {}
+        omd = old["metadata"]
+        if pre.get("uid") and pre["uid"] != omd.get("uid"):
+            raise conflict(rt.group, rt.plural, name, f"Precondition failed: UID in precondition: {pre['uid']}, "
+                           f"UID in object meta: {omd.get('uid')}")
+        if pre.get("resourceVersion") and str(pre["resourceVersion"]) != omd["resourceVersion"]:
+            raise conflict(rt.group, rt.plural, name, "Precondition failed: ResourceVersion in precondition: "
+                           f"{pre['resourceVersion']}, ResourceVersion in object meta: {omd['resourceVersion']}")
+        policy = opts.get("propagationPolicy")
+        if policy is None and opts.get("orphanDependents") is True:
+            policy = "Orphan"
+        if policy not in (None, "Background", "Foreground", "Orphan"):
+            raise invalid("DeleteOptions", "", "", "", [FieldError(
+                "FieldValueNotSupported", "propagationPolicy", '"Foreground", "Background", "Orphan", nil', policy)])
+        grace = opts.get("gracePeriodSeconds")
+        if opts.get("dryRun"):
+            return old, False
+        finalizers = list(omd.get("finalizers") or [])
+        if policy == "Orphan" and "orphan" not in finalizers:
+            finalizers.append("orphan")
+        elif policy == "Foreground" and "foregroundDeletion" not in finalizers:
+            finalizers.append("foregroundDeletion")
+        graceful = False
+        if rt.key == ("", "pods"):
+            if grace is None:
+                grace = (old.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+            graceful = self._needs_kubelet(old) and int(grace) > 0
+        if rt.key == ("", "namespaces"):
+            graceful = bool((old.get("spec") or {}).get("finalizers"))
+        if omd.get("deletionTimestamp"):
+            # Already terminating: a pod's grace period can be cut to 0 (the kubelet confirming, or --force).
+            if rt.key == ("", "pods") and not graceful and omd.get("deletionGracePeriodSeconds"):
+                if not finalizers:
+                    ev = self.store.remove(rt.key, old)
+                    return ev.obj, True
+                new = deepcopy_json(old)
+                new["metadata"]["deletionGracePeriodSeconds"] = 0
+                new["metadata"]["finalizers"] = finalizers
+                return self._commit(rt, new, old), False
+            if set(finalizers) != set(omd.get("finalizers") or []):
+                new = deepcopy_json(old)
+                new["metadata"]["finalizers"] = finalizers
+                return self._commit(rt, new, old), False
+            return old, False
+        if not finalizers and not graceful:
+            ev = self.store.remove(rt.key, old)
+            return ev.obj, True
+        new = deepcopy_json(old)
+        nmd = new["metadata"]
+        if graceful and rt.key == ("", "pods"):
+            nmd["deletionTimestamp"] = iso_at(time.time() + int(grace or 0))
+            nmd["deletionGracePeriodSeconds"] = int(grace or 0)
+        else:
+            nmd["deletionTimestamp"] = now_iso()
+            nmd["deletionGracePeriodSeconds"] = 0
+        if finalizers:
+            nmd["finalizers"] = finalizers
+        if rt.key == ("", "namespaces"):
+            new.setdefault("status", {})["phase"] = "Terminating"
+        return self._commit(rt, new, old), False
