@@ -6,8 +6,10 @@ Subcommands are registered by ``_build_parser``; handlers return the process exi
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -15,6 +17,7 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_manifests(sub)
+    _add_controller(sub)
     _add_local(sub)
     return parser
 
@@ -46,6 +49,85 @@ def _run_local_up(args: argparse.Namespace) -> int:
     options = LocalUpOptions(kubeconfig=args.kubeconfig, port=args.port, nodes=args.nodes, runtime=args.runtime,
                              data_dir=args.data_dir)
     return asyncio.run(run_local_up(options))
+
+
+def _add_controller(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("controller", help="run the PyTorchJob/TFJob controller against a cluster")
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+    p.add_argument("--context", help="kubeconfig context to use")
+    p.add_argument("-n", "--namespace", default=None, help="watch only this namespace (default: all)")
+    p.add_argument("--workers", type=int, default=4, help="concurrent reconciles per job kind (default 4)")
+    p.add_argument("--metrics-addr", default=None, help="HOST:PORT for /metrics, /healthz, /readyz")
+    p.add_argument("--leader-elect", action="store_true", help="act only while holding the leader Lease")
+    p.add_argument(
+        "--leader-elect-namespace",
+        default="kubedl-system",
+        help="namespace of the leader Lease (default kubedl-system)",
+    )
+    p.add_argument(
+        "--hostnetwork-port-range",
+        default="20000-30000",
+        help="host ports for host-network pods, LOW-HIGH, both inclusive (default 20000-30000)",
+    )
+    p.add_argument(
+        "--cluster-domain",
+        default=None,
+        help="cluster DNS domain to append to Service names in TF_CONFIG (default: none; $CUSTOM_CLUSTER_DOMAIN)",
+    )
+    p.set_defaults(handler=_run_controller)
+
+
+def _controller_options(args: argparse.Namespace) -> Any:
+    import os
+
+    from kubedl_py.controllers.ports import parse_range
+    from kubedl_py.controllers.setup import ControllerOptions
+
+    if args.workers < 1:
+        raise _UsageError("--workers must be at least 1")
+    try:
+        port_range = parse_range(args.hostnetwork_port_range)
+    except ValueError as exc:
+        raise _UsageError(f"--hostnetwork-port-range: {exc}") from None
+    return ControllerOptions(
+        namespace=args.namespace or None,
+        workers=args.workers,
+        metrics_addr=args.metrics_addr,
+        leader_elect=args.leader_elect,
+        leader_elect_namespace=args.leader_elect_namespace,
+        host_port_range=port_range,
+        cluster_domain=args.cluster_domain or os.environ.get("CUSTOM_CLUSTER_DOMAIN") or None,
+    )
+
+
+def _run_controller(args: argparse.Namespace) -> int:
+    import asyncio
+    import signal
+
+    from kubedl_py.controllers.setup import build_manager, run_controller
+    from kubedl_py.kube.client import KubeClient
+    from kubedl_py.kube.leader import LeadershipLost
+
+    options = _controller_options(args)
+
+    async def serve() -> int:
+        async with KubeClient(kubeconfig=args.kubeconfig, context=args.context) as client:
+            manager = build_manager(client, options)
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(signum, manager.stop)
+            try:
+                await run_controller(client, options, manager=manager)
+            except LeadershipLost as exc:
+                logging.getLogger("kubedl_py").error("%s; exiting so a fresh process can compete again", exc)
+                return 1
+        return 0
+
+    return asyncio.run(serve())
+
+
+class _UsageError(Exception):
+    """Bad command-line input: one line on stderr, exit code 2."""
 
 
 def _add_manifests(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -82,11 +164,21 @@ def _run_manifests(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _build_parser()
     args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()
         return 2
-    result: int = handler(args)
+    try:
+        result: int = handler(args)
+    except _UsageError as exc:
+        print(f"kubedl-py: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
     return result
 
 

@@ -135,6 +135,9 @@ class ReplicaStatus(StatusModel):
     active: NonNegativeInt | None = None
     succeeded: NonNegativeInt | None = None
     failed: NonNegativeInt | None = None
+    #: pods of this type the controller replaced after a failure, plus the in-place container restarts
+    #: those pods had made; with the live pods' restart counts it is what backoffLimit is checked against
+    restarts: NonNegativeInt | None = None
 
 
 class JobStatus(StatusModel):

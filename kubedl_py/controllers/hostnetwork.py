@@ -1,0 +1,197 @@
+"""Host-network mode: host ports for pods, ClusterIP Services that forward to them, and failover.
+
+A job annotated ``kubedl.io/network-mode: host`` runs its pods on the node's network. Each pod gets a host
+port P from the allocator (``ports.py``); its Service is a ClusterIP Service with ``port`` = the
+framework's port and ``targetPort`` = P, so peers keep one stable address ``<svc>.<ns>.svc:<port>``.
+
+Failover: when a replica's pod is gone (replaced after a failure, evicted, lost with its node, deleted by
+hand) the replacement gets a *new* port, and the Service is re-pointed to it **before** the new pod is
+created. So at every moment each live pod is the target of its Service; between the re-point and the
+create the Service points at a port no pod has yet, which is harmless. While a pod lives, its own port is
+the truth: a Service found pointing elsewhere (a crash between steps) is re-pointed to the live pod, and a
+healthy pod's port is never changed, also not by a controller restart.
+
+Changing the annotation on a job that already has pods or Services is refused: the job keeps the mode its
+objects were made in, and a ``NetworkModeChangeRefused`` event says so. Switching the network of running
+replicas would strand their peers; delete and resubmit the job instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from kubedl_py.api import constants as c
+from kubedl_py.controllers.pods import service_target_port
+from kubedl_py.controllers.ports import HostPortAllocator, PortsExhausted, pod_host_ports
+from kubedl_py.controllers.rendezvous import replica_name
+from kubedl_py.kube.events import EventRecorder
+
+if TYPE_CHECKING:
+    from kubedl_py.controllers.job import Observation, Replica
+
+logger = logging.getLogger(__name__)
+
+Object = dict[str, Any]
+PatchService = Callable[[str, str, Object], Awaitable[None]]
+
+
+def pod_port(pod: Object) -> int | None:
+    """The host port recorded on one of our pods (annotation, else the declared host port)."""
+    annotation = ((pod.get("metadata") or {}).get("annotations") or {}).get(c.ANNOTATION_HOST_PORT)
+    if annotation and annotation.isdigit():
+        return int(annotation)
+    ports = pod_host_ports(pod)
+    return ports[0] if ports else None
+
+
+def _is_live(pod: Object) -> bool:
+    meta = pod.get("metadata") or {}
+    phase = (pod.get("status") or {}).get("phase")
+    return not meta.get("deletionTimestamp") and phase not in ("Succeeded", "Failed")
+
+
+class HostNetwork:
+    """Shared by the PyTorchJob and TFJob reconcilers: one allocator for the whole cluster."""
+
+    def __init__(self, allocator: HostPortAllocator, recorder: EventRecorder) -> None:
+        self.allocator = allocator
+        self.recorder = recorder
+        #: jobs waiting for free ports, by kind -> keys; woken when a host-network pod goes away
+        self._waiting: dict[str, set[str]] = {}
+        self._enqueue: dict[str, Callable[[str], None]] = {}
+
+    # ----------------------------------------------------------------------- the cluster-wide pod watch
+
+    def register(self, kind: str, enqueue: Callable[[str], None]) -> None:
+        self._enqueue[kind] = enqueue
+
+    def on_pod(self, pod: Object) -> None:
+        """Informer handler (add/update) of every host-network pod in the cluster."""
+        meta = pod.get("metadata") or {}
+        uid = str(meta.get("uid"))
+        if _is_live(pod):
+            self.allocator.observe_pod(uid, f"{meta.get('namespace')}/{meta.get('name')}", pod_host_ports(pod))
+        else:
+            self._release(uid)
+
+    def on_pod_deleted(self, pod: Object) -> None:
+        self._release(str((pod.get("metadata") or {}).get("uid")))
+
+    def _release(self, uid: str) -> None:
+        before = self.allocator.free_count
+        self.allocator.forget_pod(uid)
+        if self.allocator.free_count > before:
+            self._wake_waiting()
+
+    def _wake_waiting(self) -> None:
+        for kind, keys in self._waiting.items():
+            enqueue = self._enqueue.get(kind)
+            if enqueue is not None:
+                for key in keys:
+                    enqueue(key)
+
+    def job_gone(self, key: str) -> None:
+        for keys in self._waiting.values():
+            keys.discard(key)
+
+    # ------------------------------------------------------------------------------------- the reconcile
+
+    def mode_for(self, seen: Observation) -> tuple[bool, str | None]:
+        """The job's effective mode (the one its existing objects were made in, else the annotation), and
+        why a requested change is refused, if one is."""
+        wanted = seen.job.host_network
+        actual: bool | None = None
+        for replica in seen.replicas.values():
+            if replica.pod is not None:
+                actual = bool((replica.pod.get("spec") or {}).get("hostNetwork"))
+                break
+        if actual is None:
+            for service in seen.services.values():
+                actual = (service.get("spec") or {}).get("clusterIP") != "None"
+                break
+        if actual is None or actual == wanted:
+            return wanted, None
+        now, was = ("host", "pod") if wanted else ("pod", "host")
+        return actual, (
+            f"the {c.ANNOTATION_NETWORK_MODE} annotation asks for {now} network, but the job's pods and "
+            f"Services were made for {was} network; the change is refused (delete and resubmit the job to "
+            "switch modes)"
+        )
+
+    def all_ports(self, seen: Observation, new: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """Host ports of every replica: live pods' own ports plus the ones just chosen."""
+        ports = dict(new)
+        for slot, replica in seen.replicas.items():
+            if replica.pod is not None and slot not in ports:
+                port = pod_port(replica.pod)
+                if port is not None:
+                    ports[slot] = port
+        return ports
+
+    async def ports_for(
+        self, seen: Observation, missing: list[Replica], patch_service: PatchService
+    ) -> dict[tuple[str, int], int] | None:
+        """Choose new ports for the missing replicas and re-point their existing Services first.
+
+        None when the range has no room for all of them (nothing is kept reserved then).
+        """
+        job = seen.job
+        chosen: dict[tuple[str, int], int] = {}
+        for replica in missing:
+            name = replica_name(job.name, replica.replica_type, replica.index)
+            old = service_target_port(seen.services[name]) if name in seen.services else None
+            try:
+                chosen[(replica.replica_type, replica.index)] = self.allocator.reserve(
+                    f"{job.namespace}/{name}", avoid=[old] if old else []
+                )
+            except PortsExhausted:
+                for (rtype, index), port in chosen.items():
+                    self.allocator.release(f"{job.namespace}/{replica_name(job.name, rtype, index)}", port)
+                self._waiting.setdefault(job.kind, set()).add(seen.key)
+                return None
+        self.job_gone(seen.key)
+        for (rtype, index), port in chosen.items():
+            name = replica_name(job.name, rtype, index)
+            service = seen.services.get(name)
+            if service is None:
+                continue
+            old = service_target_port(service)
+            await patch_service(job.namespace, name, _target_port_patch(service, port))
+            message = f"{rtype} {index}: Service {name} re-pointed from host port {old} to {port} for the new pod"
+            logger.info("%s: %s", seen.key, message)
+            await self.recorder.normal(seen.raw, "HostPortChanged", message)
+        return chosen
+
+    async def keep_services_pointed(self, seen: Observation, patch_service: PatchService) -> None:
+        """A live pod's port is the truth: re-point a Service that points elsewhere (crash recovery)."""
+        job = seen.job
+        for replica in seen.replicas.values():
+            if replica.pod is None:
+                continue
+            name = replica_name(job.name, replica.replica_type, replica.index)
+            service = seen.services.get(name)
+            port = pod_port(replica.pod)
+            if service is None or port is None or service_target_port(service) == port:
+                continue
+            await patch_service(job.namespace, name, _target_port_patch(service, port))
+            logger.info("%s: Service %s re-pointed to its live pod's host port %d", seen.key, name, port)
+
+    def creation_failed(self, pod_key: str, port: int | None) -> None:
+        if port is not None:
+            self.allocator.release(pod_key, port)
+
+    def exhausted_message(self, seen: Observation) -> str:
+        return (
+            f"waiting for free host ports: the range {self.allocator.low}-{self.allocator.high} has "
+            f"{self.allocator.free_count} free, fewer than this job's pods need; the job proceeds when "
+            "host-network pods end (or widen --hostnetwork-port-range)"
+        )
+
+
+def _target_port_patch(service: Object, port: int) -> Object:
+    ports = [dict(p) for p in (service.get("spec") or {}).get("ports") or []]
+    for entry in ports:
+        entry["targetPort"] = port
+    return {"spec": {"ports": ports}}

@@ -1,0 +1,628 @@
+"""The reconcile of one training job, framework-agnostic: observe, decide, act, report.
+
+One :class:`JobReconciler` serves one kind (PyTorchJob or TFJob); the framework-specific parts are the
+rendezvous settings (``rendezvous.py``), the success rule (``success.py``) and host-network ports
+(``hostnetwork.py``). A reconcile reads the job, its pods and its Services from the informers' caches and
+makes the cluster match the job, then writes the status only if it changed. It is level-based: it never
+asks what event woke it, so a missed event, a duplicate or a controller restart changes nothing.
+
+The steps, in order:
+
+1. **Observe** the job; a job that is gone or being deleted needs nothing (the garbage collector removes
+   its pods and Services through their owner references).
+2. **Validate**: a job the CRD schema let through but that cannot run goes ``Failed``/``InvalidSpec``
+   and gets no pods.
+3. **Finished** jobs: apply ``cleanPodPolicy`` once, then ``ttlSecondsAfterFinished``.
+4. **Limits**: ``activeDeadlineSeconds`` (a timer, not only on events) and ``backoffLimit``.
+5. **Per replica**: create what is missing, replace what failed and may be retried, fail the job on a
+   failure that may not; remove surplus replicas.
+6. **Report**: replica counts and conditions, one status write when something changed.
+
+Names are deterministic (``<job>-<type>-<i>``), so a create that races a stale cache gets AlreadyExists,
+which is not an error. *Expectations* (creates and deletes sent but not yet seen in the cache) keep a
+lagging cache from causing a second action on the same pod.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from kubedl_py.api import Framework, JobValidationError, parse_job, with_defaults
+from kubedl_py.api import constants as c
+from kubedl_py.api.defaults import default_container_index
+from kubedl_py.api.jobs import PyTorchJob, TFJob
+from kubedl_py.controllers import status as st
+from kubedl_py.controllers.failures import classify
+from kubedl_py.controllers.hostnetwork import HostNetwork
+from kubedl_py.controllers.pods import addressing_for, build_pod, build_service
+from kubedl_py.controllers.rendezvous import replica_name
+from kubedl_py.controllers.success import is_succeeded
+from kubedl_py.kube import errors
+from kubedl_py.kube.client import KubeClient
+from kubedl_py.kube.events import EventRecorder
+from kubedl_py.kube.informer import OWNER_INDEX, Informer
+from kubedl_py.kube.manager import Result
+from kubedl_py.kube.resources import PODS, SERVICES, Resource
+
+logger = logging.getLogger(__name__)
+
+Object = dict[str, Any]
+Job = PyTorchJob | TFJob
+
+# How long an expectation (a create or delete we sent) may stay unobserved before we stop trusting it.
+EXPECTATION_TIMEOUT = 30.0
+# How many pod/Service writes one reconcile keeps in flight.
+WRITE_CONCURRENCY = 32
+
+
+@dataclass
+class ReconcilerOptions:
+    cluster_domain: str | None = None
+    #: requeue delay while waiting for something that sends no event (e.g. free host ports)
+    wait_requeue: float = 5.0
+
+
+@dataclass
+class Expectations:
+    """Writes sent but not yet seen in the informer cache, so a lagging cache does not cause a repeat."""
+
+    creates: dict[str, float] = field(default_factory=dict)
+    deletes: dict[str, float] = field(default_factory=dict)
+
+    def expect_create(self, pod_key: str) -> None:
+        self.creates[pod_key] = time.monotonic() + EXPECTATION_TIMEOUT
+
+    def expect_delete(self, uid: str) -> None:
+        self.deletes[uid] = time.monotonic() + EXPECTATION_TIMEOUT
+
+    def pending_create(self, pod_key: str) -> bool:
+        deadline = self.creates.get(pod_key)
+        if deadline is not None and deadline < time.monotonic():
+            del self.creates[pod_key]
+            return False
+        return deadline is not None
+
+    def pending_delete(self, uid: str) -> bool:
+        deadline = self.deletes.get(uid)
+        if deadline is not None and deadline < time.monotonic():
+            del self.deletes[uid]
+            return False
+        return deadline is not None
+
+    def observed(self, pod: Object) -> None:
+        meta = pod.get("metadata") or {}
+        self.creates.pop(f"{meta.get('namespace')}/{meta.get('name')}", None)
+
+    def observed_delete(self, pod: Object) -> None:
+        self.deletes.pop(str((pod.get("metadata") or {}).get("uid")), None)
+
+
+@dataclass
+class Replica:
+    """What the cache says about one replica slot (type, index)."""
+
+    replica_type: str
+    index: int
+    pod: Object | None = None
+    terminating: bool = False
+
+    @property
+    def phase(self) -> str:
+        return str(((self.pod or {}).get("status") or {}).get("phase") or "")
+
+
+@dataclass
+class Observation:
+    """One reconcile's view of the world and what it decided to write."""
+
+    raw: Object
+    job: Job
+    status: Object
+    pods: list[Object]
+    services: dict[str, Object]
+    replicas: dict[tuple[str, int], Replica]
+    surplus: list[Object]
+    now: datetime
+    requeue_after: float | None = None
+    waiting: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.job.namespace}/{self.job.name}"
+
+    def want_requeue(self, seconds: float) -> None:
+        self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
+
+
+class JobReconciler:
+    """Reconciles every job of one kind. See the module docstring for the steps."""
+
+    def __init__(
+        self,
+        *,
+        client: KubeClient,
+        framework: Framework,
+        jobs: Informer,
+        pods: Informer,
+        services: Informer,
+        hostnetwork: HostNetwork,
+        recorder: EventRecorder,
+        options: ReconcilerOptions | None = None,
+        on_transition: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.framework = framework
+        self.resource = Resource(c.GROUP, c.VERSION, framework.plural, framework.kind)
+        self.jobs = jobs
+        self.pods = pods
+        self.services = services
+        self.hostnetwork = hostnetwork
+        self.recorder = recorder
+        self.options = options or ReconcilerOptions()
+        self.expectations = Expectations()
+        self._on_transition = on_transition or (lambda kind, condition: None)
+        self._writes = asyncio.Semaphore(WRITE_CONCURRENCY)
+
+    # ------------------------------------------------------------------------------------------ reconcile
+
+    async def reconcile(self, key: str) -> Result:
+        raw = self.jobs.get_by_key(key)
+        if raw is None or (raw.get("metadata") or {}).get("deletionTimestamp"):
+            self.hostnetwork.job_gone(key)
+            return Result()
+        now = datetime.now(UTC)
+        status = st.with_changes(raw.get("status"))
+
+        job, problems = self._parse(raw)
+        if job is None:
+            await self._fail_invalid(raw, status, problems)
+            return Result()
+
+        seen = self._observe(raw, job, status, now)
+        if st.is_finished(status):
+            await self._finish(seen)
+        else:
+            await self._run(seen)
+        await self._report(seen)
+        if seen.requeue_after is not None:
+            return Result(requeue_after=max(seen.requeue_after, 0.05))
+        return Result()
+
+    # -------------------------------------------------------------------------------------------- observe
+
+    def _parse(self, raw: Object) -> tuple[Job | None, list[str]]:
+        document = {k: v for k, v in raw.items() if k != "status"}
+        try:
+            job = parse_job(document)
+        except JobValidationError as exc:
+            return None, [str(error) for error in exc.errors]
+        if isinstance(job, PyTorchJob):
+            return with_defaults(job), []
+        return with_defaults(job), []
+
+    def _observe(self, raw: Object, job: Job, status: Object, now: datetime) -> Observation:
+        uid = job.metadata.uid or ""
+        pods = self.pods.list(OWNER_INDEX, uid)
+        services = {(svc.get("metadata") or {}).get("name", ""): svc for svc in self.services.list(OWNER_INDEX, uid)}
+        replicas: dict[tuple[str, int], Replica] = {}
+        for replica_type, spec in job.replica_specs.items():
+            for index in range(spec.replicas or 0):
+                replicas[(replica_type, index)] = Replica(replica_type, index)
+        surplus: list[Object] = []
+        by_lower = {t.lower(): t for t in job.replica_specs}
+        for pod in pods:
+            meta = pod.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            owner_type = by_lower.get(labels.get(c.LABEL_REPLICA_TYPE, ""), "")
+            index_text = labels.get(c.LABEL_REPLICA_INDEX, "")
+            slot = replicas.get((owner_type, int(index_text) if index_text.isdigit() else -1))
+            if slot is None:
+                surplus.append(pod)
+                continue
+            if meta.get("deletionTimestamp") or self.expectations.pending_delete(str(meta.get("uid"))):
+                slot.terminating = True
+                continue
+            slot.pod = pod
+        return Observation(
+            raw=raw,
+            job=job,
+            status=status,
+            pods=pods,
+            services=services,
+            replicas=replicas,
+            surplus=surplus,
+            now=now,
+        )
+
+    # ------------------------------------------------------------------------------------- decide + act
+
+    async def _run(self, seen: Observation) -> None:
+        job, status = seen.job, seen.status
+        if st.get_condition(status, st.CREATED) is None:
+            st.set_condition(status, st.CREATED, reason="JobCreated", message=f"{job.kind} {seen.key} is created.")
+        if not status.get("startTime"):
+            status["startTime"] = st.timestamp(seen.now)
+
+        if self._deadline_passed(seen) or self._backoff_exceeded(seen):
+            # A failed job must not keep holding nodes, whatever its cleanPodPolicy.
+            await self._gather(self._delete_pod(r.pod) for r in seen.replicas.values() if r.pod and _active(r.pod))
+            return
+
+        host, refusal = self.hostnetwork.mode_for(seen)
+        if refusal:
+            await self.recorder.warning(seen.raw, "NetworkModeChangeRefused", refusal)
+        await self._remove_surplus(seen)
+        failed_job = await self._handle_failures(seen)
+        if failed_job:
+            return
+        await self._create_missing(seen, host)
+        if host:
+            await self.hostnetwork.keep_services_pointed(seen, self._patch_service)
+
+    def _deadline_passed(self, seen: Observation) -> bool:
+        deadline = seen.job.run_policy.active_deadline_seconds
+        if deadline is None:
+            return False
+        started = _parse_time(seen.status.get("startTime")) or seen.now
+        remaining = deadline - (seen.now - started).total_seconds()
+        if remaining > 0:
+            seen.want_requeue(remaining)
+            return False
+        self._set_failed(
+            seen,
+            "DeadlineExceeded",
+            f"{seen.job.kind} {seen.key} has run longer than activeDeadlineSeconds ({deadline}s).",
+        )
+        return True
+
+    def _restarts(self, seen: Observation) -> int:
+        recorded = sum(int(value.get("restarts") or 0) for value in (seen.status.get("replicaStatuses") or {}).values())
+        return recorded + sum(_in_place_restarts(r.pod) for r in seen.replicas.values() if r.pod)
+
+    def _backoff_exceeded(self, seen: Observation) -> bool:
+        limit = seen.job.run_policy.backoff_limit
+        if limit is None:
+            return False
+        restarts = self._restarts(seen)
+        if restarts <= limit:
+            return False
+        self._set_failed(
+            seen,
+            "BackoffLimitExceeded",
+            f"{seen.job.kind} {seen.key} has restarted {restarts} times, over backoffLimit {limit}.",
+        )
+        return True
+
+    async def _remove_surplus(self, seen: Observation) -> None:
+        """Pods (and their Services) of replicas the spec no longer has: replicas lowered or type removed."""
+        names = [(pod.get("metadata") or {}).get("name", "") for pod in seen.surplus]
+        await self._gather(self._delete_pod(pod) for pod in seen.surplus)
+        expected = {replica_name(seen.job.name, t, i) for t, i in seen.replicas}
+        stale = [name for name in seen.services if name not in expected]
+        await self._gather(self._delete_service(seen.job.namespace, name) for name in stale)
+        if names:
+            logger.info("%s: removed surplus replicas %s", seen.key, ", ".join(sorted(names)))
+
+    async def _handle_failures(self, seen: Observation) -> bool:
+        """Replace retryable failures; fail the job on the others. True when the job failed."""
+        job = seen.job
+        limit = job.run_policy.backoff_limit
+        for replica in seen.replicas.values():
+            if replica.pod is None or replica.phase != "Failed":
+                continue
+            spec = job.replica_specs[replica.replica_type]
+            containers = ((replica.pod.get("spec") or {}).get("containers")) or []
+            main = containers[default_container_index(containers, job.framework)].get("name") if containers else None
+            failure = classify(replica.pod, main)
+            who = f"{replica.replica_type} {replica.index}"
+            retry = spec.restart_policy in ("OnFailure", "Always") or (
+                spec.restart_policy == "ExitCode" and failure.retryable
+            )
+            if not retry:
+                why = "" if spec.restart_policy == "Never" else " (not retryable under restartPolicy ExitCode)"
+                self._set_failed(
+                    seen,
+                    "ReplicaFailed",
+                    f"{job.kind} {seen.key} has failed: {who} {failure.description}{why}.",
+                )
+                await self.recorder.warning(seen.raw, "ReplicaFailed", f"{who} {failure.description}{why}")
+                return True
+            restarts = self._restarts(seen) + 1
+            if limit is not None and restarts > limit:
+                self._set_failed(
+                    seen,
+                    "BackoffLimitExceeded",
+                    f"{job.kind} {seen.key}: {who} {failure.description}; {restarts} restarts would exceed "
+                    f"backoffLimit {limit}.",
+                )
+                return True
+            # Count the replacement before deleting, so a crash in between can only over-count.
+            self._count_restart(seen, replica)
+            message = f"{who} {failure.description}; replacing pod {replica_name(job.name, *_slot(replica))}."
+            st.set_condition(seen.status, st.RESTARTING, reason="JobRestarting", message=message)
+            self._on_transition(job.kind, st.RESTARTING)
+            await self.recorder.normal(seen.raw, "JobRestarting", message)
+            await self._delete_pod(replica.pod)
+            replica.pod, replica.terminating = None, True
+        return False
+
+    def _count_restart(self, seen: Observation, replica: Replica) -> None:
+        statuses = seen.status.setdefault("replicaStatuses", {})
+        entry = statuses.setdefault(replica.replica_type, {})
+        entry["restarts"] = int(entry.get("restarts") or 0) + 1 + _in_place_restarts(replica.pod)
+
+    async def _create_missing(self, seen: Observation, host: bool) -> None:
+        job = seen.job
+        missing = [
+            r
+            for r in seen.replicas.values()
+            if r.pod is None
+            and not r.terminating
+            and not self.expectations.pending_create(f"{job.namespace}/{replica_name(job.name, *_slot(r))}")
+        ]
+        ports: dict[tuple[str, int], int] = {}
+        if host and missing:
+            chosen = await self.hostnetwork.ports_for(seen, missing, self._patch_service)
+            if chosen is None:
+                seen.waiting = True
+                seen.want_requeue(self.options.wait_requeue)
+                missing = []
+            else:
+                ports = chosen
+        host_ports = self.hostnetwork.all_ports(seen, ports) if host else {}
+        addressing = addressing_for(job, cluster_domain=self.options.cluster_domain, host_ports=host_ports)
+        # Services first (also for live pods whose Service was deleted): a starting process finds its peers.
+        need_service = [
+            r
+            for r in seen.replicas.values()
+            if replica_name(job.name, *_slot(r)) not in seen.services
+            and (r in missing or r.pod is not None)
+            and (not host or _slot(r) in host_ports)
+        ]
+        await self._gather(
+            self._create(SERVICES, build_service(job, r.replica_type, r.index, addressing)) for r in need_service
+        )
+        if not missing:
+            return
+        # One pod of each type first: a template the API server refuses fails the job before the rest.
+        firsts: dict[str, Replica] = {}
+        for replica in missing:
+            firsts.setdefault(replica.replica_type, replica)
+        rest = [r for r in missing if firsts.get(r.replica_type) is not r]
+        results = await self._gather(self._create_pod(seen, r, addressing) for r in firsts.values())
+        refusals = [str(result) for result in results if isinstance(result, errors.Invalid)]
+        if refusals:
+            for replica in rest:
+                self.hostnetwork.creation_failed(
+                    f"{job.namespace}/{replica_name(job.name, *_slot(replica))}", host_ports.get(_slot(replica))
+                )
+            self._set_failed(seen, "InvalidSpec", f"{job.kind} {seen.key}: the API server refused a pod: {refusals[0]}")
+            await self.recorder.warning(seen.raw, "InvalidSpec", refusals[0])
+            return
+        await self._gather(self._create_pod(seen, r, addressing) for r in rest)
+
+    async def _create_pod(self, seen: Observation, replica: Replica, addressing: Any) -> Exception | None:
+        job = seen.job
+        name = replica_name(job.name, *_slot(replica))
+        pod = build_pod(job, replica.replica_type, replica.index, addressing)
+        pod_key = f"{job.namespace}/{name}"
+        self.expectations.expect_create(pod_key)
+        try:
+            await self._create(PODS, pod)
+        except errors.Invalid as exc:
+            self.expectations.creates.pop(pod_key, None)
+            self.hostnetwork.creation_failed(pod_key, addressing.host_ports.get(_slot(replica)))
+            return exc
+        except Exception:
+            self.expectations.creates.pop(pod_key, None)
+            self.hostnetwork.creation_failed(pod_key, addressing.host_ports.get(_slot(replica)))
+            raise
+        return None
+
+    # ----------------------------------------------------------------------------------------- finished
+
+    async def _finish(self, seen: Observation) -> None:
+        """A finished job: clean pods up by cleanPodPolicy (idempotent), then honour the TTL."""
+        policy = seen.job.run_policy.clean_pod_policy
+        if policy in ("All", "Running"):
+            doomed = [
+                pod
+                for pod in seen.pods
+                if not (pod.get("metadata") or {}).get("deletionTimestamp")
+                and (policy == "All" or (pod.get("status") or {}).get("phase") in ("Running", "Pending", ""))
+            ]
+            names = {(pod.get("metadata") or {}).get("name") for pod in doomed}
+            if policy == "All":
+                names |= set(seen.services)
+            await self._gather(self._delete_pod(pod) for pod in doomed)
+            await self._gather(
+                self._delete_service(seen.job.namespace, name) for name in names if name in seen.services
+            )
+        ttl = seen.job.run_policy.ttl_seconds_after_finished
+        finished = _parse_time(seen.status.get("completionTime"))
+        if ttl is None or finished is None:
+            return
+        remaining = ttl - (seen.now - finished).total_seconds()
+        if remaining > 0:
+            seen.want_requeue(remaining)
+            return
+        uid = seen.job.metadata.uid
+        try:
+            await self.client.delete(
+                self.resource, seen.job.name, namespace=seen.job.namespace, uid=uid, propagation_policy="Background"
+            )
+            logger.info("%s: deleted after ttlSecondsAfterFinished=%s", seen.key, ttl)
+        except (errors.NotFound, errors.Conflict):
+            pass
+
+    # ------------------------------------------------------------------------------------------- report
+
+    async def _report(self, seen: Observation) -> None:
+        job, status = seen.job, seen.status
+        if not st.is_finished(status):
+            self._update_replica_statuses(seen)
+            self._update_conditions(seen)
+        if seen.waiting:
+            message = self.hostnetwork.exhausted_message(seen)
+            if st.set_condition(status, st.RUNNING, true=False, reason="HostPortsExhausted", message=message):
+                await self.recorder.warning(seen.raw, "HostPortsExhausted", message)
+        await self._write_status(seen)
+        if st.is_finished(status) and seen.job.run_policy.ttl_seconds_after_finished is not None:
+            seen.want_requeue(float(seen.job.run_policy.ttl_seconds_after_finished))
+        del job
+
+    def _update_replica_statuses(self, seen: Observation) -> None:
+        statuses = seen.status.setdefault("replicaStatuses", {})
+        for replica_type in seen.job.replica_specs:
+            counts = {"active": 0, "succeeded": 0, "failed": 0}
+            for replica in seen.replicas.values():
+                if replica.replica_type != replica_type:
+                    continue
+                pod_key = f"{seen.job.namespace}/{replica_name(seen.job.name, *_slot(replica))}"
+                if replica.pod is None:
+                    # Just created and not in the cache yet: it is on its way to active.
+                    if self.expectations.pending_create(pod_key):
+                        counts["active"] += 1
+                    continue
+                phase = replica.phase
+                if phase == "Succeeded":
+                    counts["succeeded"] += 1
+                elif phase == "Failed":
+                    counts["failed"] += 1
+                else:
+                    counts["active"] += 1
+            entry = statuses.setdefault(replica_type, {})
+            entry.update(counts)
+
+    def _update_conditions(self, seen: Observation) -> None:
+        job, status = seen.job, seen.status
+        pods_by_type: dict[str, list[Object | None]] = {}
+        for replica in seen.replicas.values():
+            pods_by_type.setdefault(replica.replica_type, []).append(replica.pod)
+        if is_succeeded(job, pods_by_type):
+            st.set_condition(
+                status, st.SUCCEEDED, reason="JobSucceeded", message=f"{job.kind} {seen.key} successfully completed."
+            )
+            status["completionTime"] = st.timestamp(seen.now)
+            self._on_transition(job.kind, st.SUCCEEDED)
+            return
+        slots = list(seen.replicas.values())
+        all_up = bool(slots) and all(r.pod is not None and r.phase in ("Running", "Succeeded") for r in slots)
+        restarting = any(r.terminating or (r.pod is not None and _crashing(r.pod)) for r in slots)
+        if restarting:
+            return  # Restarting was set when the replacement started; stays until all are up again
+        if all_up and not st.is_true(status, st.RUNNING):
+            st.set_condition(status, st.RUNNING, reason="JobRunning", message=f"{job.kind} {seen.key} is running.")
+            self._on_transition(job.kind, st.RUNNING)
+
+    def _set_failed(self, seen: Observation, reason: str, message: str) -> None:
+        if st.set_condition(seen.status, st.FAILED, reason=reason, message=message):
+            seen.status["completionTime"] = st.timestamp(seen.now)
+            self._on_transition(seen.job.kind, st.FAILED)
+            logger.info("%s: failed (%s): %s", seen.key, reason, message)
+
+    async def _write_status(self, seen: Observation) -> None:
+        if seen.status == (seen.raw.get("status") or {}):
+            return
+        try:
+            await self.client.patch_status(
+                self.resource, seen.job.name, {"status": seen.status}, namespace=seen.job.namespace
+            )
+        except errors.NotFound:
+            logger.debug("%s: deleted before its status was written", seen.key)
+
+    async def _fail_invalid(self, raw: Object, status: Object, problems: list[str]) -> None:
+        meta = raw.get("metadata") or {}
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        message = f"{self.framework.kind} {key} is invalid: " + "; ".join(problems)
+        changed = st.set_condition(status, st.FAILED, reason="InvalidSpec", message=message)
+        if not changed:
+            return
+        status.setdefault("completionTime", st.timestamp())
+        logger.warning("%s", message)
+        await self.recorder.warning(raw, "InvalidSpec", "; ".join(problems))
+        with contextlib.suppress(errors.NotFound):
+            await self.client.patch_status(
+                self.resource, str(meta.get("name")), {"status": status}, namespace=meta.get("namespace")
+            )
+        self._on_transition(self.framework.kind, st.FAILED)
+
+    # --------------------------------------------------------------------------------------------- writes
+
+    async def _gather(self, calls: Iterable[Awaitable[Any]]) -> list[Any]:
+        async def bounded(call: Awaitable[Any]) -> Any:
+            async with self._writes:
+                return await call
+
+        results = await asyncio.gather(*(bounded(call) for call in calls), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException) and not isinstance(result, errors.Invalid):
+                raise result
+        return results
+
+    async def _create(self, resource: Resource, body: Object) -> None:
+        """Create; AlreadyExists is success (deterministic names), Invalid is raised for the caller."""
+        meta = body["metadata"]
+        try:
+            await self.client.create(resource, body, namespace=meta["namespace"])
+        except errors.AlreadyExists:
+            pass  # an earlier reconcile (or one racing a lagging cache) already made it
+        except (errors.NotFound, errors.Forbidden) as exc:
+            # The namespace is going away, or the job was deleted: nothing to do.
+            logger.info("%s/%s: not created: %s", meta["namespace"], meta["name"], exc)
+
+    async def _delete_pod(self, pod: Object) -> None:
+        meta = pod.get("metadata") or {}
+        uid = str(meta.get("uid"))
+        self.expectations.expect_delete(uid)
+        try:
+            await self.client.delete(PODS, str(meta.get("name")), namespace=meta.get("namespace"), uid=uid)
+        except (errors.NotFound, errors.Conflict):
+            self.expectations.deletes.pop(uid, None)
+
+    async def _delete_service(self, namespace: str, name: str) -> None:
+        with contextlib.suppress(errors.NotFound):
+            await self.client.delete(SERVICES, name, namespace=namespace)
+
+    async def _patch_service(self, namespace: str, name: str, patch: Object) -> None:
+        await self.client.patch(SERVICES, name, patch, namespace=namespace)
+
+
+def _slot(replica: Replica) -> tuple[str, int]:
+    return replica.replica_type, replica.index
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _in_place_restarts(pod: Object | None) -> int:
+    statuses = ((pod or {}).get("status") or {}).get("containerStatuses") or []
+    return sum(int(s.get("restartCount") or 0) for s in statuses)
+
+
+def _active(pod: Object) -> bool:
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+def _crashing(pod: Object) -> bool:
+    """A running pod whose container is down between in-place restarts (kubelet backoff)."""
+    if (pod.get("status") or {}).get("phase") != "Running":
+        return False
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        state = status.get("state") or {}
+        if "waiting" in state or "terminated" in state:
+            return True
+    return False
