@@ -242,6 +242,7 @@ class ApiServer:
         rt = req.rt
         ns = req.namespace or ""
         dry_run = bool(req.query.get("dryRun"))
+        strict = req.query.get("fieldValidation") == "Strict"
         if verb == "watch":
             return await self._watch(request, req, info)
         if verb == "list":
@@ -257,7 +258,7 @@ class ApiServer:
                 if rt.namespaced and req.namespace is None:
                     raise method_not_allowed()
                 body = await self._body(request)
-                obj = self.registry.create(rt, ns, body, req.version, dry_run=dry_run)
+                obj = self.registry.create(rt, ns, body, req.version, dry_run=dry_run, strict=strict)
                 return self._object_response(request, req, obj, 201)
             if req.subresource == "binding":
                 return self._binding(req, await self._body(request))
@@ -272,14 +273,15 @@ class ApiServer:
                 return self._finalize_namespace(req, body)
             if req.subresource not in (None, "status"):
                 raise method_not_allowed()
-            obj = self.registry.update(rt, ns, req.name, body, req.subresource, version=req.version, dry_run=dry_run)
+            obj = self.registry.update(rt, ns, req.name, body, req.subresource, version=req.version, dry_run=dry_run,
+                                       strict=strict)
             return self._object_response(request, req, obj)
         if verb == "patch":
             if req.name is None or req.subresource not in (None, "status"):
                 raise method_not_allowed()
             body = await self._body(request)
             obj = self.registry.patch(rt, ns, req.name, request.content_type, body, subresource=req.subresource,
-                                      version=req.version, dry_run=dry_run)
+                                      version=req.version, dry_run=dry_run, strict=strict)
             return self._object_response(request, req, obj)
         if verb == "delete":
             assert req.name is not None

@@ -159,10 +159,15 @@ class Registry:
         if errs:
             raise invalid(rt.kind, rt.group, rt.plural, obj["metadata"].get("name", ""), errs)
 
-    def _prepare_custom(self, rt: ResourceType, obj: Obj) -> None:
+    def _prepare_custom(self, rt: ResourceType, obj: Obj, strict: bool = False) -> None:
         sch = rt.schemas.get(rt.version)
         if sch:
-            schema.prune(obj, sch, root=True)
+            removed: list[str] = []
+            schema.prune(obj, sch, root=True, removed=removed)
+            if removed and strict:
+                unknown = ", ".join(f'unknown field "{r}"' for r in removed)
+                raise bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                                  f"strict decoding error: {unknown}")
             schema.apply_defaults(obj, sch)
 
     # ---- reads --------------------------------------------------------------------------------------------
@@ -193,7 +198,7 @@ class Registry:
     # ---- create -------------------------------------------------------------------------------------------
 
     def create(self, rt: ResourceType, ns: str, body: Any, version: str | None = None, *,
-               dry_run: bool = False) -> Obj:
+               dry_run: bool = False, strict: bool = False) -> Obj:
         obj = self._check_body(rt, body, version or rt.version)
         md = obj["metadata"]
         if rt.namespaced:
@@ -232,7 +237,7 @@ class Registry:
             md.pop("generation", None)
         if rt.has_status and rt.key != ("", "nodes"):
             obj.pop("status", None)
-        self._default(rt, obj)
+        self._default(rt, obj, strict)
         self._validate(rt, obj, None)
         self._size_check(obj)
         if rt.key == ("", "services"):
@@ -241,9 +246,9 @@ class Registry:
             return obj
         return self._commit(rt, obj, None)
 
-    def _default(self, rt: ResourceType, obj: Obj) -> None:
+    def _default(self, rt: ResourceType, obj: Obj, strict: bool = False) -> None:
         if rt.custom:
-            self._prepare_custom(rt, obj)
+            self._prepare_custom(rt, obj, strict)
             return
         if rt.group:
             if rt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
@@ -292,7 +297,7 @@ class Registry:
     # ---- update -------------------------------------------------------------------------------------------
 
     def update(self, rt: ResourceType, ns: str, name: str, body: Any, subresource: str | None = None, *,
-               version: str | None = None, dry_run: bool = False) -> Obj:
+               version: str | None = None, dry_run: bool = False, strict: bool = False) -> Obj:
         obj = self._check_body(rt, body, version or rt.version)
         md = obj["metadata"]
         if md.get("name") not in (None, name):
@@ -306,7 +311,7 @@ class Registry:
             if rt.key in _CREATE_ON_UPDATE and subresource is None:
                 md["name"] = name
                 md.pop("resourceVersion", None)
-                return self.create(rt, ns, obj, version, dry_run=dry_run)
+                return self.create(rt, ns, obj, version, dry_run=dry_run, strict=strict)
             raise not_found(rt.group, rt.plural, name)
         rv = md.get("resourceVersion")
         if rv:
@@ -315,9 +320,10 @@ class Registry:
         elif rt.custom:
             raise invalid(rt.kind, rt.group, rt.plural, name, [FieldError(
                 "FieldValueInvalid", "metadata.resourceVersion", "must be specified for an update", 0)])
-        return self._update(rt, old, obj, subresource, dry_run=dry_run)
+        return self._update(rt, old, obj, subresource, dry_run=dry_run, strict=strict)
 
-    def _update(self, rt: ResourceType, old: Obj, obj: Obj, subresource: str | None, *, dry_run: bool = False) -> Obj:
+    def _update(self, rt: ResourceType, old: Obj, obj: Obj, subresource: str | None, *, dry_run: bool = False,
+                strict: bool = False) -> Obj:
         omd = old["metadata"]
         if subresource == "status":
             new = dict(old)
@@ -345,7 +351,7 @@ class Registry:
                 else:
                     obj.pop("status", None)
             if rt.custom:
-                self._prepare_custom(rt, obj)
+                self._prepare_custom(rt, obj, strict)
             elif rt.key == ("", "services"):
                 self._service_update(obj, old)
             elif rt.key == ("", "secrets"):
@@ -409,7 +415,8 @@ class Registry:
     # ---- patch --------------------------------------------------------------------------------------------
 
     def patch(self, rt: ResourceType, ns: str, name: str, content_type: str, patch: Any, *,
-              subresource: str | None = None, version: str | None = None, dry_run: bool = False) -> Obj:
+              subresource: str | None = None, version: str | None = None, dry_run: bool = False,
+              strict: bool = False) -> Obj:
         old = self.get(rt, ns, name)
         base = deepcopy_json(old)
         if version and version != rt.version:
@@ -448,7 +455,7 @@ class Registry:
         result["apiVersion"] = rt.api_version(version)
         result["kind"] = rt.kind
         obj = self._check_body(rt, result, version or rt.version)
-        return self._update(rt, old, obj, subresource, dry_run=dry_run)
+        return self._update(rt, old, obj, subresource, dry_run=dry_run, strict=strict)
 
     # ---- delete -------------------------------------------------------------------------------------------
 

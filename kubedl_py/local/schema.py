@@ -45,38 +45,36 @@ def apply_defaults(value: Any, schema: Schema) -> Any:
     return value
 
 
-def prune(value: Any, schema: Schema, root: bool = False) -> Any:
-    """Drop fields not in the schema, unless preserved."""
+def prune(value: Any, schema: Schema, root: bool = False, path: str = "",
+          removed: list[str] | None = None) -> Any:
+    """Drop fields not in the schema, unless preserved; dropped paths are appended to ``removed``."""
     if isinstance(value, dict):
-        if schema.get("x-kubernetes-embedded-resource"):
-            for key in list(value):
-                if key in ("apiVersion", "kind"):
-                    continue
-                declared = schema.get("properties") or {}
-                if key == "metadata" and isinstance(value[key], dict) and "metadata" not in declared:
-                    value[key] = {k: v for k, v in value[key].items() if k in _META_KEEP}
-                    continue
+        embedded = bool(schema.get("x-kubernetes-embedded-resource"))
         props = schema.get("properties")
         addl = schema.get("additionalProperties")
         preserve = bool(schema.get("x-kubernetes-preserve-unknown-fields"))
         for key in list(value):
-            if root and key in ("apiVersion", "kind", "metadata"):
+            if (root or embedded) and key in ("apiVersion", "kind"):
                 continue
-            if schema.get("x-kubernetes-embedded-resource") and key in ("apiVersion", "kind", "metadata"):
+            if (root or embedded) and key == "metadata" and not (isinstance(props, dict) and key in props):
+                if embedded and isinstance(value[key], dict):
+                    value[key] = {k: v for k, v in value[key].items() if k in _META_KEEP}
                 continue
             if isinstance(props, dict) and key in props:
-                value[key] = prune(value[key], props[key])
+                value[key] = prune(value[key], props[key], False, _join(path, key), removed)
             elif isinstance(addl, dict):
-                value[key] = prune(value[key], addl)
+                value[key] = prune(value[key], addl, False, _join(path, key), removed)
             elif addl is True or preserve:
                 continue
             else:
                 del value[key]
+                if removed is not None:
+                    removed.append(_join(path, key))
     elif isinstance(value, list):
         items = schema.get("items")
         if isinstance(items, dict):
             for i, v in enumerate(value):
-                value[i] = prune(v, items)
+                value[i] = prune(v, items, False, f"{path}[{i}]", removed)
     return value
 
 
