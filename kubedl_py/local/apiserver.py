@@ -99,9 +99,10 @@ class ApiServer:
         started = time.monotonic()
         query = dict(parse_qsl(request.query_string, keep_blank_values=True))
         info = RequestInfo(request.method, request.path, "")
+        seen: list[RequestInfo] = []
         status = 500
         try:
-            resp, info = await self._dispatch(request, query, info)
+            resp, info = await self._dispatch(request, query, info, seen)
             status = resp.status
             return resp
         except ApiError as e:
@@ -120,13 +121,14 @@ class ApiServer:
             err = ApiError(500, f"Internal error occurred: {e}", "InternalError")
             return _json_response(err.status(), 500)
         finally:
+            info = seen[-1] if seen else info
             self.request_log.add(RequestRecord(
                 request.method, request.path, request.query_string, info.verb, info.resource, info.subresource,
                 info.namespace, info.name, status, time.monotonic() - started, started,
                 request.headers.get("User-Agent", "")))
 
-    async def _dispatch(self, request: web.Request, query: dict[str, str],
-                        info: RequestInfo) -> tuple[web.StreamResponse, RequestInfo]:
+    async def _dispatch(self, request: web.Request, query: dict[str, str], info: RequestInfo,
+                        seen: list[RequestInfo]) -> tuple[web.StreamResponse, RequestInfo]:
         parts = [p for p in request.path.split("/") if p]
         method = request.method
         if parts and parts[0] in ("api", "apis") and (len(parts) > 3 if parts[0] == "apis" else len(parts) > 2):
@@ -134,6 +136,7 @@ class ApiServer:
             verb = self._verb(method, req)
             info = RequestInfo(method, request.path, verb, req.group, req.rt.plural, req.subresource or "",
                                req.namespace or "", req.name or "")
+            seen.append(info)  # for the request log, also when this request fails
             rule = self.faults.pick(info, "status")
             if rule is not None:
                 headers = {"Retry-After": str(rule.retry_after)} if rule.retry_after is not None else None
@@ -165,6 +168,14 @@ class ApiServer:
             doc = discovery.resource_list(cat, parts[1], parts[2])
             if doc is not None:
                 return _json_response(doc)
+        if parts == ["openapi", "v2"]:
+            # An empty document: kubectl then validates on the server (fieldValidation) and builds
+            # patches from its compiled-in types, exactly as when a kind is missing from a real server's spec.
+            if "protobuf" in request.headers.get("Accept", ""):
+                return web.Response(body=b"", content_type="application/com.github.proto-openapi.spec.v2.v1.0+protobuf")
+            return _json_response({"swagger": "2.0", "info": {"title": "Kubernetes",
+                                                               "version": discovery.VERSION_INFO["gitVersion"]},
+                                   "paths": {}, "definitions": {}})
         if parts == ["openapi", "v3"]:
             return _json_response(discovery.openapi_root(cat))
         if len(parts) >= 4 and parts[:2] == ["openapi", "v3"]:

@@ -56,7 +56,9 @@ def prune(value: Any, schema: Schema, root: bool = False, path: str = "",
         for key in list(value):
             if (root or embedded) and key in ("apiVersion", "kind"):
                 continue
-            if (root or embedded) and key == "metadata" and not (isinstance(props, dict) and key in props):
+            # Root (and embedded) metadata is ObjectMeta, which the API server decodes itself: a CRD schema
+            # may declare it (``metadata: {type: object}``) but never prunes it.
+            if (root or embedded) and key == "metadata":
                 if embedded and isinstance(value[key], dict):
                     value[key] = {k: v for k, v in value[key].items() if k in _META_KEEP}
                 continue

@@ -22,10 +22,10 @@ def cm(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
     return {"metadata": {"name": name, "labels": labels or {}}, "data": {"k": "v"}}
 
 
-async def frames(url: str, n: int, timeout: float = 5.0) -> list[dict[str, Any]]:
+async def frames(url: str, n: int, limit: float = 5.0) -> list[dict[str, Any]]:
     """Read ``n`` frames (or until the stream ends) from a watch URL."""
     out: list[dict[str, Any]] = []
-    async with aiohttp.ClientSession() as s, s.get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as r:
+    async with aiohttp.ClientSession() as s, s.get(url, timeout=aiohttp.ClientTimeout(total=limit)) as r:
         assert r.status == 200
         while len(out) < n:
             line = await r.content.readline()
