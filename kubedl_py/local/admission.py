@@ -91,6 +91,7 @@ def check_metadata(plural: str, md: Obj) -> list[FieldError]:
 
 # ---- pods ------------------------------------------------------------------------------------------------
 
+
 def _qty_cpu(v: Any) -> float:
     s = str(v)
     if s.endswith("m"):
@@ -99,8 +100,19 @@ def _qty_cpu(v: Any) -> float:
 
 
 _SUFFIX = {
-    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18, "m": 0.001,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+    "m": 0.001,
 }
 
 
@@ -162,8 +174,9 @@ def default_pod(pod: Obj, toleration_seconds: int) -> None:
     if isinstance(tolerations, list):
         for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
             if not any(isinstance(t, dict) and t.get("key") == key for t in tolerations):
-                tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute",
-                                    "tolerationSeconds": toleration_seconds})
+                tolerations.append(
+                    {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": toleration_seconds}
+                )
     status: Obj = {"phase": "Pending", "qosClass": qos_class(spec)}
     pod["status"] = status
 
@@ -224,31 +237,58 @@ def validate_pod(pod: Obj) -> list[FieldError]:
                     continue
                 cp = p.get("containerPort")
                 if not isinstance(cp, int) or isinstance(cp, bool) or not 1 <= cp <= 65535:
-                    errs.append(FieldError("FieldValueInvalid" if cp is not None else "FieldValueRequired",
-                                           f"{pbase}.containerPort", "must be between 1 and 65535, inclusive", cp))
+                    errs.append(
+                        FieldError(
+                            "FieldValueInvalid" if cp is not None else "FieldValueRequired",
+                            f"{pbase}.containerPort",
+                            "must be between 1 and 65535, inclusive",
+                            cp,
+                        )
+                    )
                 hp = p.get("hostPort")
                 if hp is not None and (not isinstance(hp, int) or isinstance(hp, bool) or not 0 <= hp <= 65535):
-                    errs.append(FieldError("FieldValueInvalid", f"{pbase}.hostPort",
-                                           "must be between 1 and 65535, inclusive", hp))
+                    errs.append(
+                        FieldError(
+                            "FieldValueInvalid", f"{pbase}.hostPort", "must be between 1 and 65535, inclusive", hp
+                        )
+                    )
                 elif host_net and hp is not None and hp != cp:
-                    errs.append(FieldError("FieldValueInvalid", f"{pbase}.hostPort",
-                                           "must match `containerPort` when `hostNetwork` is true", hp))
+                    errs.append(
+                        FieldError(
+                            "FieldValueInvalid",
+                            f"{pbase}.hostPort",
+                            "must match `containerPort` when `hostNetwork` is true",
+                            hp,
+                        )
+                    )
                 if p.get("protocol") not in (None, "TCP", "UDP", "SCTP"):
-                    errs.append(FieldError("FieldValueNotSupported", f"{pbase}.protocol",
-                                           'supported values: "SCTP", "TCP", "UDP"', p.get("protocol")))
+                    errs.append(
+                        FieldError(
+                            "FieldValueNotSupported",
+                            f"{pbase}.protocol",
+                            'supported values: "SCTP", "TCP", "UDP"',
+                            p.get("protocol"),
+                        )
+                    )
             res = c.get("resources") or {}
             for part in ("requests", "limits"):
                 for rname, q in ((res.get(part) or {}) if isinstance(res, dict) else {}).items():
                     if not valid_quantity(q):
-                        errs.append(FieldError("FieldValueInvalid", f"{base}.resources.{part}[{rname}]",
-                                               "must be a valid quantity", q))
+                        errs.append(
+                            FieldError(
+                                "FieldValueInvalid", f"{base}.resources.{part}[{rname}]", "must be a valid quantity", q
+                            )
+                        )
             for j, e in enumerate(c.get("env") or []):
                 if not isinstance(e, dict) or not e.get("name"):
                     errs.append(FieldError("FieldValueRequired", f"{base}.env[{j}].name"))
     rp = spec.get("restartPolicy")
     if rp not in ("Always", "OnFailure", "Never"):
-        errs.append(FieldError("FieldValueNotSupported", "spec.restartPolicy",
-                               'supported values: "Always", "OnFailure", "Never"', rp))
+        errs.append(
+            FieldError(
+                "FieldValueNotSupported", "spec.restartPolicy", 'supported values: "Always", "OnFailure", "Never"', rp
+            )
+        )
     return errs
 
 
@@ -264,21 +304,28 @@ def validate_pod_update(new: Obj, old: Obj) -> list[FieldError]:
     def strip_images(spec: Obj) -> None:
         for key in ("containers", "initContainers"):
             if isinstance(spec.get(key), list):
-                spec[key] = [{kk: vv for kk, vv in c.items() if kk != "image"} if isinstance(c, dict) else c
-                             for c in spec[key]]
+                spec[key] = [
+                    {kk: vv for kk, vv in c.items() if kk != "image"} if isinstance(c, dict) else c for c in spec[key]
+                ]
 
     strip_images(ns)
     strip_images(os_)
     if ns != os_:
-        return [FieldError("FieldValueForbidden", "spec",
-                           "pod updates may not change fields other than `spec.containers[*].image`,"
-                           "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "
-                           "(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
-                           "(allow it to be set to 1 if it was previously negative)")]
+        return [
+            FieldError(
+                "FieldValueForbidden",
+                "spec",
+                "pod updates may not change fields other than `spec.containers[*].image`,"
+                "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "
+                "(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
+                "(allow it to be set to 1 if it was previously negative)",
+            )
+        ]
     return []
 
 
 # ---- services --------------------------------------------------------------------------------------------
+
 
 class IPAllocator:
     """Hands out ClusterIPs from a CIDR, as the service IP allocator does."""
@@ -338,9 +385,14 @@ def validate_service(svc: Obj) -> list[FieldError]:
     ports = spec.get("ports")
     headless = spec.get("clusterIP") == "None"
     if spec.get("type") not in ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName"):
-        errs.append(FieldError("FieldValueNotSupported", "spec.type",
-                               'supported values: "ClusterIP", "ExternalName", "LoadBalancer", "NodePort"',
-                               spec.get("type")))
+        errs.append(
+            FieldError(
+                "FieldValueNotSupported",
+                "spec.type",
+                'supported values: "ClusterIP", "ExternalName", "LoadBalancer", "NodePort"',
+                spec.get("type"),
+            )
+        )
     if not ports and not headless and spec.get("type") != "ExternalName":
         errs.append(FieldError("FieldValueRequired", "spec.ports"))
     if ports is not None and not isinstance(ports, list):
@@ -360,18 +412,37 @@ def validate_service(svc: Obj) -> list[FieldError]:
             names.add(name)
         port = p.get("port")
         if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
-            errs.append(FieldError("FieldValueInvalid" if port is not None else "FieldValueRequired",
-                                   f"{base}.port", "must be between 1 and 65535, inclusive", port))
+            errs.append(
+                FieldError(
+                    "FieldValueInvalid" if port is not None else "FieldValueRequired",
+                    f"{base}.port",
+                    "must be between 1 and 65535, inclusive",
+                    port,
+                )
+            )
         tp = p.get("targetPort")
         if isinstance(tp, bool) or (isinstance(tp, int) and not 1 <= tp <= 65535):
-            errs.append(FieldError("FieldValueInvalid", f"{base}.targetPort",
-                                   "must be between 1 and 65535, inclusive", tp))
+            errs.append(
+                FieldError("FieldValueInvalid", f"{base}.targetPort", "must be between 1 and 65535, inclusive", tp)
+            )
         elif isinstance(tp, str) and not (IANA_SVC_NAME.match(tp) and re.search("[a-z]", tp)):
-            errs.append(FieldError("FieldValueInvalid", f"{base}.targetPort",
-                                   "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)", tp))
+            errs.append(
+                FieldError(
+                    "FieldValueInvalid",
+                    f"{base}.targetPort",
+                    "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)",
+                    tp,
+                )
+            )
         if p.get("protocol") not in ("TCP", "UDP", "SCTP"):
-            errs.append(FieldError("FieldValueNotSupported", f"{base}.protocol",
-                                   'supported values: "SCTP", "TCP", "UDP"', p.get("protocol")))
+            errs.append(
+                FieldError(
+                    "FieldValueNotSupported",
+                    f"{base}.protocol",
+                    'supported values: "SCTP", "TCP", "UDP"',
+                    p.get("protocol"),
+                )
+            )
     sel = spec.get("selector")
     if sel is not None and not isinstance(sel, dict):
         errs.append(FieldError("FieldValueInvalid", "spec.selector", "must be a map", sel))
@@ -379,6 +450,7 @@ def validate_service(svc: Obj) -> list[FieldError]:
 
 
 # ---- namespaces, secrets ---------------------------------------------------------------------------------
+
 
 def default_namespace(ns: Obj) -> None:
     ns.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])

@@ -54,8 +54,16 @@ class Request:
 
     __slots__ = ("group", "name", "namespace", "query", "rt", "subresource", "version")
 
-    def __init__(self, rt: ResourceType, version: str, namespace: str | None, name: str | None, *,
-                 subresource: str | None, query: dict[str, str]) -> None:
+    def __init__(
+        self,
+        rt: ResourceType,
+        version: str,
+        namespace: str | None,
+        name: str | None,
+        *,
+        subresource: str | None,
+        query: dict[str, str],
+    ) -> None:
         self.rt = rt
         self.group = rt.group
         self.version = version
@@ -66,9 +74,18 @@ class Request:
 
 
 class ApiServer:
-    def __init__(self, store: Store, catalogue: Catalogue, registry: Registry, logs: PodLogs, *,
-                 faults: Faults | None = None, request_log: RequestLog | None = None,
-                 bookmark_interval: float = 10.0, default_watch_timeout: float = 1800.0) -> None:
+    def __init__(
+        self,
+        store: Store,
+        catalogue: Catalogue,
+        registry: Registry,
+        logs: PodLogs,
+        *,
+        faults: Faults | None = None,
+        request_log: RequestLog | None = None,
+        bookmark_interval: float = 10.0,
+        default_watch_timeout: float = 1800.0,
+    ) -> None:
         self.store = store
         self.catalogue = catalogue
         self.registry = registry
@@ -122,20 +139,41 @@ class ApiServer:
             return _json_response(err.status(), 500)
         finally:
             info = seen[-1] if seen else info
-            self.request_log.add(RequestRecord(
-                request.method, request.path, request.query_string, info.verb, info.resource, info.subresource,
-                info.namespace, info.name, status, time.monotonic() - started, started,
-                request.headers.get("User-Agent", "")))
+            self.request_log.add(
+                RequestRecord(
+                    request.method,
+                    request.path,
+                    request.query_string,
+                    info.verb,
+                    info.resource,
+                    info.subresource,
+                    info.namespace,
+                    info.name,
+                    status,
+                    time.monotonic() - started,
+                    started,
+                    request.headers.get("User-Agent", ""),
+                )
+            )
 
-    async def _dispatch(self, request: web.Request, query: dict[str, str], info: RequestInfo,
-                        seen: list[RequestInfo]) -> tuple[web.StreamResponse, RequestInfo]:
+    async def _dispatch(
+        self, request: web.Request, query: dict[str, str], info: RequestInfo, seen: list[RequestInfo]
+    ) -> tuple[web.StreamResponse, RequestInfo]:
         parts = [p for p in request.path.split("/") if p]
         method = request.method
         if parts and parts[0] in ("api", "apis") and (len(parts) > 3 if parts[0] == "apis" else len(parts) > 2):
             req = self._parse_resource(parts, query)
             verb = self._verb(method, req)
-            info = RequestInfo(method, request.path, verb, req.group, req.rt.plural, req.subresource or "",
-                               req.namespace or "", req.name or "")
+            info = RequestInfo(
+                method,
+                request.path,
+                verb,
+                req.group,
+                req.rt.plural,
+                req.subresource or "",
+                req.namespace or "",
+                req.name or "",
+            )
             seen.append(info)  # for the request log, also when this request fails
             rule = self.faults.pick(info, "status")
             if rule is not None:
@@ -173,9 +211,14 @@ class ApiServer:
             # patches from its compiled-in types, exactly as when a kind is missing from a real server's spec.
             if "protobuf" in request.headers.get("Accept", ""):
                 return web.Response(body=b"", content_type="application/com.github.proto-openapi.spec.v2.v1.0+protobuf")
-            return _json_response({"swagger": "2.0", "info": {"title": "Kubernetes",
-                                                               "version": discovery.VERSION_INFO["gitVersion"]},
-                                   "paths": {}, "definitions": {}})
+            return _json_response(
+                {
+                    "swagger": "2.0",
+                    "info": {"title": "Kubernetes", "version": discovery.VERSION_INFO["gitVersion"]},
+                    "paths": {},
+                    "definitions": {},
+                }
+            )
         if parts == ["openapi", "v3"]:
             return _json_response(discovery.openapi_root(cat))
         if len(parts) >= 4 and parts[:2] == ["openapi", "v3"]:
@@ -187,8 +230,12 @@ class ApiServer:
                 doc = None
             if doc is not None:
                 return _json_response(doc)
-        raise ApiError(404, "the server could not find the requested resource", "NotFound",
-                       {"causes": [{"reason": "UnexpectedServerResponse", "message": "404 page not found"}]})
+        raise ApiError(
+            404,
+            "the server could not find the requested resource",
+            "NotFound",
+            {"causes": [{"reason": "UnexpectedServerResponse", "message": "404 page not found"}]},
+        )
 
     # ---- resource paths -----------------------------------------------------------------------------------
 
@@ -284,15 +331,25 @@ class ApiServer:
                 return self._finalize_namespace(req, body)
             if req.subresource not in (None, "status"):
                 raise method_not_allowed()
-            obj = self.registry.update(rt, ns, req.name, body, req.subresource, version=req.version, dry_run=dry_run,
-                                       strict=strict)
+            obj = self.registry.update(
+                rt, ns, req.name, body, req.subresource, version=req.version, dry_run=dry_run, strict=strict
+            )
             return self._object_response(request, req, obj)
         if verb == "patch":
             if req.name is None or req.subresource not in (None, "status"):
                 raise method_not_allowed()
             body = await self._body(request)
-            obj = self.registry.patch(rt, ns, req.name, request.content_type, body, subresource=req.subresource,
-                                      version=req.version, dry_run=dry_run, strict=strict)
+            obj = self.registry.patch(
+                rt,
+                ns,
+                req.name,
+                request.content_type,
+                body,
+                subresource=req.subresource,
+                version=req.version,
+                dry_run=dry_run,
+                strict=strict,
+            )
             return self._object_response(request, req, obj)
         if verb == "delete":
             assert req.name is not None
@@ -301,8 +358,11 @@ class ApiServer:
             opts = await self._delete_options(request, req)
             obj, gone = self.registry.delete(rt, ns, req.name, opts)
             if gone and rt.key not in (("", "pods"), ("", "services")) and not rt.custom:
-                return _json_response(_status_ok({"name": req.name, "group": rt.group, "kind": rt.plural,
-                                                  "uid": obj["metadata"].get("uid")}))
+                return _json_response(
+                    _status_ok(
+                        {"name": req.name, "group": rt.group, "kind": rt.plural, "uid": obj["metadata"].get("uid")}
+                    )
+                )
             return self._object_response(request, req, obj, 200 if gone else 202)
         if verb == "deletecollection":
             if "deletecollection" not in rt.verbs:
@@ -314,8 +374,7 @@ class ApiServer:
             out = []
             for o in items:
                 try:
-                    obj, _ = self.registry.delete(rt, o["metadata"].get("namespace", ""), o["metadata"]["name"],
-                                                  opts)
+                    obj, _ = self.registry.delete(rt, o["metadata"].get("namespace", ""), o["metadata"]["name"], opts)
                     out.append(obj)
                 except ApiError as e:
                     if e.code != 404:
@@ -365,8 +424,12 @@ class ApiServer:
             if p.startswith("application/yaml"):
                 return "json"
         if "protobuf" in accept and "json" not in accept:
-            raise ApiError(406, "only the following media types are accepted: application/json, "
-                           "application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io", "NotAcceptable")
+            raise ApiError(
+                406,
+                "only the following media types are accepted: application/json, "
+                "application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io",
+                "NotAcceptable",
+            )
         return "json"
 
     @staticmethod
@@ -379,8 +442,13 @@ class ApiServer:
     def _object_response(self, request: web.Request, req: Request, obj: Obj, status: int = 200) -> web.Response:
         mode = self._accept(request)
         if mode == "table":
-            doc = tables.table(req.rt, req.version, [obj], {"resourceVersion": obj["metadata"].get(
-                "resourceVersion", "")}, include_object=req.query.get("includeObject", "Metadata"))
+            doc = tables.table(
+                req.rt,
+                req.version,
+                [obj],
+                {"resourceVersion": obj["metadata"].get("resourceVersion", "")},
+                include_object=req.query.get("includeObject", "Metadata"),
+            )
             return _json_response(doc, status)
         if mode == "meta":
             return _json_response(tables.partial_metadata(obj), status)
@@ -389,8 +457,12 @@ class ApiServer:
     def _list_doc(self, req: Request, items: list[Obj], meta: dict[str, Any]) -> Obj:
         if req.rt.custom and req.version != req.rt.version:
             items = [self._versioned(req, o) for o in items]
-        return {"kind": req.rt.list_kind, "apiVersion": req.rt.api_version(req.version), "metadata": meta,
-                "items": items}
+        return {
+            "kind": req.rt.list_kind,
+            "apiVersion": req.rt.api_version(req.version),
+            "metadata": meta,
+            "items": items,
+        }
 
     def _list(self, request: web.Request, req: Request) -> web.Response:
         rt = req.rt
@@ -424,11 +496,18 @@ class ApiServer:
                 items = items[:limit]
         mode = self._accept(request)
         if mode == "table":
-            return _json_response(tables.table(rt, req.version, items, meta,
-                                                           include_object=req.query.get("includeObject", "Metadata")))
+            return _json_response(
+                tables.table(rt, req.version, items, meta, include_object=req.query.get("includeObject", "Metadata"))
+            )
         if mode == "meta":
-            return _json_response({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
-                                   "metadata": meta, "items": [tables.partial_metadata(o) for o in items]})
+            return _json_response(
+                {
+                    "kind": "PartialObjectMetadataList",
+                    "apiVersion": "meta.k8s.io/v1",
+                    "metadata": meta,
+                    "items": [tables.partial_metadata(o) for o in items],
+                }
+            )
         return _json_response(self._list_doc(req, items, meta))
 
     # ---- watch --------------------------------------------------------------------------------------------
@@ -440,8 +519,14 @@ class ApiServer:
             return cached
         obj = ev.obj
         if mode == "table":
-            out: Any = tables.table(req.rt, req.version, [obj], {"resourceVersion": obj["metadata"].get(
-                "resourceVersion", "")}, include_object=include, headers=first)
+            out: Any = tables.table(
+                req.rt,
+                req.version,
+                [obj],
+                {"resourceVersion": obj["metadata"].get("resourceVersion", "")},
+                include_object=include,
+                headers=first,
+            )
         elif mode == "meta":
             out = tables.partial_metadata(obj)
         else:
@@ -472,8 +557,9 @@ class ApiServer:
                 since = int(rv_s)
             except ValueError:
                 raise bad_request(f'invalid resource version "{rv_s}"') from None
-        if since is not None and (self.store.too_old(rt.key, since) or self.faults.pick(
-                info, "expire-watch") is not None):
+        if since is not None and (
+            self.store.too_old(rt.key, since) or self.faults.pick(info, "expire-watch") is not None
+        ):
             gone = expired(f"too old resource version: {since} ({self.store.compacted.get(rt.key, 0) + 1})")
             resp = web.StreamResponse(status=200, headers={"Content-Type": JSON_CT})
             resp.enable_chunked_encoding()
@@ -505,9 +591,14 @@ class ApiServer:
                     first = False
                 await resp.write(b"".join(buf))
             if send_initial:
-                bm = {"kind": rt.kind, "apiVersion": rt.api_version(req.version),
-                      "metadata": {"resourceVersion": str(start_rv),
-                                   "annotations": {"k8s.io/initial-events-end": "true"}}}
+                bm = {
+                    "kind": rt.kind,
+                    "apiVersion": rt.api_version(req.version),
+                    "metadata": {
+                        "resourceVersion": str(start_rv),
+                        "annotations": {"k8s.io/initial-events-end": "true"},
+                    },
+                }
                 await resp.write(_dumps({"type": "BOOKMARK", "object": bm}) + b"\n")
             next_bookmark = time.monotonic() + self.bookmark_interval
             while True:
@@ -521,8 +612,11 @@ class ApiServer:
                     item = await asyncio.wait_for(w.queue.get(), timeout=wait)
                 except TimeoutError:
                     if bookmarks and time.monotonic() >= next_bookmark:
-                        bm = {"kind": rt.kind, "apiVersion": rt.api_version(req.version),
-                              "metadata": {"resourceVersion": str(self.store.rv)}}
+                        bm = {
+                            "kind": rt.kind,
+                            "apiVersion": rt.api_version(req.version),
+                            "metadata": {"resourceVersion": str(self.store.rv)},
+                        }
                         await resp.write(_dumps({"type": "BOOKMARK", "object": bm}) + b"\n")
                         next_bookmark = time.monotonic() + self.bookmark_interval
                     continue
@@ -560,8 +654,10 @@ class ApiServer:
         container = q.get("container")
         if not container:
             if len(containers) != 1:
-                raise bad_request(f"a container name must be specified for pod {req.name}, choose one of: "
-                                  f"[{' '.join(str(c) for c in containers)}]")
+                raise bad_request(
+                    f"a container name must be specified for pod {req.name}, choose one of: "
+                    f"[{' '.join(str(c) for c in containers)}]"
+                )
             container = str(containers[0])
         if container not in containers and container not in init:
             raise bad_request(f"container {container} is not valid for pod {req.name}")
@@ -650,8 +746,11 @@ class ApiServer:
         new = dict(old)
         new["spec"] = {"finalizers": list((body.get("spec") or {}).get("finalizers") or [])}
         new["metadata"] = dict(old["metadata"])
-        if old["metadata"].get("deletionTimestamp") and not new["spec"]["finalizers"] and not new["metadata"].get(
-                "finalizers"):
+        if (
+            old["metadata"].get("deletionTimestamp")
+            and not new["spec"]["finalizers"]
+            and not new["metadata"].get("finalizers")
+        ):
             self.store.remove(rt.key, old)
             return _json_response(new)
         new["metadata"]["resourceVersion"] = str(self.store.next_rv())
@@ -665,8 +764,12 @@ def bind_pod(registry: Registry, ns: str, name: str, node: str) -> Obj:
     pod = registry.get(rt, ns, name)
     spec = pod.get("spec") or {}
     if spec.get("nodeName"):
-        raise ApiError(409, f"pod {name} is already assigned to node \"{spec['nodeName']}\"", "Conflict",
-                       {"name": name, "kind": "pods"})
+        raise ApiError(
+            409,
+            f'pod {name} is already assigned to node "{spec["nodeName"]}"',
+            "Conflict",
+            {"name": name, "kind": "pods"},
+        )
     if pod["metadata"].get("deletionTimestamp"):
         raise ApiError(409, f"pod {name} is being deleted, cannot be assigned to a host", "Conflict")
     if registry.store.get(("", "nodes"), "", node) is None:

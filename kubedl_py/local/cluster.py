@@ -132,10 +132,18 @@ class LocalCluster:
         self.store = Store(history=self.watch_history, data_dir=self.data_dir)
         self.catalogue = Catalogue()
         self.crds = CRDController(self.store, self.catalogue)
-        self.registry = Registry(self.store, self.catalogue, service_cidr=self.service_cidr,
-                                 toleration_seconds=self.toleration_seconds)
-        self.apiserver = ApiServer(self.store, self.catalogue, self.registry, self.pod_logs, faults=self.faults,
-                                   request_log=self.request_log, bookmark_interval=self.bookmark_interval)
+        self.registry = Registry(
+            self.store, self.catalogue, service_cidr=self.service_cidr, toleration_seconds=self.toleration_seconds
+        )
+        self.apiserver = ApiServer(
+            self.store,
+            self.catalogue,
+            self.registry,
+            self.pod_logs,
+            faults=self.faults,
+            request_log=self.request_log,
+            bookmark_interval=self.bookmark_interval,
+        )
         self.gc = GarbageCollector(self.registry)
         self.namespaces = NamespaceController(self.registry)
         self.store.listeners.append(self._on_event)
@@ -143,9 +151,15 @@ class LocalCluster:
         for i in range(self.nodes):
             self._ensure_node(node_name(i), i)
         self.scheduler = Scheduler(self.registry)
-        self.kubelets = Kubelets(self.registry, self.pod_logs, self.node_ips, pod_cidr=self.pod_cidr,
-                                 restart_backoff=self.restart_backoff, max_backoff=self.max_restart_backoff,
-                                 termination_seconds=self.termination_seconds)
+        self.kubelets = Kubelets(
+            self.registry,
+            self.pod_logs,
+            self.node_ips,
+            pod_cidr=self.pod_cidr,
+            restart_backoff=self.restart_backoff,
+            max_backoff=self.max_restart_backoff,
+            termination_seconds=self.termination_seconds,
+        )
         self.node_lifecycle = NodeLifecycle(self.registry, self.kubelets)
         self.gc.start()
         self.namespaces.start()
@@ -153,8 +167,7 @@ class LocalCluster:
             self.scheduler.start()
         if self.run_kubelets:
             self.kubelets.start()
-        self._runner = web.AppRunner(self.apiserver.app(), access_log=None, handle_signals=False,
-                                    shutdown_timeout=1.0)
+        self._runner = web.AppRunner(self.apiserver.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
@@ -198,9 +211,14 @@ class LocalCluster:
         if self.store.get(svc_rt.key, "default", "kubernetes") is None:
             first = str(self.registry.ips.net.network_address + 1)
             self.registry.ips.used.discard(first)
-            self.registry.create(svc_rt, "default", {
-                "metadata": {"name": "kubernetes", "labels": {"component": "apiserver", "provider": "kubernetes"}},
-                "spec": {"clusterIP": first, "ports": [{"name": "https", "port": 443, "targetPort": 6443}]}})
+            self.registry.create(
+                svc_rt,
+                "default",
+                {
+                    "metadata": {"name": "kubernetes", "labels": {"component": "apiserver", "provider": "kubernetes"}},
+                    "spec": {"clusterIP": first, "ports": [{"name": "https", "port": 443, "targetPort": 6443}]},
+                },
+            )
 
     def _on_event(self, ev: Event) -> None:
         # The service account controller: every namespace gets a "default" ServiceAccount.
@@ -209,8 +227,7 @@ class LocalCluster:
 
     def _default_sa(self, ns: str) -> None:
         with contextlib.suppress(ApiError):
-            self.registry.create(self.registry.resource("", "serviceaccounts"), ns,
-                                 {"metadata": {"name": "default"}})
+            self.registry.create(self.registry.resource("", "serviceaccounts"), ns, {"metadata": {"name": "default"}})
 
     @staticmethod
     def _pick(spec: ResourceSpec, i: int) -> dict[str, str]:
@@ -220,40 +237,66 @@ class LocalCluster:
             return {str(k): str(v) for k, v in spec.items()}
         return {str(k): str(v) for k, v in spec[i].items()} if i < len(spec) else {}
 
-    def _ensure_node(self, name: str, i: int, resources: Mapping[str, str] | None = None,
-                     labels: Mapping[str, str] | None = None) -> Obj:
+    def _ensure_node(
+        self, name: str, i: int, resources: Mapping[str, str] | None = None, labels: Mapping[str, str] | None = None
+    ) -> Obj:
         ip = "127.0.0.1" if self.nodes == 1 and i == 0 else f"127.0.10.{i + 1}"
         self.node_ips[name] = ip
         res = dict(DEFAULT_NODE_RESOURCES)
         res.update(self._pick(self.node_resources, i))
         res.update(resources or {})
-        lab = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-               "node.kubedl.io/index": str(i)}
+        lab = {
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "node.kubedl.io/index": str(i),
+        }
         lab.update(self._pick(self.node_labels, i))
         lab.update(labels or {})
         now = now_iso()
         conds = [
-            {"type": t, "status": "False", "reason": f"KubeletHasNo{t}" if t != "PIDPressure" else
-             "KubeletHasSufficientPID", "message": "kubelet is healthy", "lastHeartbeatTime": now,
-             "lastTransitionTime": now}
+            {
+                "type": t,
+                "status": "False",
+                "reason": f"KubeletHasNo{t}" if t != "PIDPressure" else "KubeletHasSufficientPID",
+                "message": "kubelet is healthy",
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
+            }
             for t in ("MemoryPressure", "DiskPressure", "PIDPressure")
-        ] + [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-              "message": "kubelet is posting ready status", "lastHeartbeatTime": now, "lastTransitionTime": now}]
+        ] + [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "KubeletReady",
+                "message": "kubelet is posting ready status",
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
+            }
+        ]
         node: Obj = {
-            "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": lab,
-                         "annotations": {"node.alpha.kubernetes.io/ttl": "0"}},
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": lab, "annotations": {"node.alpha.kubernetes.io/ttl": "0"}},
             "spec": {},
             "status": {
-                "capacity": res, "allocatable": dict(res), "conditions": conds,
+                "capacity": res,
+                "allocatable": dict(res),
+                "conditions": conds,
                 "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}],
                 "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-                "nodeInfo": {"machineID": uuid.uuid5(uuid.NAMESPACE_DNS, name).hex,
-                             "systemUUID": str(uuid.uuid5(uuid.NAMESPACE_DNS, name)),
-                             "bootID": str(uuid.uuid4()), "kernelVersion": os.uname().release,
-                             "osImage": "kubedl-py simulated node", "containerRuntimeVersion": "simulated://1.0",
-                             "kubeletVersion": "v1.34.0", "kubeProxyVersion": "", "operatingSystem": "linux",
-                             "architecture": "amd64"},
+                "nodeInfo": {
+                    "machineID": uuid.uuid5(uuid.NAMESPACE_DNS, name).hex,
+                    "systemUUID": str(uuid.uuid5(uuid.NAMESPACE_DNS, name)),
+                    "bootID": str(uuid.uuid4()),
+                    "kernelVersion": os.uname().release,
+                    "osImage": "kubedl-py simulated node",
+                    "containerRuntimeVersion": "simulated://1.0",
+                    "kubeletVersion": "v1.34.0",
+                    "kubeProxyVersion": "",
+                    "operatingSystem": "linux",
+                    "architecture": "amd64",
+                },
             },
         }
         rt = self.registry.resource("", "nodes")
@@ -270,10 +313,23 @@ class LocalCluster:
             created = new
         lease_rt = self.registry.resource("coordination.k8s.io", "leases")
         if self.store.get(lease_rt.key, "kube-node-lease", name) is None:
-            self.registry.create(lease_rt, "kube-node-lease", {"metadata": {"name": name, "ownerReferences": [{
-                "apiVersion": "v1", "kind": "Node", "name": name, "uid": created["metadata"]["uid"]}]},
-                "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": now.replace(
-                    "Z", ".000000Z")}})
+            self.registry.create(
+                lease_rt,
+                "kube-node-lease",
+                {
+                    "metadata": {
+                        "name": name,
+                        "ownerReferences": [
+                            {"apiVersion": "v1", "kind": "Node", "name": name, "uid": created["metadata"]["uid"]}
+                        ],
+                    },
+                    "spec": {
+                        "holderIdentity": name,
+                        "leaseDurationSeconds": 40,
+                        "renewTime": now.replace("Z", ".000000Z"),
+                    },
+                },
+            )
         return created
 
     # ---- public accessors ---------------------------------------------------------------------------------
@@ -290,7 +346,9 @@ class LocalCluster:
 
     def kubeconfig(self) -> dict[str, Any]:
         return {
-            "apiVersion": "v1", "kind": "Config", "preferences": {},
+            "apiVersion": "v1",
+            "kind": "Config",
+            "preferences": {},
             "clusters": [{"name": CONTEXT, "cluster": {"server": self.url}}],
             "users": [{"name": CONTEXT, "user": {}}],
             "contexts": [{"name": CONTEXT, "context": {"cluster": CONTEXT, "user": CONTEXT, "namespace": "default"}}],
@@ -315,8 +373,7 @@ class LocalCluster:
 
     # ---- test hooks ---------------------------------------------------------------------------------------
 
-    def evict_pod(self, namespace: str, name: str,
-                  message: str = "The node was low on resource: memory. ") -> Obj:
+    def evict_pod(self, namespace: str, name: str, message: str = "The node was low on resource: memory. ") -> Obj:
         """Evict like the kubelet under node pressure: phase Failed, reason Evicted (the pod object stays)."""
         return self.kubelets.evict(namespace, name, message)
 
@@ -357,6 +414,7 @@ class LocalCluster:
 
 # ---- local up --------------------------------------------------------------------------------------------
 
+
 @dataclass
 class LocalUpOptions:
     kubeconfig: str
@@ -366,9 +424,12 @@ class LocalUpOptions:
     data_dir: str | None = None
 
 
-async def run_local_up(options: LocalUpOptions, *,
-                       on_ready: Callable[[LocalCluster], Awaitable[None]] | None = None,
-                       stop: asyncio.Event | None = None) -> int:
+async def run_local_up(
+    options: LocalUpOptions,
+    *,
+    on_ready: Callable[[LocalCluster], Awaitable[None]] | None = None,
+    stop: asyncio.Event | None = None,
+) -> int:
     """Serve an embedded cluster until SIGINT/SIGTERM (or ``stop`` is set); returns the exit code."""
     loop = asyncio.get_running_loop()
     stop = stop or asyncio.Event()
@@ -379,16 +440,25 @@ async def run_local_up(options: LocalUpOptions, *,
             installed.append(sig)
         except (NotImplementedError, RuntimeError):
             pass
-    cluster = LocalCluster(nodes=options.nodes, runtime=options.runtime, port=options.port,
-                           data_dir=options.data_dir, kubeconfig_path=options.kubeconfig,
-                           toleration_seconds=300)
+    cluster = LocalCluster(
+        nodes=options.nodes,
+        runtime=options.runtime,
+        port=options.port,
+        data_dir=options.data_dir,
+        kubeconfig_path=options.kubeconfig,
+        toleration_seconds=300,
+    )
     started = time.monotonic()
     try:
         await cluster.start()
-        log.info("kubedl-py local cluster ready at %s in %.2fs; kubeconfig written to %s (context %s)",
-                 cluster.url, time.monotonic() - started, cluster.kubeconfig_path, CONTEXT)
-        print(f"kubedl-py local cluster listening on {cluster.url} (kubeconfig {cluster.kubeconfig_path})",
-              flush=True)
+        log.info(
+            "kubedl-py local cluster ready at %s in %.2fs; kubeconfig written to %s (context %s)",
+            cluster.url,
+            time.monotonic() - started,
+            cluster.kubeconfig_path,
+            CONTEXT,
+        )
+        print(f"kubedl-py local cluster listening on {cluster.url} (kubeconfig {cluster.kubeconfig_path})", flush=True)
         if on_ready is not None:
             await on_ready(cluster)
         await stop.wait()

@@ -40,28 +40,45 @@ def validate_crd(crd: Obj) -> list[FieldError]:
     if not names.get("kind"):
         errs.append(FieldError("FieldValueRequired", "spec.names.kind"))
     if plural and group and crd["metadata"].get("name") != f"{plural}.{group}":
-        errs.append(FieldError("FieldValueInvalid", "metadata.name",
-                               "must be spec.names.plural+\".\"+spec.group", crd["metadata"].get("name")))
+        errs.append(
+            FieldError(
+                "FieldValueInvalid",
+                "metadata.name",
+                'must be spec.names.plural+"."+spec.group',
+                crd["metadata"].get("name"),
+            )
+        )
     if spec.get("scope") not in ("Namespaced", "Cluster"):
-        errs.append(FieldError("FieldValueNotSupported", "spec.scope", 'supported values: "Cluster", "Namespaced"',
-                               spec.get("scope")))
+        errs.append(
+            FieldError(
+                "FieldValueNotSupported", "spec.scope", 'supported values: "Cluster", "Namespaced"', spec.get("scope")
+            )
+        )
     versions = spec.get("versions")
     if not isinstance(versions, list) or not versions:
-        errs.append(FieldError("FieldValueRequired", "spec.versions", "must have exactly one version marked as "
-                               "storage version"))
+        errs.append(
+            FieldError("FieldValueRequired", "spec.versions", "must have exactly one version marked as storage version")
+        )
         return errs
     storage = [v for v in versions if isinstance(v, dict) and v.get("storage")]
     if len(storage) != 1:
-        errs.append(FieldError("FieldValueInvalid", "spec.versions", "must have exactly one version marked as "
-                               "storage version", len(storage)))
+        errs.append(
+            FieldError(
+                "FieldValueInvalid",
+                "spec.versions",
+                "must have exactly one version marked as storage version",
+                len(storage),
+            )
+        )
     for i, v in enumerate(versions):
         if not isinstance(v, dict) or not v.get("name"):
             errs.append(FieldError("FieldValueRequired", f"spec.versions[{i}].name"))
             continue
-        sch = ((v.get("schema") or {}).get("openAPIV3Schema"))
+        sch = (v.get("schema") or {}).get("openAPIV3Schema")
         if sch is None:
-            errs.append(FieldError("FieldValueRequired", f"spec.versions[{i}].schema.openAPIV3Schema",
-                                   "schemas are required"))
+            errs.append(
+                FieldError("FieldValueRequired", f"spec.versions[{i}].schema.openAPIV3Schema", "schemas are required")
+            )
         else:
             schema.check_structural(sch, f"spec.versions[{i}].schema.openAPIV3Schema", errs)
     return errs
@@ -78,15 +95,26 @@ def default_crd(crd: Obj) -> None:
             v.setdefault("served", True)
     spec.setdefault("conversion", {"strategy": "None"})
     now = now_iso()
-    storage = next((v.get("name") for v in spec.get("versions") or [] if isinstance(v, dict) and v.get("storage")),
-                   None)
+    storage = next(
+        (v.get("name") for v in spec.get("versions") or [] if isinstance(v, dict) and v.get("storage")), None
+    )
     crd["status"] = {
         "acceptedNames": dict(names),
         "conditions": [
-            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
-             "message": "no conflicts found", "lastTransitionTime": now},
-            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
-             "message": "the initial names have been accepted", "lastTransitionTime": now},
+            {
+                "type": "NamesAccepted",
+                "status": "True",
+                "reason": "NoConflicts",
+                "message": "no conflicts found",
+                "lastTransitionTime": now,
+            },
+            {
+                "type": "Established",
+                "status": "True",
+                "reason": "InitialNamesAccepted",
+                "message": "the initial names have been accepted",
+                "lastTransitionTime": now,
+            },
         ],
         "storedVersions": [storage] if storage else [],
     }

@@ -33,8 +33,11 @@ VERSION_INFO: Obj = {
 
 
 def api_versions(host: str) -> Obj:
-    return {"kind": "APIVersions", "versions": ["v1"],
-            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": host}]}
+    return {
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": host}],
+    }
 
 
 def _resources(rts: list[ResourceType]) -> list[Obj]:
@@ -54,8 +57,13 @@ def _resources(rts: list[ResourceType]) -> list[Obj]:
         entry["storageVersionHash"] = hashlib.sha256(f"{rt.group}/{rt.plural}".encode()).hexdigest()[:11]
         out.append(entry)
         for sub in rt.subresources:
-            sub_entry: Obj = {"name": f"{rt.plural}/{sub}", "singularName": "", "namespaced": rt.namespaced,
-                              "kind": rt.kind, "verbs": ["get", "patch", "update"]}
+            sub_entry: Obj = {
+                "name": f"{rt.plural}/{sub}",
+                "singularName": "",
+                "namespaced": rt.namespaced,
+                "kind": rt.kind,
+                "verbs": ["get", "patch", "update"],
+            }
             if sub == "log":
                 sub_entry.update(kind="Pod", verbs=["get"])
             elif sub == "binding":
@@ -74,8 +82,12 @@ def resource_list(cat: Catalogue, group: str, version: str) -> Obj | None:
     rts = cat.in_group_version(group, version)
     if not rts:
         return None
-    return {"kind": "APIResourceList", "apiVersion": "v1",
-            "groupVersion": f"{group}/{version}" if group else version, "resources": _resources(rts)}
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": f"{group}/{version}" if group else version,
+        "resources": _resources(rts),
+    }
 
 
 def _group(name: str, versions: list[str]) -> Obj:
@@ -85,8 +97,7 @@ def _group(name: str, versions: list[str]) -> Obj:
 
 def group_list(cat: Catalogue) -> Obj:
     groups = cat.groups()
-    return {"kind": "APIGroupList", "apiVersion": "v1",
-            "groups": [_group(g, vs) for g, vs in sorted(groups.items())]}
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_group(g, vs) for g, vs in sorted(groups.items())]}
 
 
 def group(cat: Catalogue, name: str) -> Obj | None:
@@ -97,6 +108,7 @@ def group(cat: Catalogue, name: str) -> Obj | None:
 
 
 # ---- OpenAPI v3 ------------------------------------------------------------------------------------------
+
 
 def _gv_path(group: str, version: str) -> str:
     return f"api/{version}" if not group else f"apis/{group}/{version}"
@@ -129,8 +141,9 @@ def openapi_gv(cat: Catalogue, group: str, version: str) -> Obj | None:
     base = "/" + _gv_path(group, version)
     for rt in rts:
         gvk = {"group": rt.group, "version": version, "kind": rt.kind}
-        item = f"{base}/namespaces/{{namespace}}/{rt.plural}/{{name}}" if rt.namespaced else \
-            f"{base}/{rt.plural}/{{name}}"
+        item = (
+            f"{base}/namespaces/{{namespace}}/{rt.plural}/{{name}}" if rt.namespaced else f"{base}/{rt.plural}/{{name}}"
+        )
         coll = item.rsplit("/", 1)[0]
         op = {"x-kubernetes-group-version-kind": gvk, "parameters": _PARAMS, "responses": {}}
         paths[item] = {
@@ -139,8 +152,13 @@ def openapi_gv(cat: Catalogue, group: str, version: str) -> Obj | None:
             "patch": {**op, "x-kubernetes-action": "patch"},
             "delete": {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "delete", "responses": {}},
         }
-        paths[coll] = {"post": {**op, "x-kubernetes-action": "post"},
-                       "get": {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "list",
-                               "responses": {}}}
-    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": VERSION_INFO["gitVersion"]},
-            "paths": paths, "components": {"schemas": {}}}
+        paths[coll] = {
+            "post": {**op, "x-kubernetes-action": "post"},
+            "get": {"x-kubernetes-group-version-kind": gvk, "x-kubernetes-action": "list", "responses": {}},
+        }
+    return {
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": VERSION_INFO["gitVersion"]},
+        "paths": paths,
+        "components": {"schemas": {}},
+    }

@@ -75,9 +75,7 @@ def _qualified(group: str, plural: str) -> str:
 
 
 def not_found(group: str, plural: str, name: str) -> ApiError:
-    return ApiError(
-        404, f'{_qualified(group, plural)} "{name}" not found', "NotFound", _details(group, plural, name)
-    )
+    return ApiError(404, f'{_qualified(group, plural)} "{name}" not found', "NotFound", _details(group, plural, name))
 
 
 def already_exists(group: str, plural: str, name: str) -> ApiError:

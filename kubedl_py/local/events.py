@@ -16,19 +16,27 @@ from .registry import Registry, now_iso
 _seq = itertools.count(1)
 
 
-def record(registry: Registry, obj: dict[str, Any], type_: str, reason: str, message: str, *, component: str,
-           host: str = "") -> None:
+def record(
+    registry: Registry, obj: dict[str, Any], type_: str, reason: str, message: str, *, component: str, host: str = ""
+) -> None:
     md = obj["metadata"]
     ns = md.get("namespace") or "default"
     ts = now_iso()
     ev = {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"name": f"{md['name']}.{next(_seq):x}{abs(hash(md.get('uid', ''))) % 0xFFFFF:05x}",
-                     "namespace": ns},
-        "involvedObject": {"kind": obj.get("kind"), "namespace": md.get("namespace", ""), "name": md["name"],
-                           "uid": md.get("uid"), "apiVersion": obj.get("apiVersion"),
-                           "resourceVersion": md.get("resourceVersion")},
+        "metadata": {
+            "name": f"{md['name']}.{next(_seq):x}{abs(hash(md.get('uid', ''))) % 0xFFFFF:05x}",
+            "namespace": ns,
+        },
+        "involvedObject": {
+            "kind": obj.get("kind"),
+            "namespace": md.get("namespace", ""),
+            "name": md["name"],
+            "uid": md.get("uid"),
+            "apiVersion": obj.get("apiVersion"),
+            "resourceVersion": md.get("resourceVersion"),
+        },
         "reason": reason,
         "message": message,
         "source": {"component": component, **({"host": host} if host else {})},

@@ -62,13 +62,22 @@ class RequestLog:
 
     def count(self, verb: str | None = None, resource: str | None = None) -> int:
         """Requests so far, optionally only of one verb and/or resource (``pods``, ``pods/status``)."""
-        return sum(n for (v, r), n in self.counts.items()
-                   if (verb is None or v == verb) and (resource is None or r == resource))
+        return sum(
+            n
+            for (v, r), n in self.counts.items()
+            if (verb is None or v == verb) and (resource is None or r == resource)
+        )
 
-    def find(self, verb: str | None = None, resource: str | None = None, status: int | None = None) -> list[
-            RequestRecord]:
-        return [r for r in self.records if (verb is None or r.verb == verb)
-                and (resource is None or r.resource == resource) and (status is None or r.status == status)]
+    def find(
+        self, verb: str | None = None, resource: str | None = None, status: int | None = None
+    ) -> list[RequestRecord]:
+        return [
+            r
+            for r in self.records
+            if (verb is None or r.verb == verb)
+            and (resource is None or r.resource == resource)
+            and (status is None or r.status == status)
+        ]
 
     def clear(self) -> None:
         self.records.clear()
@@ -132,20 +141,41 @@ class Faults:
         self.rules.append(rule)
         return rule
 
-    def fail(self, status: int = 500, *, verb: str | None = None, resource: str | None = None,
-             times: int | None = None, probability: float = 1.0, retry_after: int | None = None,
-             **match: Any) -> FaultRule:
+    def fail(
+        self,
+        status: int = 500,
+        *,
+        verb: str | None = None,
+        resource: str | None = None,
+        times: int | None = None,
+        probability: float = 1.0,
+        retry_after: int | None = None,
+        **match: Any,
+    ) -> FaultRule:
         """Answer matching requests with ``status`` (429 gets ``Retry-After``)."""
         if status == 429 and retry_after is None:
             retry_after = 1
-        return self.add(FaultRule(verb=verb, resource=resource, status=status, times=times,
-                                  probability=probability, retry_after=retry_after, **match))
+        return self.add(
+            FaultRule(
+                verb=verb,
+                resource=resource,
+                status=status,
+                times=times,
+                probability=probability,
+                retry_after=retry_after,
+                **match,
+            )
+        )
 
-    def cut_watches(self, after_seconds: float, *, resource: str | None = None, times: int | None = None,
-                    **match: Any) -> FaultRule:
+    def cut_watches(
+        self, after_seconds: float, *, resource: str | None = None, times: int | None = None, **match: Any
+    ) -> FaultRule:
         """End matching watch streams ``after_seconds`` after they start (as a dropped connection)."""
-        return self.add(FaultRule(verb="watch", resource=resource, action="cut-watch",
-                                  after_seconds=after_seconds, times=times, **match))
+        return self.add(
+            FaultRule(
+                verb="watch", resource=resource, action="cut-watch", after_seconds=after_seconds, times=times, **match
+            )
+        )
 
     def expire_watches(self, *, resource: str | None = None, times: int | None = 1, **match: Any) -> FaultRule:
         """Watches that resume from a resourceVersion get an ERROR 410 Expired event."""

@@ -128,16 +128,20 @@ class GarbageCollector:
         if owner is None or rt is None or not owner["metadata"].get("deletionTimestamp"):
             return
         fins = list(owner["metadata"].get("finalizers") or [])
-        deps = [d for d in (self.store.get(*loc2) for loc2 in list(self.store.dependents.get(str(uid), ())))
-                if d is not None]
+        deps = [
+            d
+            for d in (self.store.get(*loc2) for loc2 in list(self.store.dependents.get(str(uid), ())))
+            if d is not None
+        ]
         if "orphan" in fins:
             for d in deps:
                 drt = self.registry.catalogue.types.get(self.store.uids[d["metadata"]["uid"]][0])
                 if drt is None:
                     continue
                 new = deepcopy_json(d)
-                new["metadata"]["ownerReferences"] = [r for r in d["metadata"].get("ownerReferences") or []
-                                                      if r.get("uid") != uid]
+                new["metadata"]["ownerReferences"] = [
+                    r for r in d["metadata"].get("ownerReferences") or [] if r.get("uid") != uid
+                ]
                 if not new["metadata"]["ownerReferences"]:
                     del new["metadata"]["ownerReferences"]
                 self.registry._update(drt, d, new, None)

@@ -94,9 +94,17 @@ def _annotation_float(pod: Obj, key: str) -> float | None:
 class Kubelets:
     """All simulated kubelets of the cluster; ``node_ips`` maps node name -> node IP."""
 
-    def __init__(self, registry: Registry, logs: PodLogs, node_ips: dict[str, str], *,
-                 pod_cidr: str = "127.2.0.0/16", restart_backoff: float = 0.1, max_backoff: float = 2.0,
-                 termination_seconds: float = 0.1) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        logs: PodLogs,
+        node_ips: dict[str, str],
+        *,
+        pod_cidr: str = "127.2.0.0/16",
+        restart_backoff: float = 0.1,
+        max_backoff: float = 2.0,
+        termination_seconds: float = 0.1,
+    ) -> None:
         self.registry = registry
         self.store = registry.store
         self.logs = logs
@@ -242,23 +250,46 @@ class Kubelets:
         status = dict(pod.get("status") or {})
         host_ip = self.node_ips.get(run.node, "127.0.0.1")
         pod_ip = self._ip_for(pod, run.node)
-        status.update(phase="Running", hostIP=host_ip, hostIPs=[{"ip": host_ip}], podIP=pod_ip,
-                      podIPs=[{"ip": pod_ip}], startTime=status.get("startTime") or ts)
+        status.update(
+            phase="Running",
+            hostIP=host_ip,
+            hostIPs=[{"ip": host_ip}],
+            podIP=pod_ip,
+            podIPs=[{"ip": pod_ip}],
+            startTime=status.get("startTime") or ts,
+        )
         if spec.get("initContainers"):
             status["initContainerStatuses"] = [
-                {"name": c["name"], "image": c.get("image", ""), "imageID": _image_id(c), "ready": True,
-                 "started": False, "restartCount": 0, "containerID": _cid(run, c["name"], 0),
-                 "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": ts,
-                                          "finishedAt": ts, "containerID": _cid(run, c["name"], 0)}}}
-                for c in spec["initContainers"]]
+                {
+                    "name": c["name"],
+                    "image": c.get("image", ""),
+                    "imageID": _image_id(c),
+                    "ready": True,
+                    "started": False,
+                    "restartCount": 0,
+                    "containerID": _cid(run, c["name"], 0),
+                    "state": {
+                        "terminated": {
+                            "exitCode": 0,
+                            "reason": "Completed",
+                            "startedAt": ts,
+                            "finishedAt": ts,
+                            "containerID": _cid(run, c["name"], 0),
+                        }
+                    },
+                }
+                for c in spec["initContainers"]
+            ]
         statuses = []
         for c in spec.get("containers") or []:
             name = c["name"]
             run.started[name] = now
             statuses.append(self._running_status(c, run, 0, ts, None))
             self.logs.start((run.ns, run.name, name))
-            self.logs.write((run.ns, run.name, name),
-                            f"[simulated] container {name} started (image {c.get('image', '')}) on {run.node}")
+            self.logs.write(
+                (run.ns, run.name, name),
+                f"[simulated] container {name} started (image {c.get('image', '')}) on {run.node}",
+            )
         status["containerStatuses"] = statuses
         status["conditions"] = _conditions(status, ready=True)
         pod = self._write(pod, status)
@@ -268,9 +299,17 @@ class Kubelets:
 
     @staticmethod
     def _running_status(c: Obj, run: PodRun, restarts: int, ts: str, last: Obj | None) -> Obj:
-        st = {"name": c["name"], "image": c.get("image", ""), "imageID": _image_id(c), "ready": True,
-              "started": True, "restartCount": restarts, "containerID": _cid(run, c["name"], restarts),
-              "state": {"running": {"startedAt": ts}}, "lastState": last or {}}
+        st = {
+            "name": c["name"],
+            "image": c.get("image", ""),
+            "imageID": _image_id(c),
+            "ready": True,
+            "started": True,
+            "restartCount": restarts,
+            "containerID": _cid(run, c["name"], restarts),
+            "state": {"running": {"startedAt": ts}},
+            "lastState": last or {},
+        }
         return st
 
     def _plan_exits(self, pod: Obj, run: PodRun) -> None:
@@ -299,8 +338,12 @@ class Kubelets:
         status = dict(pod.get("status") or {})
         statuses = [dict(s) for s in status.get("containerStatuses") or []]
         now = time.time()
-        term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
-                "startedAt": iso_at(run.started.get(container, now)), "finishedAt": iso_at(now)}
+        term = {
+            "exitCode": code,
+            "reason": "Completed" if code == 0 else "Error",
+            "startedAt": iso_at(run.started.get(container, now)),
+            "finishedAt": iso_at(now),
+        }
         policy = (pod.get("spec") or {}).get("restartPolicy", "Always")
         restart = policy == "Always" or (policy == "OnFailure" and code != 0)
         for s in statuses:
@@ -311,8 +354,12 @@ class Kubelets:
             s["started"] = False
             if restart:
                 s["lastState"] = {"terminated": term}
-                s["state"] = {"waiting": {"reason": "CrashLoopBackOff" if code else "Completed",
-                                          "message": f"back-off restarting failed container {container}"}}
+                s["state"] = {
+                    "waiting": {
+                        "reason": "CrashLoopBackOff" if code else "Completed",
+                        "message": f"back-off restarting failed container {container}",
+                    }
+                }
             else:
                 s["state"] = {"terminated": term}
         status["containerStatuses"] = statuses
@@ -325,7 +372,7 @@ class Kubelets:
         self._write(pod, status)
         if restart:
             restarts = next((s.get("restartCount", 0) for s in statuses if s["name"] == container), 0)
-            backoff = min(self.max_backoff, self.restart_backoff * (2 ** restarts))
+            backoff = min(self.max_backoff, self.restart_backoff * (2**restarts))
             run.timers[container] = asyncio.get_running_loop().call_later(backoff, self._restart, run, container)
         elif run.done and not (pod.get("spec") or {}).get("hostNetwork"):
             pass  # a terminal pod keeps its IP in status until deleted, as in the real cluster
@@ -361,7 +408,8 @@ class Kubelets:
         if code is None and secs is None:
             return
         run.timers[container] = asyncio.get_running_loop().call_later(
-            max(0.0, secs or 0.0), self._exit, run, container, int(code or 0))
+            max(0.0, secs or 0.0), self._exit, run, container, int(code or 0)
+        )
 
     def _terminate(self, pod: Obj, run: PodRun | None) -> None:
         """A pod with deletionTimestamp: stop containers, report, then confirm deletion (grace 0)."""
@@ -372,14 +420,21 @@ class Kubelets:
         delay = min(grace, self.termination_seconds if delay is None else delay)
         if run is None:
             run = self.runs[(pod["metadata"]["namespace"], pod["metadata"]["name"])] = PodRun(
-                pod["metadata"]["namespace"], pod["metadata"]["name"], pod["metadata"]["uid"],
-                pod["spec"]["nodeName"])
+                pod["metadata"]["namespace"], pod["metadata"]["name"], pod["metadata"]["uid"], pod["spec"]["nodeName"]
+            )
         for t in run.timers.values():
             t.cancel()
         run.timers.clear()
         if not run.done:
-            events.record(self.registry, pod, "Normal", "Killing", "Stopping container " + ", ".join(
-                c["name"] for c in (pod.get("spec") or {}).get("containers") or []), component="kubelet", host=run.node)
+            events.record(
+                self.registry,
+                pod,
+                "Normal",
+                "Killing",
+                "Stopping container " + ", ".join(c["name"] for c in (pod.get("spec") or {}).get("containers") or []),
+                component="kubelet",
+                host=run.node,
+            )
         run.stopping = asyncio.get_running_loop().call_later(delay, self._stopped, run)
 
     def _stopped(self, run: PodRun) -> None:
@@ -396,9 +451,15 @@ class Kubelets:
             for s0 in status.get("containerStatuses") or []:
                 s = dict(s0)
                 if "running" in (s.get("state") or {}) or "waiting" in (s.get("state") or {}):
-                    s["state"] = {"terminated": {"exitCode": 143, "reason": "Error", "startedAt": (
-                        s.get("state", {}).get("running") or {}).get("startedAt", now), "finishedAt": now,
-                        "containerID": s.get("containerID", "")}}
+                    s["state"] = {
+                        "terminated": {
+                            "exitCode": 143,
+                            "reason": "Error",
+                            "startedAt": (s.get("state", {}).get("running") or {}).get("startedAt", now),
+                            "finishedAt": now,
+                            "containerID": s.get("containerID", ""),
+                        }
+                    }
                     s["ready"] = False
                     s["started"] = False
                 statuses.append(s)
@@ -410,8 +471,12 @@ class Kubelets:
             pod = self._write(pod, status)
             run.done = True
         try:
-            self.registry.delete(self.registry.resource("", "pods"), run.ns, run.name,
-                                 {"gracePeriodSeconds": 0, "preconditions": {"uid": run.uid}})
+            self.registry.delete(
+                self.registry.resource("", "pods"),
+                run.ns,
+                run.name,
+                {"gracePeriodSeconds": 0, "preconditions": {"uid": run.uid}},
+            )
         except ApiError as e:
             if e.code not in (404, 409):
                 raise
@@ -433,21 +498,42 @@ class Kubelets:
         statuses = []
         for s0 in status.get("containerStatuses") or []:
             s = dict(s0)
-            s["state"] = {"terminated": {"exitCode": 137, "reason": "Error", "startedAt": (
-                (s.get("state") or {}).get("running") or {}).get("startedAt", now), "finishedAt": now,
-                "containerID": s.get("containerID", "")}}
+            s["state"] = {
+                "terminated": {
+                    "exitCode": 137,
+                    "reason": "Error",
+                    "startedAt": ((s.get("state") or {}).get("running") or {}).get("startedAt", now),
+                    "finishedAt": now,
+                    "containerID": s.get("containerID", ""),
+                }
+            }
             s["ready"] = False
             s["started"] = False
             statuses.append(s)
             self.logs.close((ns, name, s["name"]))
         status.update(phase="Failed", reason="Evicted", message=message, containerStatuses=statuses)
         conds = _conditions(status, ready=False, terminal=True)
-        conds.append({"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet",
-                      "message": message, "lastProbeTime": None, "lastTransitionTime": now})
+        conds.append(
+            {
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": "TerminationByKubelet",
+                "message": message,
+                "lastProbeTime": None,
+                "lastTransitionTime": now,
+            }
+        )
         status["conditions"] = conds
         new = self._write(pod, status)
-        events.record(self.registry, new, "Warning", "Evicted", message, component="kubelet",
-                      host=(pod.get("spec") or {}).get("nodeName", ""))
+        events.record(
+            self.registry,
+            new,
+            "Warning",
+            "Evicted",
+            message,
+            component="kubelet",
+            host=(pod.get("spec") or {}).get("nodeName", ""),
+        )
         return new
 
 
@@ -467,14 +553,22 @@ def _conditions(status: Obj, ready: bool, terminal: bool = False) -> list[Obj]:
     def cond(t: str, ok: bool, reason: str | None = None) -> Obj:
         s = "True" if ok else "False"
         prev = old.get(t)
-        c: Obj = {"type": t, "status": s, "lastProbeTime": None,
-                  "lastTransitionTime": prev.get("lastTransitionTime", now) if prev and prev.get("status") == s
-                  else now}
+        c: Obj = {
+            "type": t,
+            "status": s,
+            "lastProbeTime": None,
+            "lastTransitionTime": prev.get("lastTransitionTime", now) if prev and prev.get("status") == s else now,
+        }
         if reason and not ok:
             c["reason"] = reason
         return c
 
     reason = "PodCompleted" if terminal else "ContainersNotReady"
-    out = [cond("PodReadyToStartContainers", not terminal), cond("Initialized", True),
-           cond("Ready", ready, reason), cond("ContainersReady", ready, reason), cond("PodScheduled", True)]
+    out = [
+        cond("PodReadyToStartContainers", not terminal),
+        cond("Initialized", True),
+        cond("Ready", ready, reason),
+        cond("ContainersReady", ready, reason),
+        cond("PodScheduled", True),
+    ]
     return out

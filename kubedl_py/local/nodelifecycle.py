@@ -63,19 +63,35 @@ class NodeLifecycle:
         now = now_iso()
         for c in new["status"].get("conditions") or []:
             if status == "Unknown":
-                c.update(status="Unknown", reason="NodeStatusUnknown",
-                         message="Kubelet stopped posting node status.", lastTransitionTime=now)
+                c.update(
+                    status="Unknown",
+                    reason="NodeStatusUnknown",
+                    message="Kubelet stopped posting node status.",
+                    lastTransitionTime=now,
+                )
             elif c.get("type") == "Ready":
-                c.update(status="False", reason="KubeletNotReady", message="container runtime is down",
-                         lastTransitionTime=now)
+                c.update(
+                    status="False",
+                    reason="KubeletNotReady",
+                    message="container runtime is down",
+                    lastTransitionTime=now,
+                )
         key = UNREACHABLE if status == "Unknown" else NOT_READY
         taints = [t for t in new["spec"].get("taints") or [] if t.get("key") not in (UNREACHABLE, NOT_READY)]
-        taints += [{"key": key, "effect": "NoSchedule", "timeAdded": now},
-                   {"key": key, "effect": "NoExecute", "timeAdded": now}]
+        taints += [
+            {"key": key, "effect": "NoSchedule", "timeAdded": now},
+            {"key": key, "effect": "NoExecute", "timeAdded": now},
+        ]
         new["spec"]["taints"] = taints
         self._put_node(node, new)
-        events.record(self.registry, new, "Normal", "NodeNotReady", f"Node {name} status is now: NodeNotReady",
-                      component="node-controller")
+        events.record(
+            self.registry,
+            new,
+            "Normal",
+            "NodeNotReady",
+            f"Node {name} status is now: NodeNotReady",
+            component="node-controller",
+        )
         for pod in list(self.store.iter(PODS)):
             if (pod.get("spec") or {}).get("nodeName") != name:
                 continue
@@ -88,12 +104,17 @@ class NodeLifecycle:
         now = now_iso()
         for c in new["status"].get("conditions") or []:
             if c.get("type") == "Ready":
-                c.update(status="True", reason="KubeletReady", message="kubelet is posting ready status",
-                         lastTransitionTime=now)
+                c.update(
+                    status="True",
+                    reason="KubeletReady",
+                    message="kubelet is posting ready status",
+                    lastTransitionTime=now,
+                )
             else:
                 c.update(status="False", reason=f"KubeletHasNo{c.get('type')}", lastTransitionTime=now)
-        new["spec"]["taints"] = [t for t in new["spec"].get("taints") or []
-                                 if t.get("key") not in (UNREACHABLE, NOT_READY)]
+        new["spec"]["taints"] = [
+            t for t in new["spec"].get("taints") or [] if t.get("key") not in (UNREACHABLE, NOT_READY)
+        ]
         if not new["spec"]["taints"]:
             del new["spec"]["taints"]
         self._put_node(node, new)
@@ -116,8 +137,12 @@ class NodeLifecycle:
         for c0 in status.get("conditions") or []:
             c = c0
             if c.get("type") in ("Ready", "ContainersReady") and c.get("status") != "False":
-                c = dict(c0, status="False", reason="NodeLost" if c.get("type") == "Ready" else c.get("reason"),
-                         lastTransitionTime=now_iso())
+                c = dict(
+                    c0,
+                    status="False",
+                    reason="NodeLost" if c.get("type") == "Ready" else c.get("reason"),
+                    lastTransitionTime=now_iso(),
+                )
             conds.append(c)
         status["conditions"] = conds
         new = dict(pod, status=status)
@@ -140,8 +165,9 @@ class NodeLifecycle:
                     seconds = float(ts) if seconds is None else min(seconds, float(ts))
         if seconds is None:
             return
-        self.timers[key] = asyncio.get_running_loop().call_later(max(0.0, seconds), self._evict, key,
-                                                                 pod["metadata"]["uid"])
+        self.timers[key] = asyncio.get_running_loop().call_later(
+            max(0.0, seconds), self._evict, key, pod["metadata"]["uid"]
+        )
 
     def _evict(self, key: tuple[str, str], uid: str) -> None:
         self.timers.pop(key, None)
@@ -149,10 +175,15 @@ class NodeLifecycle:
         if pod is None or pod["metadata"].get("uid") != uid:
             return
         try:
-            events.record(self.registry, pod, "Normal", "TaintManagerEviction",
-                          f"Marking for deletion Pod {key[0]}/{key[1]}", component="taint-eviction-controller")
-            self.registry.delete(self.registry.resource("", "pods"), key[0], key[1],
-                                 {"preconditions": {"uid": uid}})
+            events.record(
+                self.registry,
+                pod,
+                "Normal",
+                "TaintManagerEviction",
+                f"Marking for deletion Pod {key[0]}/{key[1]}",
+                component="taint-eviction-controller",
+            )
+            self.registry.delete(self.registry.resource("", "pods"), key[0], key[1], {"preconditions": {"uid": uid}})
         except ApiError as e:
             if e.code != 404:
                 log.warning("taint eviction of %s/%s: %s", key[0], key[1], e.message)
@@ -168,5 +199,6 @@ class NodeLifecycle:
         for pod in list(self.store.iter(PODS)):
             if (pod.get("spec") or {}).get("nodeName") == node:
                 with contextlib.suppress(ApiError):
-                    self.registry.delete(rt, pod["metadata"]["namespace"], pod["metadata"]["name"],
-                                         {"gracePeriodSeconds": 0})
+                    self.registry.delete(
+                        rt, pod["metadata"]["namespace"], pod["metadata"]["name"], {"gracePeriodSeconds": 0}
+                    )

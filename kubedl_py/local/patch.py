@@ -39,6 +39,7 @@ def merge_patch(target: JSON, patch: JSON) -> JSON:
 
 # ---- JSON patch (RFC 6902) -------------------------------------------------------------------------------
 
+
 def _unescape(token: str) -> str:
     return token.replace("~1", "/").replace("~0", "~")
 

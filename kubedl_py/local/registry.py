@@ -61,8 +61,9 @@ def iso_at(ts: float) -> str:
 
 
 class Registry:
-    def __init__(self, store: Store, catalogue: Catalogue, *, service_cidr: str = "127.1.0.0/16",
-                 toleration_seconds: int = 300) -> None:
+    def __init__(
+        self, store: Store, catalogue: Catalogue, *, service_cidr: str = "127.1.0.0/16", toleration_seconds: int = 300
+    ) -> None:
         self.store = store
         self.catalogue = catalogue
         self.ips = admission.IPAllocator(service_cidr)
@@ -99,8 +100,12 @@ class Registry:
         if nso is None:
             raise not_found("", "namespaces", ns)
         if creating and nso["metadata"].get("deletionTimestamp"):
-            raise forbidden(rt.group, rt.plural, name,
-                            f"unable to create new content in namespace {ns} because it is being terminated")
+            raise forbidden(
+                rt.group,
+                rt.plural,
+                name,
+                f"unable to create new content in namespace {ns} because it is being terminated",
+            )
 
     def _commit(self, rt: ResourceType, obj: Obj, old: Obj | None) -> Obj:
         obj["metadata"]["resourceVersion"] = str(self.store.next_rv())
@@ -118,11 +123,14 @@ class Registry:
         kind = body.get("kind")
         want = rt.api_version(version)
         if kind is not None and kind != rt.kind:
-            raise bad_request(f'{kind} in version "{version}" cannot be handled as a {rt.kind}: '
-                              f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})")
+            raise bad_request(
+                f'{kind} in version "{version}" cannot be handled as a {rt.kind}: '
+                f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})"
+            )
         if api_version is not None and api_version != want:
-            raise bad_request(f"the API version in the data ({api_version}) does not match the expected API "
-                              f"version ({want})")
+            raise bad_request(
+                f"the API version in the data ({api_version}) does not match the expected API version ({want})"
+            )
         md = body.get("metadata")
         if md is None:
             md = body["metadata"] = {}
@@ -154,8 +162,13 @@ class Registry:
         if old is not None:
             old_fin = set(old["metadata"].get("finalizers") or [])
             if old["metadata"].get("deletionTimestamp") and set(obj["metadata"].get("finalizers") or []) - old_fin:
-                errs.append(FieldError("FieldValueForbidden", "metadata.finalizers",
-                                       "no new finalizers can be added if the object is being deleted"))
+                errs.append(
+                    FieldError(
+                        "FieldValueForbidden",
+                        "metadata.finalizers",
+                        "no new finalizers can be added if the object is being deleted",
+                    )
+                )
         if errs:
             raise invalid(rt.kind, rt.group, rt.plural, obj["metadata"].get("name", ""), errs)
 
@@ -166,8 +179,10 @@ class Registry:
             schema.prune(obj, sch, root=True, removed=removed)
             if removed and strict:
                 unknown = ", ".join(f'unknown field "{r}"' for r in removed)
-                raise bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
-                                  f"strict decoding error: {unknown}")
+                raise bad_request(
+                    f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                    f"strict decoding error: {unknown}"
+                )
             schema.apply_defaults(obj, sch)
 
     # ---- reads --------------------------------------------------------------------------------------------
@@ -197,15 +212,24 @@ class Registry:
 
     # ---- create -------------------------------------------------------------------------------------------
 
-    def create(self, rt: ResourceType, ns: str, body: Any, version: str | None = None, *,
-               dry_run: bool = False, strict: bool = False) -> Obj:
+    def create(
+        self,
+        rt: ResourceType,
+        ns: str,
+        body: Any,
+        version: str | None = None,
+        *,
+        dry_run: bool = False,
+        strict: bool = False,
+    ) -> Obj:
         obj = self._check_body(rt, body, version or rt.version)
         md = obj["metadata"]
         if rt.namespaced:
             body_ns = md.get("namespace")
             if body_ns and body_ns != ns:
-                raise bad_request("the namespace of the provided object does not match the namespace sent on "
-                                  "the request")
+                raise bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
             md["namespace"] = ns
         else:
             md.pop("namespace", None)
@@ -215,8 +239,13 @@ class Registry:
         if not name:
             gen = md.get("generateName")
             if not gen:
-                raise invalid(rt.kind, rt.group, rt.plural, "", [FieldError(
-                    "FieldValueRequired", "metadata.name", "name or generateName is required")])
+                raise invalid(
+                    rt.kind,
+                    rt.group,
+                    rt.plural,
+                    "",
+                    [FieldError("FieldValueRequired", "metadata.name", "name or generateName is required")],
+                )
             for _ in range(8):
                 name = str(gen)[:58] + "".join(random.choices(_GEN_CHARS, k=5))
                 if self.store.get(rt.key, ns if rt.namespaced else "", name) is None:
@@ -276,8 +305,9 @@ class Registry:
         elif ip:
             why = self.ips.claim(ip)
             if why:
-                raise invalid("Service", "", "services", name, [FieldError("FieldValueInvalid", "spec.clusterIPs",
-                                                                           why, ip)])
+                raise invalid(
+                    "Service", "", "services", name, [FieldError("FieldValueInvalid", "spec.clusterIPs", why, ip)]
+                )
             spec["clusterIPs"] = [ip]
         else:
             ip = self.ips.allocate()
@@ -296,16 +326,24 @@ class Registry:
 
     # ---- update -------------------------------------------------------------------------------------------
 
-    def update(self, rt: ResourceType, ns: str, name: str, body: Any, subresource: str | None = None, *,
-               version: str | None = None, dry_run: bool = False, strict: bool = False) -> Obj:
+    def update(
+        self,
+        rt: ResourceType,
+        ns: str,
+        name: str,
+        body: Any,
+        subresource: str | None = None,
+        *,
+        version: str | None = None,
+        dry_run: bool = False,
+        strict: bool = False,
+    ) -> Obj:
         obj = self._check_body(rt, body, version or rt.version)
         md = obj["metadata"]
         if md.get("name") not in (None, name):
-            raise bad_request(f"the name of the object ({md.get('name')}) does not match the name on the URL "
-                              f"({name})")
+            raise bad_request(f"the name of the object ({md.get('name')}) does not match the name on the URL ({name})")
         if rt.namespaced and md.get("namespace") not in (None, "", ns):
-            raise bad_request("the namespace of the provided object does not match the namespace sent on the "
-                              "request")
+            raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
         old = self.store.get(rt.key, ns if rt.namespaced else "", name)
         if old is None:
             if rt.key in _CREATE_ON_UPDATE and subresource is None:
@@ -318,12 +356,25 @@ class Registry:
             if str(rv) != old["metadata"]["resourceVersion"]:
                 raise stale(rt.group, rt.plural, name)
         elif rt.custom:
-            raise invalid(rt.kind, rt.group, rt.plural, name, [FieldError(
-                "FieldValueInvalid", "metadata.resourceVersion", "must be specified for an update", 0)])
+            raise invalid(
+                rt.kind,
+                rt.group,
+                rt.plural,
+                name,
+                [FieldError("FieldValueInvalid", "metadata.resourceVersion", "must be specified for an update", 0)],
+            )
         return self._update(rt, old, obj, subresource, dry_run=dry_run, strict=strict)
 
-    def _update(self, rt: ResourceType, old: Obj, obj: Obj, subresource: str | None, *, dry_run: bool = False,
-                strict: bool = False) -> Obj:
+    def _update(
+        self,
+        rt: ResourceType,
+        old: Obj,
+        obj: Obj,
+        subresource: str | None,
+        *,
+        dry_run: bool = False,
+        strict: bool = False,
+    ) -> Obj:
         omd = old["metadata"]
         if subresource == "status":
             new = dict(old)
@@ -387,11 +438,11 @@ class Registry:
     def _spec_changed(rt: ResourceType, old: Obj, new: Obj) -> bool:
         if rt.custom and not rt.has_status:
             return {k: v for k, v in old.items() if k != "metadata"} != {
-                k: v for k, v in new.items() if k != "metadata"}
+                k: v for k, v in new.items() if k != "metadata"
+            }
         if rt.custom:
             skip = ("metadata", "status")
-            return {k: v for k, v in old.items() if k not in skip} != {
-                k: v for k, v in new.items() if k not in skip}
+            return {k: v for k, v in old.items() if k not in skip} != {k: v for k, v in new.items() if k not in skip}
         return old.get("spec") != new.get("spec")
 
     def _service_update(self, obj: Obj, old: Obj) -> None:
@@ -409,14 +460,33 @@ class Registry:
                 if "targetPort" not in p and "port" in p:
                     p["targetPort"] = p["port"]
         if spec.get("clusterIP") != ospec.get("clusterIP"):
-            raise invalid("Service", "", "services", obj["metadata"]["name"], [FieldError(
-                "FieldValueInvalid", "spec.clusterIPs[0]", "may not change once set", spec.get("clusterIP"))])
+            raise invalid(
+                "Service",
+                "",
+                "services",
+                obj["metadata"]["name"],
+                [
+                    FieldError(
+                        "FieldValueInvalid", "spec.clusterIPs[0]", "may not change once set", spec.get("clusterIP")
+                    )
+                ],
+            )
 
     # ---- patch --------------------------------------------------------------------------------------------
 
-    def patch(self, rt: ResourceType, ns: str, name: str, content_type: str, patch: Any, *,
-              subresource: str | None = None, version: str | None = None, dry_run: bool = False,
-              strict: bool = False) -> Obj:
+    def patch(
+        self,
+        rt: ResourceType,
+        ns: str,
+        name: str,
+        content_type: str,
+        patch: Any,
+        *,
+        subresource: str | None = None,
+        version: str | None = None,
+        dry_run: bool = False,
+        strict: bool = False,
+    ) -> Obj:
         old = self.get(rt, ns, name)
         base = deepcopy_json(old)
         if version and version != rt.version:
@@ -427,17 +497,28 @@ class Registry:
             result = json_patch(base, patch)
         elif content_type == "application/strategic-merge-patch+json":
             if rt.custom or rt.group:
-                raise ApiError(415, "strategic merge patch is not supported for custom resources; use "
-                               "application/merge-patch+json or application/json-patch+json", "UnsupportedMediaType")
+                raise ApiError(
+                    415,
+                    "strategic merge patch is not supported for custom resources; use "
+                    "application/merge-patch+json or application/json-patch+json",
+                    "UnsupportedMediaType",
+                )
             result = strategic_merge_patch(base, patch, rt.kind)
         elif content_type == "application/apply-patch+yaml":
-            raise ApiError(415, "server-side apply is not supported by the kubedl-py embedded cluster; use "
-                           "client-side apply (kubectl apply without --server-side) or a merge patch",
-                           "UnsupportedMediaType")
+            raise ApiError(
+                415,
+                "server-side apply is not supported by the kubedl-py embedded cluster; use "
+                "client-side apply (kubectl apply without --server-side) or a merge patch",
+                "UnsupportedMediaType",
+            )
         else:
-            raise ApiError(415, "the body of the request was in an unknown format - accepted media types "
-                           "include: application/json-patch+json, application/merge-patch+json, "
-                           "application/strategic-merge-patch+json", "UnsupportedMediaType")
+            raise ApiError(
+                415,
+                "the body of the request was in an unknown format - accepted media types "
+                "include: application/json-patch+json, application/merge-patch+json, "
+                "application/strategic-merge-patch+json",
+                "UnsupportedMediaType",
+            )
         if not isinstance(result, dict):
             raise bad_request("the patched object is not a JSON object")
         md = result.get("metadata")
@@ -447,11 +528,15 @@ class Registry:
         if rv is not None and str(rv) != old["metadata"]["resourceVersion"]:
             raise stale(rt.group, rt.plural, name)
         if md.get("uid") is not None and md.get("uid") != old["metadata"].get("uid"):
-            raise conflict(rt.group, rt.plural, name, "Precondition failed: UID in precondition: "
-                           f"{md.get('uid')}, UID in object meta: {old['metadata'].get('uid')}")
+            raise conflict(
+                rt.group,
+                rt.plural,
+                name,
+                "Precondition failed: UID in precondition: "
+                f"{md.get('uid')}, UID in object meta: {old['metadata'].get('uid')}",
+            )
         if md.get("name") != name:
-            raise bad_request(f"the name of the object ({md.get('name')}) does not match the name on the URL "
-                              f"({name})")
+            raise bad_request(f"the name of the object ({md.get('name')}) does not match the name on the URL ({name})")
         result["apiVersion"] = rt.api_version(version)
         result["kind"] = rt.kind
         obj = self._check_body(rt, result, version or rt.version)
@@ -462,7 +547,9 @@ class Registry:
     @staticmethod
     def _needs_kubelet(pod: Obj) -> bool:
         return bool((pod.get("spec") or {}).get("nodeName")) and (pod.get("status") or {}).get("phase") not in (
-            "Succeeded", "Failed")
+            "Succeeded",
+            "Failed",
+        )
 
     def delete(self, rt: ResourceType, ns: str, name: str, options: dict[str, Any] | None = None) -> tuple[Obj, bool]:
         """Delete; returns (object, gone). ``gone`` False means it lingers (finalizers / graceful)."""
@@ -471,17 +558,38 @@ class Registry:
         pre = opts.get("preconditions") or {}
         omd = old["metadata"]
         if pre.get("uid") and pre["uid"] != omd.get("uid"):
-            raise conflict(rt.group, rt.plural, name, f"Precondition failed: UID in precondition: {pre['uid']}, "
-                           f"UID in object meta: {omd.get('uid')}")
+            raise conflict(
+                rt.group,
+                rt.plural,
+                name,
+                f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {omd.get('uid')}",
+            )
         if pre.get("resourceVersion") and str(pre["resourceVersion"]) != omd["resourceVersion"]:
-            raise conflict(rt.group, rt.plural, name, "Precondition failed: ResourceVersion in precondition: "
-                           f"{pre['resourceVersion']}, ResourceVersion in object meta: {omd['resourceVersion']}")
+            raise conflict(
+                rt.group,
+                rt.plural,
+                name,
+                "Precondition failed: ResourceVersion in precondition: "
+                f"{pre['resourceVersion']}, ResourceVersion in object meta: {omd['resourceVersion']}",
+            )
         policy = opts.get("propagationPolicy")
         if policy is None and opts.get("orphanDependents") is True:
             policy = "Orphan"
         if policy not in (None, "Background", "Foreground", "Orphan"):
-            raise invalid("DeleteOptions", "", "", "", [FieldError(
-                "FieldValueNotSupported", "propagationPolicy", '"Foreground", "Background", "Orphan", nil', policy)])
+            raise invalid(
+                "DeleteOptions",
+                "",
+                "",
+                "",
+                [
+                    FieldError(
+                        "FieldValueNotSupported",
+                        "propagationPolicy",
+                        '"Foreground", "Background", "Orphan", nil',
+                        policy,
+                    )
+                ],
+            )
         grace = opts.get("gracePeriodSeconds")
         if opts.get("dryRun"):
             return old, False

@@ -64,12 +64,31 @@ def _core(kind: str, plural: str, namespaced: bool, **kw: Any) -> ResourceType:
 
 def builtin_types() -> list[ResourceType]:
     return [
-        _core("Namespace", "namespaces", False, short_names=["ns"], subresources=["status", "finalize"],
-              verbs=["create", "delete", "get", "list", "patch", "update", "watch"]),
-        _core("Pod", "pods", True, short_names=["po"], categories=["all"],
-              subresources=["status", "log", "binding", "eviction"]),
-        _core("Service", "services", True, short_names=["svc"], categories=["all"], subresources=["status"],
-              verbs=["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]),
+        _core(
+            "Namespace",
+            "namespaces",
+            False,
+            short_names=["ns"],
+            subresources=["status", "finalize"],
+            verbs=["create", "delete", "get", "list", "patch", "update", "watch"],
+        ),
+        _core(
+            "Pod",
+            "pods",
+            True,
+            short_names=["po"],
+            categories=["all"],
+            subresources=["status", "log", "binding", "eviction"],
+        ),
+        _core(
+            "Service",
+            "services",
+            True,
+            short_names=["svc"],
+            categories=["all"],
+            subresources=["status"],
+            verbs=["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+        ),
         _core("Endpoints", "endpoints", True, short_names=["ep"]),
         _core("Event", "events", True, short_names=["ev"]),
         _core("ConfigMap", "configmaps", True, short_names=["cm"]),
@@ -77,8 +96,16 @@ def builtin_types() -> list[ResourceType]:
         _core("ServiceAccount", "serviceaccounts", True, short_names=["sa"]),
         _core("Node", "nodes", False, short_names=["no"], subresources=["status"]),
         ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
-        ResourceType("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions",
-                     False, short_names=["crd", "crds"], categories=["api-extensions"], subresources=["status"]),
+        ResourceType(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+            False,
+            short_names=["crd", "crds"],
+            categories=["api-extensions"],
+            subresources=["status"],
+        ),
     ]
 
 

@@ -74,16 +74,18 @@ def tolerates(pod: Obj, taint: dict[str, Any]) -> bool:
 
 
 def _affinity_ok(pod: Obj, labels: dict[str, str], node_name: str) -> bool:
-    req = ((((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {})
-           .get("requiredDuringSchedulingIgnoredDuringExecution"))
+    req = (((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
     if not req:
         return True
     ops = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!", "Gt": ">", "Lt": "<"}
     for term in req.get("nodeSelectorTerms") or []:
         ok = True
         for e in term.get("matchExpressions") or []:
-            r = Requirement(e.get("key", ""), ops.get(e.get("operator", ""), "in"), [str(v) for v in e.get(
-                "values") or []])
+            r = Requirement(
+                e.get("key", ""), ops.get(e.get("operator", ""), "in"), [str(v) for v in e.get("values") or []]
+            )
             if not r.matches(labels):
                 ok = False
         for e in term.get("matchFields") or []:
@@ -122,9 +124,13 @@ class Scheduler:
 
     def _wants(self, pod: Obj) -> bool:
         spec = pod.get("spec") or {}
-        return (not spec.get("nodeName") and spec.get("schedulerName", "default-scheduler") in ("", self.name)
-                and not pod["metadata"].get("deletionTimestamp") and not spec.get("schedulingGates")
-                and (pod.get("status") or {}).get("phase", "Pending") == "Pending")
+        return (
+            not spec.get("nodeName")
+            and spec.get("schedulerName", "default-scheduler") in ("", self.name)
+            and not pod["metadata"].get("deletionTimestamp")
+            and not spec.get("schedulingGates")
+            and (pod.get("status") or {}).get("phase", "Pending") == "Pending"
+        )
 
     def _retry_unschedulable(self) -> None:
         if self.unschedulable:
@@ -203,11 +209,18 @@ class Scheduler:
                 u[r] += q
             u["pods"] += 1
             ports[node].update(host_ports(pod))
-            events.record(self.registry, bound, "Normal", "Scheduled",
-                          f"Successfully assigned {key[0]}/{key[1]} to {node}", component=self.name)
+            events.record(
+                self.registry,
+                bound,
+                "Normal",
+                "Scheduled",
+                f"Successfully assigned {key[0]}/{key[1]} to {node}",
+                component=self.name,
+            )
 
-    def _place(self, pod: Obj, nodes: list[Obj], used: dict[str, dict[str, float]],
-               ports: dict[str, set[tuple[str, str, int]]]) -> tuple[str | None, str]:
+    def _place(
+        self, pod: Obj, nodes: list[Obj], used: dict[str, dict[str, float]], ports: dict[str, set[tuple[str, str, int]]]
+    ) -> tuple[str | None, str]:
         spec = pod.get("spec") or {}
         reqs = pod_requests(pod)
         want_ports = host_ports(pod)
@@ -222,14 +235,24 @@ class Scheduler:
                 reasons["node(s) didn't match Pod's node affinity/selector"] += 1
                 continue
             if nspec.get("unschedulable") and not tolerates(
-                    pod, {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}):
+                pod, {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+            ):
                 reasons["node(s) were unschedulable"] += 1
                 continue
-            bad_taint = next((t for t in nspec.get("taints") or []
-                              if t.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(pod, t)), None)
+            bad_taint = next(
+                (
+                    t
+                    for t in nspec.get("taints") or []
+                    if t.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(pod, t)
+                ),
+                None,
+            )
             if bad_taint is not None:
-                reasons[f"node(s) had untolerated taint {{{bad_taint.get('key')}: {bad_taint.get('value', '')}}}"
-                        .replace(": }", "}")] += 1
+                reasons[
+                    f"node(s) had untolerated taint {{{bad_taint.get('key')}: {bad_taint.get('value', '')}}}".replace(
+                        ": }", "}"
+                    )
+                ] += 1
                 continue
             alloc = (n.get("status") or {}).get("allocatable") or {}
             u = used[name]
@@ -255,8 +278,10 @@ class Scheduler:
         if best is not None:
             return best[1], ""
         detail = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda kv: kv[0]))
-        return None, f"0/{len(nodes)} nodes are available: {detail}." if detail else f"0/{len(nodes)} nodes are " \
-            "available."
+        return (
+            None,
+            f"0/{len(nodes)} nodes are available: {detail}." if detail else f"0/{len(nodes)} nodes are available.",
+        )
 
     def _mark_unschedulable(self, pod: Obj, key: tuple[str, str], why: str) -> None:
         if self.unschedulable.get(key) == why:
@@ -264,8 +289,16 @@ class Scheduler:
         self.unschedulable[key] = why
         status = dict(pod.get("status") or {})
         conds = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
-        conds.append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": why,
-                      "lastProbeTime": None, "lastTransitionTime": now_iso()})
+        conds.append(
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": why,
+                "lastProbeTime": None,
+                "lastTransitionTime": now_iso(),
+            }
+        )
         status["conditions"] = conds
         new = dict(pod, status=status)
         new["metadata"] = dict(pod["metadata"], resourceVersion=str(self.store.next_rv()))

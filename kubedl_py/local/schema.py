@@ -45,8 +45,7 @@ def apply_defaults(value: Any, schema: Schema) -> Any:
     return value
 
 
-def prune(value: Any, schema: Schema, root: bool = False, path: str = "",
-          removed: list[str] | None = None) -> Any:
+def prune(value: Any, schema: Schema, root: bool = False, path: str = "", removed: list[str] | None = None) -> Any:
     """Drop fields not in the schema, unless preserved; dropped paths are appended to ``removed``."""
     if isinstance(value, dict):
         embedded = bool(schema.get("x-kubernetes-embedded-resource"))
@@ -107,25 +106,34 @@ def validate(value: Any, schema: Schema, path: str, errors: list[FieldError], ro
         if schema.get("nullable"):
             return
         if schema.get("type"):
-            errors.append(FieldError("FieldValueTypeInvalid", path or "<root>", f"{path} in body must be of type "
-                                     f"{schema['type']}: \"null\"", None))
+            errors.append(
+                FieldError(
+                    "FieldValueTypeInvalid",
+                    path or "<root>",
+                    f'{path} in body must be of type {schema["type"]}: "null"',
+                    None,
+                )
+            )
         return
     if schema.get("x-kubernetes-int-or-string"):
         if not (isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))):
-            errors.append(FieldError("FieldValueTypeInvalid", path, f"{path} in body must be of type "
-                                     "integer-or-string", value))
+            errors.append(
+                FieldError("FieldValueTypeInvalid", path, f"{path} in body must be of type integer-or-string", value)
+            )
             return
     else:
         typ = schema.get("type")
         if isinstance(typ, str) and not _type_ok(value, typ):
             got = _json_type(value)
-            errors.append(FieldError("FieldValueTypeInvalid", path, f'{path} in body must be of type {typ}: "{got}"',
-                                     value))
+            errors.append(
+                FieldError("FieldValueTypeInvalid", path, f'{path} in body must be of type {typ}: "{got}"', value)
+            )
             return
     enum = schema.get("enum")
     if isinstance(enum, list) and value not in enum:
-        errors.append(FieldError("FieldValueNotSupported", path,
-                                 "supported values: " + ", ".join(_quote(e) for e in enum), value))
+        errors.append(
+            FieldError("FieldValueNotSupported", path, "supported values: " + ", ".join(_quote(e) for e in enum), value)
+        )
     if isinstance(value, int | float) and not isinstance(value, bool):
         mn, mx = schema.get("minimum"), schema.get("maximum")
         if mn is not None and (value < mn or (schema.get("exclusiveMinimum") and value == mn)):
@@ -136,15 +144,17 @@ def validate(value: Any, schema: Schema, path: str, errors: list[FieldError], ro
             errors.append(FieldError("FieldValueInvalid", path, f"{path} in body should be {op} {_num(mx)}", value))
         mult = schema.get("multipleOf")
         if mult and value % mult != 0:
-            errors.append(FieldError("FieldValueInvalid", path, f"{path} in body should be a multiple of {mult}",
-                                     value))
+            errors.append(
+                FieldError("FieldValueInvalid", path, f"{path} in body should be a multiple of {mult}", value)
+            )
     if isinstance(value, str):
         ml, mnl = schema.get("maxLength"), schema.get("minLength")
         if ml is not None and len(value) > ml:
             errors.append(FieldError("FieldValueTooLong", path, f"may not be more than {ml} bytes", value))
         if mnl is not None and len(value) < mnl:
-            errors.append(FieldError("FieldValueInvalid", path,
-                                     f"{path} in body should be at least {mnl} chars long", value))
+            errors.append(
+                FieldError("FieldValueInvalid", path, f"{path} in body should be at least {mnl} chars long", value)
+            )
         pat = schema.get("pattern")
         if isinstance(pat, str):
             rx = _PATTERN_CACHE.get(pat)
@@ -155,11 +165,18 @@ def validate(value: Any, schema: Schema, path: str, errors: list[FieldError], ro
     if isinstance(value, list):
         mi, ma = schema.get("minItems"), schema.get("maxItems")
         if mi is not None and len(value) < mi:
-            errors.append(FieldError("FieldValueInvalid", path, f"{path} in body should have at least {mi} items",
-                                     len(value)))
+            errors.append(
+                FieldError("FieldValueInvalid", path, f"{path} in body should have at least {mi} items", len(value))
+            )
         if ma is not None and len(value) > ma:
-            errors.append(FieldError("FieldValueTooMany" if False else "FieldValueInvalid", path,
-                                     f"{path} in body should have at most {ma} items", len(value)))
+            errors.append(
+                FieldError(
+                    "FieldValueTooMany" if False else "FieldValueInvalid",
+                    path,
+                    f"{path} in body should have at most {ma} items",
+                    len(value),
+                )
+            )
         if schema.get("uniqueItems"):
             seen: list[Any] = []
             for v in value:
@@ -177,11 +194,15 @@ def validate(value: Any, schema: Schema, path: str, errors: list[FieldError], ro
                 errors.append(FieldError("FieldValueRequired", _join(path, req)))
         mp, xp = schema.get("minProperties"), schema.get("maxProperties")
         if mp is not None and len(value) < mp:
-            errors.append(FieldError("FieldValueInvalid", path,
-                                     f"{path} in body should have at least {mp} properties", len(value)))
+            errors.append(
+                FieldError(
+                    "FieldValueInvalid", path, f"{path} in body should have at least {mp} properties", len(value)
+                )
+            )
         if xp is not None and len(value) > xp:
-            errors.append(FieldError("FieldValueInvalid", path,
-                                     f"{path} in body should have at most {xp} properties", len(value)))
+            errors.append(
+                FieldError("FieldValueInvalid", path, f"{path} in body should have at most {xp} properties", len(value))
+            )
         props = schema.get("properties") or {}
         addl = schema.get("additionalProperties")
         for key, v in value.items():
@@ -196,18 +217,19 @@ def validate(value: Any, schema: Schema, path: str, errors: list[FieldError], ro
         validate(value, sub, path, errors)
     any_of = schema.get("anyOf")
     if isinstance(any_of, list) and any_of and not any(_ok(value, s, path) for s in any_of):
-        errors.append(FieldError("FieldValueInvalid", path, f"{path} in body must match at least one schema "
-                                 "in anyOf", value))
+        errors.append(
+            FieldError("FieldValueInvalid", path, f"{path} in body must match at least one schema in anyOf", value)
+        )
     one_of = schema.get("oneOf")
     if isinstance(one_of, list) and one_of:
         n = sum(1 for s in one_of if _ok(value, s, path))
         if n != 1:
-            errors.append(FieldError("FieldValueInvalid", path, f"{path} in body must match exactly one schema "
-                                     "in oneOf", value))
+            errors.append(
+                FieldError("FieldValueInvalid", path, f"{path} in body must match exactly one schema in oneOf", value)
+            )
     not_ = schema.get("not")
     if isinstance(not_, dict) and _ok(value, not_, path):
-        errors.append(FieldError("FieldValueInvalid", path, f"{path} in body must not match the schema in not",
-                                 value))
+        errors.append(FieldError("FieldValueInvalid", path, f"{path} in body must not match the schema in not", value))
 
 
 def _ok(value: Any, schema: Schema, path: str) -> bool:
@@ -251,18 +273,30 @@ def check_structural(schema: Any, path: str, errors: list[FieldError]) -> None:
     if not isinstance(schema, dict):
         errors.append(FieldError("FieldValueInvalid", path, "must be an object", None))
         return
-    has_type = "type" in schema or schema.get("x-kubernetes-int-or-string") or schema.get(
-        "x-kubernetes-preserve-unknown-fields")
+    has_type = (
+        "type" in schema
+        or schema.get("x-kubernetes-int-or-string")
+        or schema.get("x-kubernetes-preserve-unknown-fields")
+    )
     if not has_type and path.endswith("openAPIV3Schema"):
         errors.append(FieldError("FieldValueRequired", path + ".type", "must not be empty at the root"))
     for key, sub in (schema.get("properties") or {}).items():
         if not isinstance(sub, dict):
             errors.append(FieldError("FieldValueInvalid", f"{path}.properties[{key}]", "must be an object", None))
             continue
-        if "type" not in sub and not sub.get("x-kubernetes-int-or-string") and not sub.get(
-                "x-kubernetes-preserve-unknown-fields") and not any(k in sub for k in ("anyOf", "oneOf", "allOf")):
-            errors.append(FieldError("FieldValueRequired", f"{path}.properties[{key}].type",
-                                     "must not be empty for specified object fields"))
+        if (
+            "type" not in sub
+            and not sub.get("x-kubernetes-int-or-string")
+            and not sub.get("x-kubernetes-preserve-unknown-fields")
+            and not any(k in sub for k in ("anyOf", "oneOf", "allOf"))
+        ):
+            errors.append(
+                FieldError(
+                    "FieldValueRequired",
+                    f"{path}.properties[{key}].type",
+                    "must not be empty for specified object fields",
+                )
+            )
         check_structural(sub, f"{path}.properties[{key}]", errors)
     items = schema.get("items")
     if isinstance(items, dict):

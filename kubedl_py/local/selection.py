@@ -174,6 +174,7 @@ def selector_from_dict(sel: dict[str, Any] | None) -> LabelSelector:
 
 # ---- field selectors ------------------------------------------------------------------------------------
 
+
 def _path(*keys: str) -> Callable[[Obj], str]:
     def get(obj: Obj) -> str:
         cur: Any = obj
@@ -228,8 +229,9 @@ FIELD_GETTERS: dict[tuple[str, str], dict[str, Callable[[Obj], str]]] = {
 class FieldSelector:
     __slots__ = ("name", "namespace", "terms")
 
-    def __init__(self, terms: list[tuple[Callable[[Obj], str], bool, str]], name: str | None,
-                 namespace: str | None) -> None:
+    def __init__(
+        self, terms: list[tuple[Callable[[Obj], str], bool, str]], name: str | None, namespace: str | None
+    ) -> None:
         self.terms = terms
         self.name = name  # metadata.name=X lets the store look up one key instead of scanning
         self.namespace = namespace
@@ -265,7 +267,7 @@ def parse_field_selector(text: str | None, group: str, plural: str) -> FieldSele
         field_name = field_name.strip()
         get = getters.get(field_name)
         if get is None:
-            raise bad_request(f'field label not supported: {field_name}')
+            raise bad_request(f"field label not supported: {field_name}")
         if eq and field_name == "metadata.name":
             name = value
         if eq and field_name == "metadata.namespace":

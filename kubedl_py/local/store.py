@@ -206,8 +206,15 @@ class Store:
                 log.exception("store listener failed")
         if self._wal is not None:
             md = ev.obj["metadata"]
-            rec = [ev.type == "DELETED", ev.rkey[0], ev.rkey[1], md.get("namespace", ""), md["name"],
-                   None if ev.type == "DELETED" else ev.obj, self.rv]
+            rec = [
+                ev.type == "DELETED",
+                ev.rkey[0],
+                ev.rkey[1],
+                md.get("namespace", ""),
+                md["name"],
+                None if ev.type == "DELETED" else ev.obj,
+                self.rv,
+            ]
             self._wal.write(orjson.dumps(rec) + b"\n")
             self._schedule_flush()
 

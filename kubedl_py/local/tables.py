@@ -99,8 +99,9 @@ def _node_status(node: Obj) -> str:
 
 
 def _roles(node: Obj) -> str:
-    roles = [k.split("/", 1)[1] for k in (node["metadata"].get("labels") or {})
-             if k.startswith("node-role.kubernetes.io/")]
+    roles = [
+        k.split("/", 1)[1] for k in (node["metadata"].get("labels") or {}) if k.startswith("node-role.kubernetes.io/")
+    ]
     return ",".join(sorted(roles)) or "<none>"
 
 
@@ -147,25 +148,55 @@ BUILTIN: dict[tuple[str, str], list[Column]] = {
         ("External-IP", "string", "", 0, lambda o: "<none>"),
         ("Port(s)", "string", "", 0, _svc_ports),
         _AGE,
-        ("Selector", "string", "", 1, lambda o: ",".join(
-            f"{k}={v}" for k, v in ((o.get("spec") or {}).get("selector") or {}).items()) or "<none>"),
+        (
+            "Selector",
+            "string",
+            "",
+            1,
+            lambda o: (
+                ",".join(f"{k}={v}" for k, v in ((o.get("spec") or {}).get("selector") or {}).items()) or "<none>"
+            ),
+        ),
     ],
     ("", "nodes"): [
         _NAME,
         ("Status", "string", "", 0, _node_status),
         ("Roles", "string", "", 0, _roles),
         _AGE,
-        ("Version", "string", "", 0, lambda o: ((o.get("status") or {}).get("nodeInfo") or {}).get(
-            "kubeletVersion", "")),
-        ("Internal-IP", "string", "", 1, lambda o: next((a.get("address") for a in (o.get("status") or {}).get(
-            "addresses") or [] if a.get("type") == "InternalIP"), "<none>")),
+        (
+            "Version",
+            "string",
+            "",
+            0,
+            lambda o: ((o.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion", ""),
+        ),
+        (
+            "Internal-IP",
+            "string",
+            "",
+            1,
+            lambda o: next(
+                (
+                    a.get("address")
+                    for a in (o.get("status") or {}).get("addresses") or []
+                    if a.get("type") == "InternalIP"
+                ),
+                "<none>",
+            ),
+        ),
     ],
-    ("", "namespaces"): [_NAME, ("Status", "string", "", 0, lambda o: (o.get("status") or {}).get("phase", "")),
-                         _AGE],
-    ("", "configmaps"): [_NAME, ("Data", "integer", "", 0, lambda o: len(o.get("data") or {}) + len(
-        o.get("binaryData") or {})), _AGE],
-    ("", "secrets"): [_NAME, ("Type", "string", "", 0, lambda o: o.get("type", "")),
-                      ("Data", "integer", "", 0, lambda o: len(o.get("data") or {})), _AGE],
+    ("", "namespaces"): [_NAME, ("Status", "string", "", 0, lambda o: (o.get("status") or {}).get("phase", "")), _AGE],
+    ("", "configmaps"): [
+        _NAME,
+        ("Data", "integer", "", 0, lambda o: len(o.get("data") or {}) + len(o.get("binaryData") or {})),
+        _AGE,
+    ],
+    ("", "secrets"): [
+        _NAME,
+        ("Type", "string", "", 0, lambda o: o.get("type", "")),
+        ("Data", "integer", "", 0, lambda o: len(o.get("data") or {})),
+        _AGE,
+    ],
     ("", "serviceaccounts"): [_NAME, ("Secrets", "integer", "", 0, lambda o: len(o.get("secrets") or [])), _AGE],
     ("", "endpoints"): [_NAME, ("Endpoints", "string", "", 0, _endpoints), _AGE],
     ("", "events"): [
@@ -175,17 +206,24 @@ BUILTIN: dict[tuple[str, str], list[Column]] = {
         ("Object", "string", "", 0, _event_object),
         ("Message", "string", "", 0, lambda o: o.get("message", "")),
     ],
-    ("coordination.k8s.io", "leases"): [_NAME, ("Holder", "string", "", 0, lambda o: (o.get("spec") or {}).get(
-        "holderIdentity", "")), _AGE],
+    ("coordination.k8s.io", "leases"): [
+        _NAME,
+        ("Holder", "string", "", 0, lambda o: (o.get("spec") or {}).get("holderIdentity", "")),
+        _AGE,
+    ],
     ("apiextensions.k8s.io", "customresourcedefinitions"): [
-        _NAME, ("Created At", "date", "", 0, lambda o: o["metadata"].get("creationTimestamp", ""))],
+        _NAME,
+        ("Created At", "date", "", 0, lambda o: o["metadata"].get("creationTimestamp", "")),
+    ],
 }
 
 
 # ---- a JSONPath subset for additionalPrinterColumns -------------------------------------------------------
 
-_TOKEN = re.compile(r"\.([A-Za-z0-9_\-/]+)|\[(-?\d+)\]|\[(-?\d*):(-?\d*)\]"
-                    r"|\[\?\(@\.([\w.]+)\s*==\s*['\"]([^'\"]*)['\"]\)\]|\['([^']*)'\]")
+_TOKEN = re.compile(
+    r"\.([A-Za-z0-9_\-/]+)|\[(-?\d+)\]|\[(-?\d*):(-?\d*)\]"
+    r"|\[\?\(@\.([\w.]+)\s*==\s*['\"]([^'\"]*)['\"]\)\]|\['([^']*)'\]"
+)
 
 
 def jsonpath(obj: Any, path: str) -> Any:
@@ -252,8 +290,15 @@ def columns_for(rt: ResourceType, version: str) -> list[Column]:
         for c in extra:
             path = str(c.get("jsonPath", ""))
             typ = str(c.get("type", "string"))
-            cols.append((str(c.get("name", "")), typ, str(c.get("format", "")), int(c.get("priority", 0)),
-                         _column_getter(path, typ)))
+            cols.append(
+                (
+                    str(c.get("name", "")),
+                    typ,
+                    str(c.get("format", "")),
+                    int(c.get("priority", 0)),
+                    _column_getter(path, typ),
+                )
+            )
         if not any(str(c.get("jsonPath")) == ".metadata.creationTimestamp" for c in extra):
             cols.append(_AGE)
         return cols
@@ -264,8 +309,15 @@ def partial_metadata(obj: Obj) -> Obj:
     return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]}
 
 
-def table(rt: ResourceType, version: str, objs: list[Obj], list_meta: dict[str, Any] | None, *,
-          include_object: str = "Metadata", headers: bool = True) -> Obj:
+def table(
+    rt: ResourceType,
+    version: str,
+    objs: list[Obj],
+    list_meta: dict[str, Any] | None,
+    *,
+    include_object: str = "Metadata",
+    headers: bool = True,
+) -> Obj:
     cols = columns_for(rt, version)
     rows = []
     for o in objs:
@@ -287,6 +339,8 @@ def table(rt: ResourceType, version: str, objs: list[Obj], list_meta: dict[str, 
         "metadata": list_meta or {},
         "columnDefinitions": [
             {"name": n, "type": t, "format": f, "description": "", "priority": p} for n, t, f, p, _ in cols
-        ] if headers else [],
+        ]
+        if headers
+        else [],
         "rows": rows,
     }

@@ -32,8 +32,16 @@ class Http:
         self.session = session
         self.url = url
 
-    async def request(self, method: str, path: str, body: Any = None, *, content_type: str = "application/json",
-                      raw: bytes | None = None, headers: dict[str, str] | None = None) -> Reply:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        content_type: str = "application/json",
+        raw: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Reply:
         data = raw if raw is not None else (orjson.dumps(body) if body is not None else None)
         hdrs = {"Content-Type": content_type, **(headers or {})}
         async with self.session.request(method, self.url + path, data=data, headers=hdrs) as r:
@@ -72,8 +80,9 @@ async def http(cluster: LocalCluster) -> AsyncIterator[Http]:
         yield Http(s, cluster.url)
 
 
-def pod(name: str, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
-        **spec: Any) -> dict[str, Any]:
+def pod(
+    name: str, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None, **spec: Any
+) -> dict[str, Any]:
     md: dict[str, Any] = {"name": name}
     if labels:
         md["labels"] = labels
@@ -106,9 +115,16 @@ class Run:
 def kubectl(cluster: LocalCluster, tmp_path: Path) -> Callable[..., Awaitable[Run]]:
     async def run(*args: str, stdin: str | None = None, timeout: float = 30.0) -> Run:  # noqa: ASYNC109
         proc = await asyncio.create_subprocess_exec(
-            KUBECTL, "--kubeconfig", str(cluster.kubeconfig_path), "--cache-dir", str(tmp_path / "kcache"), *args,
+            KUBECTL,
+            "--kubeconfig",
+            str(cluster.kubeconfig_path),
+            "--cache-dir",
+            str(tmp_path / "kcache"),
+            *args,
             stdin=asyncio.subprocess.PIPE if stdin is not None else None,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         try:
             out, err = await asyncio.wait_for(proc.communicate(stdin.encode() if stdin is not None else None), timeout)
         except TimeoutError:

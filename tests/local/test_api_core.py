@@ -24,8 +24,21 @@ async def test_discovery_documents(http: Http) -> None:
     assert (await http.get("/api")).body["versions"] == ["v1"]
     core = (await http.get("/api/v1")).body
     names = {r["name"] for r in core["resources"]}
-    assert {"pods", "pods/status", "pods/log", "pods/binding", "services", "services/status", "events",
-            "configmaps", "secrets", "serviceaccounts", "nodes", "nodes/status", "namespaces"} <= names
+    assert {
+        "pods",
+        "pods/status",
+        "pods/log",
+        "pods/binding",
+        "services",
+        "services/status",
+        "events",
+        "configmaps",
+        "secrets",
+        "serviceaccounts",
+        "nodes",
+        "nodes/status",
+        "namespaces",
+    } <= names
     groups = {g["name"] for g in (await http.get("/apis")).body["groups"]}
     assert {"coordination.k8s.io", "apiextensions.k8s.io"} <= groups
     g = (await http.get("/apis/coordination.k8s.io")).body
@@ -106,19 +119,33 @@ async def test_patch_flavours(http: Http) -> None:
     await http.post(PODS, pod("p", labels={"a": "1"}, volumes=[{"name": "v", "emptyDir": {}}]))
     r = await http.patch(f"{PODS}/p", {"metadata": {"labels": {"b": "2", "a": None}}})
     assert r.body["metadata"]["labels"] == {"b": "2"}
-    r = await http.patch(f"{PODS}/p", [{"op": "add", "path": "/metadata/annotations", "value": {"x/y": "z"}},
-                                       {"op": "test", "path": "/metadata/labels/b", "value": "2"}],
-                         content_type="application/json-patch+json")
+    r = await http.patch(
+        f"{PODS}/p",
+        [
+            {"op": "add", "path": "/metadata/annotations", "value": {"x/y": "z"}},
+            {"op": "test", "path": "/metadata/labels/b", "value": "2"},
+        ],
+        content_type="application/json-patch+json",
+    )
     assert r.body["metadata"]["annotations"] == {"x/y": "z"}
-    r = await http.patch(f"{PODS}/p", [{"op": "test", "path": "/metadata/labels/b", "value": "nope"}],
-                         content_type="application/json-patch+json")
+    r = await http.patch(
+        f"{PODS}/p",
+        [{"op": "test", "path": "/metadata/labels/b", "value": "nope"}],
+        content_type="application/json-patch+json",
+    )
     assert r.status == 422
-    r = await http.patch(f"{PODS}/p", {"spec": {"containers": [{"name": "main", "image": "busybox:2"}]}},
-                         content_type="application/strategic-merge-patch+json")
+    r = await http.patch(
+        f"{PODS}/p",
+        {"spec": {"containers": [{"name": "main", "image": "busybox:2"}]}},
+        content_type="application/strategic-merge-patch+json",
+    )
     c = r.body["spec"]["containers"]
     assert len(c) == 1 and c[0]["image"] == "busybox:2" and c[0]["terminationMessagePath"]  # merged by name
-    r = await http.patch(f"{PODS}/p", {"spec": {"containers": [{"name": "main", "image": "x", "$patch": "delete"}]}},
-                         content_type="application/strategic-merge-patch+json")
+    r = await http.patch(
+        f"{PODS}/p",
+        {"spec": {"containers": [{"name": "main", "image": "x", "$patch": "delete"}]}},
+        content_type="application/strategic-merge-patch+json",
+    )
     assert r.status == 422  # deleting the only container is both a change of containers and invalid
     rv = r.body and (await http.get(f"{PODS}/p")).body["metadata"]["resourceVersion"]
     r = await http.patch(f"{PODS}/p", {"metadata": {"resourceVersion": "1", "labels": {"c": "3"}}})
@@ -132,12 +159,16 @@ async def test_patch_flavours(http: Http) -> None:
 
 
 async def test_strategic_merge_keys(http: Http) -> None:
-    svc = {"metadata": {"name": "s"}, "spec": {"selector": {"a": "b"}, "ports": [
-        {"name": "a", "port": 80}, {"name": "b", "port": 81}]}}
+    svc = {
+        "metadata": {"name": "s"},
+        "spec": {"selector": {"a": "b"}, "ports": [{"name": "a", "port": 80}, {"name": "b", "port": 81}]},
+    }
     await http.post("/api/v1/namespaces/default/services", svc)
-    r = await http.patch("/api/v1/namespaces/default/services/s",
-                         {"spec": {"ports": [{"port": 81, "targetPort": 9000, "name": "b"}]}},
-                         content_type="application/strategic-merge-patch+json")
+    r = await http.patch(
+        "/api/v1/namespaces/default/services/s",
+        {"spec": {"ports": [{"port": 81, "targetPort": 9000, "name": "b"}]}},
+        content_type="application/strategic-merge-patch+json",
+    )
     ports = {p["port"]: p for p in r.body["spec"]["ports"]}
     assert set(ports) == {80, 81} and ports[81]["targetPort"] == 9000
     base = pod("q")
@@ -145,15 +176,19 @@ async def test_strategic_merge_keys(http: Http) -> None:
     base["spec"]["containers"][0]["volumeMounts"] = [{"name": "v", "mountPath": "/a"}]
     base["spec"]["volumes"] = [{"name": "v", "emptyDir": {}}]
     await http.post(PODS, base)
-    patch = {"$setElementOrder/containers": [{"name": "main"}], "spec": {"containers": [
-        {"name": "main", "image": "busybox:3", "env": [{"name": "B", "$patch": "delete"}]}]}}
+    patch = {
+        "$setElementOrder/containers": [{"name": "main"}],
+        "spec": {"containers": [{"name": "main", "image": "busybox:3", "env": [{"name": "B", "$patch": "delete"}]}]},
+    }
     r = await http.patch(f"{PODS}/q", patch, content_type="application/strategic-merge-patch+json")
     assert r.status == 422  # env is immutable on a pod: the merge happened, validation refused it
     assert "pod updates may not change fields" in r.body["message"]
-    r = await http.patch(f"{PODS}/q", {"metadata": {"finalizers": ["a/b"]}},
-                         content_type="application/strategic-merge-patch+json")
-    r = await http.patch(f"{PODS}/q", {"metadata": {"finalizers": ["c/d"]}},
-                         content_type="application/strategic-merge-patch+json")
+    r = await http.patch(
+        f"{PODS}/q", {"metadata": {"finalizers": ["a/b"]}}, content_type="application/strategic-merge-patch+json"
+    )
+    r = await http.patch(
+        f"{PODS}/q", {"metadata": {"finalizers": ["c/d"]}}, content_type="application/strategic-merge-patch+json"
+    )
     assert r.body["metadata"]["finalizers"] == ["a/b", "c/d"]
 
 
@@ -163,8 +198,7 @@ async def test_status_subresource_and_generation(http: Http) -> None:
     p2 = (await http.patch(f"{PODS}/g", {"status": {"phase": "Failed"}, "metadata": {"labels": {"x": "y"}}})).body
     assert p2["status"]["phase"] != "Failed" and p2["metadata"]["labels"] == {"x": "y"}
     assert p2["metadata"]["generation"] == 1  # metadata-only change
-    p3 = (await http.patch(f"{PODS}/g/status", {"status": {"message": "hi"}, "metadata": {"labels": {"x": "z"}}}
-                           )).body
+    p3 = (await http.patch(f"{PODS}/g/status", {"status": {"message": "hi"}, "metadata": {"labels": {"x": "z"}}})).body
     assert p3["status"]["message"] == "hi" and p3["metadata"]["labels"] == {"x": "y"}
     p4 = (await http.patch(f"{PODS}/g", {"spec": {"activeDeadlineSeconds": 100}})).body
     assert p4["metadata"]["generation"] == 2
@@ -173,10 +207,12 @@ async def test_status_subresource_and_generation(http: Http) -> None:
 async def test_list_selectors_and_pagination(http: Http) -> None:
     for i in range(7):
         await http.post(CMS, cm(f"c{i}", labels={"i": str(i), "even": str(i % 2 == 0).lower()}))
+
     async def names(q: str) -> list[str]:
         r = await http.get(f"{CMS}?{q}")
         assert r.status == 200, r.body
         return [o["metadata"]["name"] for o in r.body["items"]]
+
     assert await names("labelSelector=even%3Dtrue") == ["c0", "c2", "c4", "c6"]
     assert await names("labelSelector=even%3D%3Dtrue,i!%3D2") == ["c0", "c4", "c6"]
     assert await names("labelSelector=i%20in%20(1,3)") == ["c1", "c3"]
@@ -185,7 +221,8 @@ async def test_list_selectors_and_pagination(http: Http) -> None:
     assert await names("labelSelector=!i") == []
     assert await names("fieldSelector=metadata.name%3Dc3") == ["c3"]
     assert await names("fieldSelector=metadata.name!%3Dc3,metadata.namespace%3D%3Ddefault") == [
-        f"c{i}" for i in range(7) if i != 3]
+        f"c{i}" for i in range(7) if i != 3
+    ]
     page = (await http.get(f"{CMS}?limit=3")).body
     got = [o["metadata"]["name"] for o in page["items"]]
     while page["metadata"].get("continue"):
@@ -204,6 +241,7 @@ async def test_pod_field_selectors(http: Http, cluster: LocalCluster) -> None:
     async def running() -> bool:
         r = await http.get(f"{PODS}?fieldSelector=status.phase%3DRunning")
         return [o["metadata"]["name"] for o in r.body["items"]] == ["p1"]
+
     await eventually(running)
     r = await http.get(f"{PODS}?fieldSelector=spec.nodeName%3Dlocal-node-0")
     assert [o["metadata"]["name"] for o in r.body["items"]] == ["p1"]
@@ -215,8 +253,9 @@ async def test_pod_field_selectors(http: Http, cluster: LocalCluster) -> None:
 
 async def test_services_cluster_ip(http: Http) -> None:
     svcs = "/api/v1/namespaces/default/services"
-    a = (await http.post(svcs, {"metadata": {"name": "a"}, "spec": {"ports": [
-        {"port": 80, "targetPort": "http"}]}})).body
+    a = (
+        await http.post(svcs, {"metadata": {"name": "a"}, "spec": {"ports": [{"port": 80, "targetPort": "http"}]}})
+    ).body
     b = (await http.post(svcs, {"metadata": {"name": "b"}, "spec": {"ports": [{"port": 80}]}})).body
     assert a["spec"]["clusterIP"].startswith("127.1.") and a["spec"]["clusterIP"] != b["spec"]["clusterIP"]
     assert a["spec"]["ports"][0]["targetPort"] == "http" and b["spec"]["ports"][0]["targetPort"] == 80
@@ -229,10 +268,12 @@ async def test_services_cluster_ip(http: Http) -> None:
     del a["spec"]["clusterIPs"]
     a["metadata"].pop("resourceVersion")
     r = await http.put(f"{svcs}/a", a)
-    assert r.status == 200 and r.body["spec"]["clusterIP"] == b["spec"]["clusterIP"][:-1] + r.body["spec"][
-        "clusterIP"][-1]  # kept the allocated IP
+    assert (
+        r.status == 200 and r.body["spec"]["clusterIP"] == b["spec"]["clusterIP"][:-1] + r.body["spec"]["clusterIP"][-1]
+    )  # kept the allocated IP
     r = await http.post(svcs, {"metadata": {"name": "bad"}, "spec": {"ports": [{"port": 70000}]}})
     assert r.status == 422 and r.body["details"]["causes"][0]["field"] == "spec.ports[0].port"
-    r = await http.post(svcs, {"metadata": {"name": "taken"}, "spec": {"clusterIP": b["spec"]["clusterIP"],
-                                                                       "ports": [{"port": 1}]}})
+    r = await http.post(
+        svcs, {"metadata": {"name": "taken"}, "spec": {"clusterIP": b["spec"]["clusterIP"], "ports": [{"port": 1}]}}
+    )
     assert r.status == 422

@@ -19,8 +19,11 @@ REPLICA = {
     "required": ["replicas"],
     "properties": {
         "replicas": {"type": "integer", "minimum": 0, "maximum": 100},
-        "restartPolicy": {"type": "string", "enum": ["Always", "OnFailure", "Never", "ExitCode"],
-                          "default": "OnFailure"},
+        "restartPolicy": {
+            "type": "string",
+            "enum": ["Always", "OnFailure", "Never", "ExitCode"],
+            "default": "OnFailure",
+        },
         "template": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
     },
 }
@@ -36,8 +39,11 @@ SCHEMA: dict[str, Any] = {
                 "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1},
                 "ratio": {"type": "number"},
                 "port": {"x-kubernetes-int-or-string": True},
-                "pod": {"type": "object", "x-kubernetes-embedded-resource": True,
-                        "x-kubernetes-preserve-unknown-fields": True},
+                "pod": {
+                    "type": "object",
+                    "x-kubernetes-embedded-resource": True,
+                    "x-kubernetes-preserve-unknown-fields": True,
+                },
             },
         },
         "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
@@ -47,7 +53,10 @@ SCHEMA: dict[str, Any] = {
 
 def crd(status: bool = True) -> dict[str, Any]:
     version: dict[str, Any] = {
-        "name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": copy.deepcopy(SCHEMA)},
+        "name": "v1",
+        "served": True,
+        "storage": True,
+        "schema": {"openAPIV3Schema": copy.deepcopy(SCHEMA)},
         "additionalPrinterColumns": [
             {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
             {"name": "Workers", "type": "integer", "jsonPath": ".spec.replicaSpecs.Worker.replicas"},
@@ -55,17 +64,26 @@ def crd(status: bool = True) -> dict[str, Any]:
     }
     if status:
         version["subresources"] = {"status": {}}
-    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": "trainjobs.test.kubedl.io"},
-            "spec": {"group": "test.kubedl.io", "scope": "Namespaced",
-                     "names": {"plural": "trainjobs", "singular": "trainjob", "kind": "TrainJob",
-                               "shortNames": ["tj"]},
-                     "versions": [version]}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "trainjobs.test.kubedl.io"},
+        "spec": {
+            "group": "test.kubedl.io",
+            "scope": "Namespaced",
+            "names": {"plural": "trainjobs", "singular": "trainjob", "kind": "TrainJob", "shortNames": ["tj"]},
+            "versions": [version],
+        },
+    }
 
 
 def job(job_name: str, workers: Any = 2, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "test.kubedl.io/v1", "kind": "TrainJob", "metadata": {"name": job_name},
-            "spec": {"replicaSpecs": {"Worker": {"replicas": workers, "template": {"spec": {"x": 1}}}}, **spec}}
+    return {
+        "apiVersion": "test.kubedl.io/v1",
+        "kind": "TrainJob",
+        "metadata": {"name": job_name},
+        "spec": {"replicaSpecs": {"Worker": {"replicas": workers, "template": {"spec": {"x": 1}}}}, **spec},
+    }
 
 
 async def test_crd_serves_immediately_with_discovery(http: Http) -> None:
@@ -94,18 +112,25 @@ async def test_validation_errors_name_fields(http: Http) -> None:
     assert 'TrainJob.test.kubedl.io "bad" is invalid' in r.body["message"]
     r = await http.post(JOBS, job("bad", workers=101, name="UPPER", tags=[], ratio="x", port=True))
     causes = {c["field"]: c["reason"] for c in r.body["details"]["causes"]}
-    assert causes == {"spec.replicaSpecs.Worker.replicas": "FieldValueInvalid", "spec.name": "FieldValueInvalid",
-                      "spec.tags": "FieldValueInvalid", "spec.ratio": "FieldValueTypeInvalid",
-                      "spec.port": "FieldValueTypeInvalid"}
+    assert causes == {
+        "spec.replicaSpecs.Worker.replicas": "FieldValueInvalid",
+        "spec.name": "FieldValueInvalid",
+        "spec.tags": "FieldValueInvalid",
+        "spec.ratio": "FieldValueTypeInvalid",
+        "spec.port": "FieldValueTypeInvalid",
+    }
     bad = job("bad")
     bad["spec"]["replicaSpecs"]["Worker"]["restartPolicy"] = "Sometimes"
     del bad["spec"]["replicaSpecs"]["Worker"]["replicas"]
     r = await http.post(JOBS, bad)
     causes = {c["field"]: c["reason"] for c in r.body["details"]["causes"]}
-    assert causes == {"spec.replicaSpecs.Worker.replicas": "FieldValueRequired",
-                      "spec.replicaSpecs.Worker.restartPolicy": "FieldValueNotSupported"}
-    r = await http.post(JOBS, {"apiVersion": "test.kubedl.io/v1", "kind": "TrainJob", "metadata": {"name": "x"},
-                               "spec": {}})
+    assert causes == {
+        "spec.replicaSpecs.Worker.replicas": "FieldValueRequired",
+        "spec.replicaSpecs.Worker.restartPolicy": "FieldValueNotSupported",
+    }
+    r = await http.post(
+        JOBS, {"apiVersion": "test.kubedl.io/v1", "kind": "TrainJob", "metadata": {"name": "x"}, "spec": {}}
+    )
     assert r.body["details"]["causes"][0]["field"] == "spec.replicaSpecs"
     r = await http.post(JOBS, job("okname", name="abcdefghij"))
     assert r.body["details"]["causes"][0]["reason"] == "FieldValueTooLong"
@@ -130,8 +155,11 @@ async def test_status_subresource_and_generation(http: Http) -> None:
     await http.post(CRDS, crd())
     j = (await http.post(JOBS, job("g", status={"x": 1}))).body
     assert "status" not in j  # status is dropped on create with a status subresource
-    j2 = (await http.patch(f"{JOBS}/g", {"status": {"conditions": [{"type": "Running"}]},
-                                         "metadata": {"labels": {"a": "b"}}})).body
+    j2 = (
+        await http.patch(
+            f"{JOBS}/g", {"status": {"conditions": [{"type": "Running"}]}, "metadata": {"labels": {"a": "b"}}}
+        )
+    ).body
     assert "status" not in j2 and j2["metadata"]["generation"] == 1
     j3 = (await http.patch(f"{JOBS}/g/status", {"status": {"conditions": [{"type": "Running"}]}})).body
     assert j3["status"]["conditions"] == [{"type": "Running"}] and j3["metadata"]["generation"] == 1

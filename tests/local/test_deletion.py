@@ -14,8 +14,12 @@ CMS = "/api/v1/namespaces/default/configmaps"
 
 
 def owned(name: str, owner: dict[str, Any], block: bool = False) -> dict[str, Any]:
-    ref = {"apiVersion": "v1", "kind": owner["kind"], "name": owner["metadata"]["name"],
-           "uid": owner["metadata"]["uid"]}
+    ref = {
+        "apiVersion": "v1",
+        "kind": owner["kind"],
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+    }
     if block:
         ref["blockOwnerDeletion"] = True
     return {"metadata": {"name": name, "ownerReferences": [ref]}, "data": {}}

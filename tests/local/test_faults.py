@@ -72,8 +72,13 @@ async def test_force_410_on_watch_resumption(cluster: LocalCluster, http: Http) 
     async with client.ApiClient(cluster.configuration) as api:
         core = client.CoreV1Api(api)
         listed = await core.list_namespaced_pod("default")
-        resp = await core.list_namespaced_pod("default", watch=True, resource_version=listed.metadata.resource_version,
-                                              timeout_seconds=1, _preload_content=False)
+        resp = await core.list_namespaced_pod(
+            "default",
+            watch=True,
+            resource_version=listed.metadata.resource_version,
+            timeout_seconds=1,
+            _preload_content=False,
+        )
         first = await resp.content.readline()
         resp.release()
         assert b'"code":410' in first and b'"ERROR"' in first

@@ -101,8 +101,12 @@ async def test_describe(kubectl: Kubectl, tmp_path: Path, cluster: LocalCluster)
     wf = tmp_path / "crd.yaml"
     wf.write_text(yaml.safe_dump(crd()))
     assert (await kubectl("apply", "-f", str(wf))).code == 0
-    job = {"apiVersion": "test.kubedl.io/v1", "kind": "TrainJob", "metadata": {"name": "j"},
-           "spec": {"replicaSpecs": {"Worker": {"replicas": 2}}}}
+    job = {
+        "apiVersion": "test.kubedl.io/v1",
+        "kind": "TrainJob",
+        "metadata": {"name": "j"},
+        "spec": {"replicaSpecs": {"Worker": {"replicas": 2}}},
+    }
     jf = tmp_path / "job.yaml"
     jf.write_text(yaml.safe_dump(job))
     r = await kubectl("apply", "-f", str(jf))
@@ -114,12 +118,17 @@ async def test_describe(kubectl: Kubectl, tmp_path: Path, cluster: LocalCluster)
 
 
 async def test_delete_and_cascade(kubectl: Kubectl, http: Http) -> None:
-    owner = (await http.post("/api/v1/namespaces/default/configmaps", {"metadata": {"name": "own"}, "data": {}})
-             ).body
-    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "own", "uid": owner["metadata"]["uid"],
-           "blockOwnerDeletion": True}
-    await http.post("/api/v1/namespaces/default/configmaps",
-                    {"metadata": {"name": "dep", "ownerReferences": [ref]}, "data": {}})
+    owner = (await http.post("/api/v1/namespaces/default/configmaps", {"metadata": {"name": "own"}, "data": {}})).body
+    ref = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "name": "own",
+        "uid": owner["metadata"]["uid"],
+        "blockOwnerDeletion": True,
+    }
+    await http.post(
+        "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "dep", "ownerReferences": [ref]}, "data": {}}
+    )
     r = await kubectl("delete", "configmap", "own", "--cascade=foreground")
     assert r.code == 0 and 'configmap "own" deleted' in r.out, r.err
     assert (await http.get("/api/v1/namespaces/default/configmaps/dep")).status == 404
@@ -145,9 +154,18 @@ async def test_wait_for_condition(kubectl: Kubectl, tmp_path: Path) -> None:
 
 async def test_get_watch(cluster: LocalCluster, tmp_path: Path, http: Http) -> None:
     proc = await asyncio.create_subprocess_exec(
-        KUBECTL, "--kubeconfig", str(cluster.kubeconfig_path), "--cache-dir", str(tmp_path / "c"),
-        "get", "configmaps", "-w", "--request-timeout=20s",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        KUBECTL,
+        "--kubeconfig",
+        str(cluster.kubeconfig_path),
+        "--cache-dir",
+        str(tmp_path / "c"),
+        "get",
+        "configmaps",
+        "-w",
+        "--request-timeout=20s",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     try:
         assert proc.stdout is not None
         await http.post("/api/v1/namespaces/default/configmaps", {"metadata": {"name": "w1"}, "data": {}})
@@ -159,6 +177,7 @@ async def test_get_watch(cluster: LocalCluster, tmp_path: Path, http: Http) -> N
                 line = (await proc.stdout.readline()).decode()
                 assert line, "kubectl get -w ended early"
                 lines.append(line)
+
         await asyncio.wait_for(read_until("w1"), 10)
         await http.post("/api/v1/namespaces/default/configmaps", {"metadata": {"name": "w2"}, "data": {}})
         await asyncio.wait_for(read_until("w2"), 10)
@@ -191,8 +210,6 @@ async def test_project_crds_and_example(kubectl: Kubectl) -> None:
 async def _running(kubectl: Kubectl, name: str) -> bool:
     r = await kubectl("get", "pod", name, "-o", "jsonpath={.status.phase}")
     return r.out == "Running"
-
-
 
 
 async def test_apply_of_unknown_kind_says_install_crds(kubectl: Kubectl, tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ def phase_is(http: Http, name: str, *phases: str) -> Any:
     async def check() -> dict[str, Any] | None:
         p = await get_pod(http, name)
         return p if p["status"].get("phase") in phases else None
+
     return check
 
 
@@ -34,8 +35,12 @@ async def test_running_status_fields(http: Http) -> None:
     st = p["status"]
     assert st["hostIP"] == "127.0.0.1" and st["podIP"].startswith("127.2.") and st["startTime"]
     assert {c["type"]: c["status"] for c in st["conditions"]} == {
-        "PodReadyToStartContainers": "True", "Initialized": "True", "Ready": "True", "ContainersReady": "True",
-        "PodScheduled": "True"}
+        "PodReadyToStartContainers": "True",
+        "Initialized": "True",
+        "Ready": "True",
+        "ContainersReady": "True",
+        "PodScheduled": "True",
+    }
     cs = st["containerStatuses"][0]
     assert cs["ready"] and cs["restartCount"] == 0 and "running" in cs["state"] and cs["containerID"]
     assert st["initContainerStatuses"][0]["state"]["terminated"]["reason"] == "Completed"
@@ -51,8 +56,14 @@ async def test_running_status_fields(http: Http) -> None:
 async def test_exit_codes_and_restart_policies(http: Http) -> None:
     await http.post(PODS, pod("ok", annotations={"local.kubedl.io/exit-code": "0"}, restartPolicy="Never"))
     await http.post(PODS, pod("bad", annotations={"local.kubedl.io/exit-code": "3"}, restartPolicy="Never"))
-    await http.post(PODS, pod("onf", annotations={"local.kubedl.io/exit-code": "0",
-                                                  "local.kubedl.io/run-seconds": "0.05"}, restartPolicy="OnFailure"))
+    await http.post(
+        PODS,
+        pod(
+            "onf",
+            annotations={"local.kubedl.io/exit-code": "0", "local.kubedl.io/run-seconds": "0.05"},
+            restartPolicy="OnFailure",
+        ),
+    )
     ok = await eventually(phase_is(http, "ok", "Succeeded"))
     t = ok["status"]["containerStatuses"][0]["state"]["terminated"]
     assert (t["exitCode"], t["reason"]) == (0, "Completed")
@@ -66,6 +77,7 @@ async def test_exit_codes_and_restart_policies(http: Http) -> None:
         p = await get_pod(http, "crash")
         cs = p["status"].get("containerStatuses") or [{}]
         return cs[0].get("restartCount", 0) >= 2 and p["status"]["phase"] == "Running"
+
     await eventually(restarted)
     p = await get_pod(http, "crash")
     assert p["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"] == 1
@@ -85,6 +97,7 @@ async def test_logs(cluster: LocalCluster, http: Http) -> None:
     async def restarted() -> bool:
         p = await get_pod(http, "l")
         return any(c.get("restartCount", 0) >= 1 for c in p["status"].get("containerStatuses") or [])
+
     await eventually(restarted)
     r = await http.get(f"{PODS}/l/log?previous=true")
     assert r.status == 200 and "exiting with code 1" in r.body
@@ -96,8 +109,14 @@ async def test_logs(cluster: LocalCluster, http: Http) -> None:
     await eventually(phase_is(http, "two", "Running"))
     r = await http.get(f"{PODS}/two/log")
     assert r.status == 400 and "choose one of: [a b]" in r.body["message"]
-    await http.post(PODS, pod("fl", annotations={"local.kubedl.io/exit-code": "0",
-                                                 "local.kubedl.io/run-seconds": "0.3"}, restartPolicy="Never"))
+    await http.post(
+        PODS,
+        pod(
+            "fl",
+            annotations={"local.kubedl.io/exit-code": "0", "local.kubedl.io/run-seconds": "0.3"},
+            restartPolicy="Never",
+        ),
+    )
     await eventually(phase_is(http, "fl", "Running"))
     async with aiohttp.ClientSession() as s, s.get(f"{cluster.url}{PODS}/fl/log?follow=true") as resp:
         text = (await resp.read()).decode()  # ends when the container exits
@@ -105,14 +124,21 @@ async def test_logs(cluster: LocalCluster, http: Http) -> None:
 
 
 async def test_scheduler_resources_selectors_and_host_ports() -> None:
-    async with LocalCluster(nodes=2, node_resources=[{"rdma/hca": "1", "cpu": "4"}, {"cpu": "4"}],
-                            node_labels=[{"zone": "a"}, {"zone": "b"}]) as c, aiohttp.ClientSession() as s:
+    async with (
+        LocalCluster(
+            nodes=2,
+            node_resources=[{"rdma/hca": "1", "cpu": "4"}, {"cpu": "4"}],
+            node_labels=[{"zone": "a"}, {"zone": "b"}],
+        ) as c,
+        aiohttp.ClientSession() as s,
+    ):
         http = Http(s, c.url)
 
         def res(name: str, **requests: str) -> dict[str, Any]:
             p = pod(name)
             p["spec"]["containers"][0]["resources"] = {"requests": requests, "limits": requests}
             return p
+
         await http.post(PODS, res("rdma", **{"rdma/hca": "1"}))
         p = await eventually(phase_is(http, "rdma", "Running"))
         assert p["spec"]["nodeName"] == "local-node-0"
@@ -123,11 +149,15 @@ async def test_scheduler_resources_selectors_and_host_ports() -> None:
             q = await get_pod(http, "rdma2")
             cond = next((x for x in q["status"].get("conditions") or [] if x["type"] == "PodScheduled"), None)
             return q if cond and cond["status"] == "False" and cond["reason"] == "Unschedulable" else None
+
         q = await eventually(unschedulable)
         msg = next(x for x in q["status"]["conditions"] if x["type"] == "PodScheduled")["message"]
         assert msg.startswith("0/2 nodes are available") and "Insufficient rdma/hca" in msg
-        evs = (await http.get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Drdma2,"
-                              "reason%3DFailedScheduling")).body["items"]
+        evs = (
+            await http.get(
+                "/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Drdma2,reason%3DFailedScheduling"
+            )
+        ).body["items"]
         assert len(evs) == 1 and evs[0]["type"] == "Warning"
         await http.delete(f"{PODS}/rdma")  # frees the resource: the pending pod is retried
         p = await eventually(phase_is(http, "rdma2", "Running"), timeout=10)
@@ -151,8 +181,11 @@ async def test_scheduler_resources_selectors_and_host_ports() -> None:
 
         async def cpu_unschedulable() -> bool:
             q = await get_pod(http, "cpu")
-            return any(x.get("reason") == "Unschedulable" and "Insufficient cpu" in x.get("message", "")
-                       for x in q["status"].get("conditions") or [])
+            return any(
+                x.get("reason") == "Unschedulable" and "Insufficient cpu" in x.get("message", "")
+                for x in q["status"].get("conditions") or []
+            )
+
         await eventually(cpu_unschedulable)
 
 
@@ -168,8 +201,9 @@ async def test_evict_pod_like_kubelet(cluster: LocalCluster, http: Http) -> None
 async def test_eviction_subresource(http: Http) -> None:
     await http.post(PODS, pod("ev"))
     await eventually(phase_is(http, "ev", "Running"))
-    r = await http.post(f"{PODS}/ev/eviction", {"apiVersion": "policy/v1", "kind": "Eviction",
-                                                "metadata": {"name": "ev"}})
+    r = await http.post(
+        f"{PODS}/ev/eviction", {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "ev"}}
+    )
     assert r.status == 201
     await eventually(lambda: _gone(http, "ev"))
 
@@ -182,7 +216,9 @@ async def test_lose_node_taints_and_evicts_after_toleration(cluster: LocalCluste
     ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "Unknown"
     assert {(t["key"], t["effect"]) for t in node["spec"]["taints"]} == {
-        ("node.kubernetes.io/unreachable", "NoSchedule"), ("node.kubernetes.io/unreachable", "NoExecute")}
+        ("node.kubernetes.io/unreachable", "NoSchedule"),
+        ("node.kubernetes.io/unreachable", "NoExecute"),
+    }
     p = await get_pod(http, "n")
     assert next(c for c in p["status"]["conditions"] if c["type"] == "Ready")["status"] == "False"
     tol = [t for t in p["spec"]["tolerations"] if t["key"] == "node.kubernetes.io/unreachable"]
@@ -191,6 +227,7 @@ async def test_lose_node_taints_and_evicts_after_toleration(cluster: LocalCluste
     async def terminating() -> bool:
         q = await get_pod(http, "n")
         return bool(q["metadata"].get("deletionTimestamp"))
+
     await eventually(terminating)  # evicted by the taint manager after tolerationSeconds ...
     await http.post(PODS, pod("after"))
     after = await get_pod(http, "after")

@@ -45,7 +45,10 @@ async def test_list_then_watch_misses_nothing(cluster: LocalCluster, http: Http)
     await http.delete(f"{CMS}/b")
     got = await reader
     assert [(f["type"], f["object"]["metadata"]["name"]) for f in got] == [
-        ("ADDED", "b"), ("MODIFIED", "a"), ("DELETED", "b")]
+        ("ADDED", "b"),
+        ("MODIFIED", "a"),
+        ("DELETED", "b"),
+    ]
     rvs = [int(f["object"]["metadata"]["resourceVersion"]) for f in got]
     assert rvs == sorted(rvs) and rvs[0] > int(rv)
     assert got[1]["object"]["kind"] == "ConfigMap" and got[1]["object"]["data"] == {"k": "v2"}
@@ -116,12 +119,19 @@ async def test_kubernetes_asyncio_list_watch_patch_status(cluster: LocalCluster)
         core = client.CoreV1Api(api)
         pods = await core.list_namespaced_pod("default", label_selector="app=k")
         assert pods.items == []
-        await core.create_namespaced_pod("default", {"metadata": {"name": "k1", "labels": {"app": "k"}},
-                                                      "spec": {"containers": [{"name": "c", "image": "i"}]}})
+        await core.create_namespaced_pod(
+            "default",
+            {"metadata": {"name": "k1", "labels": {"app": "k"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}},
+        )
         w = watch.Watch()
         seen: list[tuple[str, str]] = []
-        async with w.stream(core.list_namespaced_pod, "default", resource_version=pods.metadata.resource_version,
-                            timeout_seconds=5, allow_watch_bookmarks=True) as stream:
+        async with w.stream(
+            core.list_namespaced_pod,
+            "default",
+            resource_version=pods.metadata.resource_version,
+            timeout_seconds=5,
+            allow_watch_bookmarks=True,
+        ) as stream:
             async for ev in stream:
                 if ev["type"] == "BOOKMARK":
                     continue
@@ -146,8 +156,7 @@ async def test_kubernetes_asyncio_watch_after_expiry_raises_410(cluster: LocalCl
     cluster.expire_watch_history("configmaps")
     async with client.ApiClient(cluster.configuration) as api:
         core = client.CoreV1Api(api)
-        resp = await core.list_namespaced_config_map("default", watch=True, resource_version=rv,
-                                                     _preload_content=False)
+        resp = await core.list_namespaced_config_map("default", watch=True, resource_version=rv, _preload_content=False)
         body = await resp.content.readline()
         resp.release()
         ev = orjson.loads(body)
