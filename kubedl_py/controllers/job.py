@@ -169,6 +169,18 @@ class JobReconciler:
         self.expectations = Expectations()
         self._on_transition = on_transition or (lambda kind, condition: None)
         self._writes = asyncio.Semaphore(WRITE_CONCURRENCY)
+        #: resourceVersion of each job after our last status write (read-your-writes on a lagging cache)
+        self._written: dict[str, str] = {}
+
+    def _cache_behind(self, key: str, raw: Object) -> bool:
+        written = self._written.get(key)
+        cached = str((raw.get("metadata") or {}).get("resourceVersion") or "")
+        if written is None or not (written.isdigit() and cached.isdigit()):
+            return False
+        if int(cached) >= int(written):
+            del self._written[key]
+            return False
+        return True
 
     # ------------------------------------------------------------------------------------------ reconcile
 
@@ -176,7 +188,12 @@ class JobReconciler:
         raw = self.jobs.get_by_key(key)
         if raw is None or (raw.get("metadata") or {}).get("deletionTimestamp"):
             self.hostnetwork.job_gone(key)
+            self._written.pop(key, None)
             return Result()
+        if self._cache_behind(key, raw):
+            # Our last status write is not in the cache yet; acting on the older copy would undo it.
+            # The watch event of that write wakes us again; the requeue is only a safety net.
+            return Result(requeue_after=1.0)
         now = datetime.now(UTC)
         status = st.with_changes(raw.get("status"))
 
@@ -529,14 +546,27 @@ class JobReconciler:
             logger.info("%s: failed (%s): %s", seen.key, reason, message)
 
     async def _write_status(self, seen: Observation) -> None:
+        """Write the status if it changed, only over the version it was computed from.
+
+        The resourceVersion in the patch makes the server refuse (Conflict) a write based on a stale
+        copy; the reconcile is then retried on the newer version the watch brings.
+        """
         if seen.status == (seen.raw.get("status") or {}):
             return
+        meta = seen.raw.get("metadata") or {}
+        patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": seen.status}
         try:
-            await self.client.patch_status(
-                self.resource, seen.job.name, {"status": seen.status}, namespace=seen.job.namespace
-            )
+            written = await self.client.patch_status(self.resource, seen.job.name, patch, namespace=seen.job.namespace)
         except errors.NotFound:
             logger.debug("%s: deleted before its status was written", seen.key)
+            return
+        except errors.Conflict:
+            logger.debug("%s: status computed from a stale copy; retrying on the newer one", seen.key)
+            seen.want_requeue(0.05)
+            return
+        version = str((written.get("metadata") or {}).get("resourceVersion") or "")
+        if version:
+            self._written[seen.key] = version
 
     async def _fail_invalid(self, raw: Object, status: Object, problems: list[str]) -> None:
         meta = raw.get("metadata") or {}

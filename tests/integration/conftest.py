@@ -1,0 +1,229 @@
+"""Fixtures: an embedded cluster with the CRDs installed, a client, and the real controller running.
+
+The controller and the cluster meet only over HTTP, exactly as in production.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from kubedl_py.api import constants as c
+from kubedl_py.api.crd import all_crds
+from kubedl_py.controllers.setup import ControllerOptions, build_manager
+from kubedl_py.kube.client import KubeClient
+from kubedl_py.kube.errors import NotFound
+from kubedl_py.kube.informer import InformerSettings
+from kubedl_py.kube.manager import Manager
+from kubedl_py.kube.resources import PODS, SERVICES, Resource
+from kubedl_py.local import LocalCluster
+
+CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False)
+PYTORCHJOBS = Resource(c.GROUP, c.VERSION, c.PYTORCH_PLURAL, c.PYTORCH_KIND)
+TFJOBS = Resource(c.GROUP, c.VERSION, c.TF_PLURAL, c.TF_KIND)
+EVENTS = Resource("", "v1", "events", "Event")
+NAMESPACE = "default"
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[Any]], *, within: float = 20.0, interval: float = 0.05, what: str = "condition"
+) -> Any:
+    """Poll ``probe`` until it returns something truthy, with a deadline (never a bare sleep)."""
+    deadline = time.monotonic() + within
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = await probe()
+        if last:
+            return last
+        await asyncio.sleep(interval)
+    raise AssertionError(f"timed out after {within}s waiting for {what}; last value: {last!r}")
+
+
+async def install_crds(kube: KubeClient) -> None:
+    for crd in all_crds():
+        await kube.create(CRDS, crd)
+    for plural in (c.PYTORCH_PLURAL, c.TF_PLURAL):
+        resource = Resource(c.GROUP, c.VERSION, plural, "")
+
+        async def served(resource: Resource = resource) -> bool:
+            try:
+                await kube.list(resource, namespace=NAMESPACE)
+            except NotFound:
+                return False
+            return True
+
+        await eventually(served, what=f"{plural} to be served")
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[LocalCluster]:
+    async with LocalCluster(nodes=3, runtime="simulated") as local:
+        yield local
+
+
+@pytest.fixture
+async def kube(cluster: LocalCluster) -> AsyncIterator[KubeClient]:
+    async with KubeClient(configuration=cluster.configuration) as client:
+        await install_crds(client)
+        yield client
+
+
+class RunningController:
+    """A controller in a background task, restartable (to test crash/restart behaviour)."""
+
+    def __init__(self, cluster: LocalCluster, options: ControllerOptions) -> None:
+        self.cluster = cluster
+        self.options = options
+        self.client: KubeClient | None = None
+        self.manager: Manager | None = None
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self) -> Manager:
+        self.client = KubeClient(configuration=self.cluster.configuration)
+        await self.client.open()
+        self.manager = build_manager(self.client, self.options)
+        self.task = asyncio.create_task(self.manager.run())
+        manager = self.manager
+        await eventually(lambda: _ready(manager), what="controller ready")
+        return manager
+
+    async def stop(self, *, crash: bool = False) -> None:
+        """Graceful stop, or ``crash``: cancel at once, like a killed process (no lease release...)."""
+        if self.task is not None and self.manager is not None:
+            if crash:
+                self.task.cancel()
+            else:
+                self.manager.stop()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+        if self.client is not None:
+            await self.client.close()
+        self.task = self.manager = self.client = None
+
+
+async def _ready(manager: Manager) -> bool:
+    return manager.ready()
+
+
+def fast_options(**overrides: Any) -> ControllerOptions:
+    settings: dict[str, Any] = {
+        "workers": 4,
+        "informer": InformerSettings(watch_timeout_seconds=30, inactivity_timeout=40.0),
+    }
+    settings.update(overrides)
+    return ControllerOptions(**settings)
+
+
+@pytest.fixture
+async def controller(cluster: LocalCluster, kube: KubeClient) -> AsyncIterator[RunningController]:
+    running = RunningController(cluster, fast_options())
+    await running.start()
+    try:
+        yield running
+    finally:
+        await running.stop()
+
+
+# ------------------------------------------------------------------------------------------ job helpers
+
+
+def container(name: str = "pytorch", **extra: Any) -> dict[str, Any]:
+    return {"name": name, "image": "busybox", "command": ["train"], **extra}
+
+
+def replica(
+    replicas: int = 1,
+    *,
+    restart_policy: str | None = None,
+    exit_code: int | None = None,
+    run_seconds: float | None = None,
+    name: str = "pytorch",
+) -> dict[str, Any]:
+    annotations = {}
+    if exit_code is not None:
+        annotations["local.kubedl.io/exit-code"] = str(exit_code)
+    if run_seconds is not None:
+        annotations["local.kubedl.io/run-seconds"] = str(run_seconds)
+    template: dict[str, Any] = {"spec": {"containers": [container(name)]}}
+    if annotations:
+        template["metadata"] = {"annotations": annotations}
+    spec: dict[str, Any] = {"replicas": replicas, "template": template}
+    if restart_policy:
+        spec["restartPolicy"] = restart_policy
+    return spec
+
+
+def pytorchjob(name: str, *, host: bool = False, **spec: Any) -> dict[str, Any]:
+    replicas = spec.pop("replicas", None) or {"Master": replica(1), "Worker": replica(2)}
+    metadata: dict[str, Any] = {"name": name, "namespace": NAMESPACE}
+    if host:
+        metadata["annotations"] = {c.ANNOTATION_NETWORK_MODE: c.NETWORK_MODE_HOST}
+    return {
+        "apiVersion": c.API_VERSION,
+        "kind": c.PYTORCH_KIND,
+        "metadata": metadata,
+        "spec": {"pytorchReplicaSpecs": replicas, **spec},
+    }
+
+
+def tfjob(name: str, *, host: bool = False, **spec: Any) -> dict[str, Any]:
+    replicas = spec.pop("replicas")
+    metadata: dict[str, Any] = {"name": name, "namespace": NAMESPACE}
+    if host:
+        metadata["annotations"] = {c.ANNOTATION_NETWORK_MODE: c.NETWORK_MODE_HOST}
+    return {
+        "apiVersion": c.API_VERSION,
+        "kind": c.TF_KIND,
+        "metadata": metadata,
+        "spec": {"tfReplicaSpecs": replicas, **spec},
+    }
+
+
+async def pods_of(kube: KubeClient, job: str) -> list[dict[str, Any]]:
+    listed = await kube.list(PODS, namespace=NAMESPACE, label_selector=f"{c.LABEL_JOB_NAME}={job}")
+    return sorted(listed.items, key=lambda pod: pod["metadata"]["name"])
+
+
+async def services_of(kube: KubeClient, job: str) -> list[dict[str, Any]]:
+    listed = await kube.list(SERVICES, namespace=NAMESPACE, label_selector=f"{c.LABEL_JOB_NAME}={job}")
+    return sorted(listed.items, key=lambda svc: svc["metadata"]["name"])
+
+
+async def job_state(kube: KubeClient, resource: Resource, name: str) -> dict[str, Any] | None:
+    try:
+        return await kube.get(resource, name, namespace=NAMESPACE)
+    except NotFound:
+        return None
+
+
+def condition(job: dict[str, Any] | None, kind: str) -> dict[str, Any] | None:
+    for cond in ((job or {}).get("status") or {}).get("conditions") or []:
+        if cond["type"] == kind and cond["status"] == "True":
+            found: dict[str, Any] = cond
+            return found
+    return None
+
+
+async def wait_condition(
+    kube: KubeClient, resource: Resource, name: str, kind: str, *, within: float = 20.0
+) -> dict[str, Any]:
+    async def probe() -> dict[str, Any] | None:
+        job = await job_state(kube, resource, name)
+        return job if condition(job, kind) else None
+
+    result: dict[str, Any] = await eventually(probe, within=within, what=f"{name} {kind}")
+    return result
+
+
+def env_of(pod: dict[str, Any], container_index: int = 0) -> dict[str, str]:
+    return {e["name"]: e.get("value", "") for e in pod["spec"]["containers"][container_index].get("env", [])}
+
+
+async def events_for(kube: KubeClient, name: str) -> list[dict[str, Any]]:
+    listed = await kube.list(EVENTS, namespace=NAMESPACE)
+    return [event for event in listed.items if event.get("involvedObject", {}).get("name") == name]

@@ -1,0 +1,260 @@
+"""Host-network mode end to end on a multi-node embedded cluster: ports, Services, settings, failover."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from typing import Any
+
+from kubedl_py.api import constants as c
+from kubedl_py.kube.client import KubeClient
+from kubedl_py.kube.resources import PODS
+from kubedl_py.local import LocalCluster
+from tests.integration.conftest import (
+    NAMESPACE,
+    PYTORCHJOBS,
+    TFJOBS,
+    RunningController,
+    env_of,
+    events_for,
+    eventually,
+    fast_options,
+    job_state,
+    pods_of,
+    pytorchjob,
+    replica,
+    services_of,
+    tfjob,
+)
+
+LOW, HIGH = 20000, 30000
+
+
+def host_port(pod: dict[str, Any]) -> int:
+    return int(pod["metadata"]["annotations"][c.ANNOTATION_HOST_PORT])
+
+
+def target_port(service: dict[str, Any]) -> int:
+    (port,) = service["spec"]["ports"]
+    return int(port["targetPort"])
+
+
+async def _n_pods(kube: KubeClient, job: str, n: int) -> list[dict[str, Any]] | None:
+    pods = await pods_of(kube, job)
+    return pods if len(pods) == n else None
+
+
+async def test_tfjob_gets_host_ports_forwarding_services_and_real_tf_config(
+    kube: KubeClient, controller: RunningController
+) -> None:
+    job = tfjob(
+        "hps", host=True, replicas={"PS": replica(2, name="tensorflow"), "Worker": replica(3, name="tensorflow")}
+    )
+    await kube.create(TFJOBS, job, namespace=NAMESPACE)
+    pods = await eventually(lambda: _n_pods(kube, "hps", 5), what="5 pods")
+    ports = {p["metadata"]["name"]: host_port(p) for p in pods}
+    assert len(set(ports.values())) == 5
+    assert all(LOW <= port <= HIGH for port in ports.values())
+    for pod in pods:
+        spec = pod["spec"]
+        assert spec["hostNetwork"] is True
+        assert spec["dnsPolicy"] == "ClusterFirstWithHostNet"
+        (declared,) = spec["containers"][0]["ports"]
+        assert declared["containerPort"] == declared["hostPort"] == host_port(pod)
+
+    services = await eventually(lambda: _n_services(kube, "hps", 5), what="5 services")
+    for service in services:
+        assert service["spec"]["clusterIP"] not in (None, "", "None")
+        assert service["spec"]["ports"][0]["port"] == 2222
+        assert target_port(service) == ports[service["metadata"]["name"]]
+
+    ps1 = next(p for p in pods if p["metadata"]["name"] == "hps-ps-1")
+    config = json.loads(env_of(ps1)["TF_CONFIG"])
+    assert config["cluster"]["ps"] == [
+        "hps-ps-0.default.svc:2222",
+        f"hps-ps-1.default.svc:{ports['hps-ps-1']}",
+    ]
+    assert config["cluster"]["worker"] == [f"hps-worker-{i}.default.svc:2222" for i in range(3)]
+    assert config["task"] == {"type": "ps", "index": 1}
+
+
+async def _n_services(kube: KubeClient, job: str, n: int) -> list[dict[str, Any]] | None:
+    services = await services_of(kube, job)
+    return services if len(services) == n else None
+
+
+async def test_pytorch_master_listens_on_its_host_port_workers_use_the_service(
+    kube: KubeClient, controller: RunningController
+) -> None:
+    await kube.create(PYTORCHJOBS, pytorchjob("hddp", host=True), namespace=NAMESPACE)
+    pods = await eventually(lambda: _n_pods(kube, "hddp", 3), what="3 pods")
+    master = next(p for p in pods if p["metadata"]["name"] == "hddp-master-0")
+    worker = next(p for p in pods if p["metadata"]["name"] == "hddp-worker-1")
+    m, w = env_of(master), env_of(worker)
+    assert (m["MASTER_ADDR"], m["MASTER_PORT"]) == ("localhost", str(host_port(master)))
+    assert (m["PET_MASTER_ADDR"], m["PET_MASTER_PORT"]) == ("localhost", str(host_port(master)))
+    assert (w["MASTER_ADDR"], w["MASTER_PORT"]) == ("hddp-master-0", "23456")
+    assert (w["PET_MASTER_ADDR"], w["PET_MASTER_PORT"]) == ("hddp-master-0", "23456")
+
+
+async def test_failover_gets_a_new_port_and_the_service_is_repointed_first(
+    cluster: LocalCluster, kube: KubeClient, controller: RunningController
+) -> None:
+    await kube.create(PYTORCHJOBS, pytorchjob("fo", host=True), namespace=NAMESPACE)
+    pods = await eventually(lambda: _n_pods(kube, "fo", 3), what="3 pods")
+    await eventually(lambda: _n_services(kube, "fo", 3), what="3 services")
+    old = next(p for p in pods if p["metadata"]["name"] == "fo-worker-0")
+    peer_env = env_of(next(p for p in pods if p["metadata"]["name"] == "fo-worker-1"))
+    cluster.request_log.clear()
+    await kube.delete(PODS, "fo-worker-0", namespace=NAMESPACE)
+
+    async def replaced() -> dict[str, Any] | None:
+        for pod in await pods_of(kube, "fo"):
+            if pod["metadata"]["name"] == "fo-worker-0" and pod["metadata"]["uid"] != old["metadata"]["uid"]:
+                return pod
+        return None
+
+    new = await eventually(replaced, what="replacement pod")
+    assert host_port(new) != host_port(old)
+    service = next(s for s in await services_of(kube, "fo") if s["metadata"]["name"] == "fo-worker-0")
+    assert target_port(service) == host_port(new)
+    # The Service was re-pointed before the replacement was created.
+    order = [
+        (r.verb, r.resource, r.name)
+        for r in cluster.request_log.records
+        if r.status < 300
+        and ((r.verb == "patch" and r.resource == "services") or (r.verb == "create" and r.resource == "pods"))
+    ]
+    assert order == [("patch", "services", "fo-worker-0"), ("create", "pods", "")], order
+    # Peers keep their settings: nothing else was touched.
+    still = next(p for p in await pods_of(kube, "fo") if p["metadata"]["name"] == "fo-worker-1")
+    assert env_of(still) == peer_env
+    events = await events_for(kube, "fo")
+    changed = [e for e in events if e["reason"] == "HostPortChanged"]
+    assert changed and f"from host port {host_port(old)} to {host_port(new)}" in changed[0]["message"]
+
+
+async def test_port_exhaustion_waits_with_a_reason_and_proceeds_when_ports_free(
+    cluster: LocalCluster, kube: KubeClient
+) -> None:
+    running = RunningController(cluster, fast_options(host_port_range=(21000, 21002)))
+    await running.start()
+    try:
+        await kube.create(PYTORCHJOBS, pytorchjob("first", host=True), namespace=NAMESPACE)
+        await eventually(lambda: _n_pods(kube, "first", 3), what="3 pods of the first job")
+        await kube.create(
+            PYTORCHJOBS,
+            pytorchjob("second", host=True, replicas={"Master": replica(1), "Worker": replica(1)}),
+            namespace=NAMESPACE,
+        )
+
+        async def exhausted() -> dict[str, Any] | None:
+            job = await job_state(kube, PYTORCHJOBS, "second")
+            for cond in ((job or {}).get("status") or {}).get("conditions") or []:
+                if cond["type"] == "Running" and cond["reason"] == "HostPortsExhausted":
+                    return cond
+            return None
+
+        cond = await eventually(exhausted, what="HostPortsExhausted")
+        assert cond["status"] == "False" and "21000-21002" in cond["message"]
+        assert await pods_of(kube, "second") == []
+        assert any(e["reason"] == "HostPortsExhausted" for e in await events_for(kube, "second"))
+
+        await kube.delete(PYTORCHJOBS, "first", namespace=NAMESPACE, propagation_policy="Foreground")
+        pods = await eventually(lambda: _n_pods(kube, "second", 2), within=30, what="second job's pods")
+        assert {host_port(p) for p in pods} <= {21000, 21001, 21002}
+        assert len({host_port(p) for p in pods}) == 2
+    finally:
+        await running.stop()
+
+
+async def test_controller_restart_changes_no_port(cluster: LocalCluster, kube: KubeClient) -> None:
+    first = RunningController(cluster, fast_options())
+    await first.start()
+    for name in ("keep-a", "keep-b"):
+        await kube.create(PYTORCHJOBS, pytorchjob(name, host=True), namespace=NAMESPACE)
+    before: dict[str, int] = {}
+    for name in ("keep-a", "keep-b"):
+        pods = await eventually(lambda name=name: _n_pods(kube, name, 3), what="3 pods")
+        await eventually(lambda name=name: _n_services(kube, name, 3), what="3 services")
+        before.update({p["metadata"]["name"]: host_port(p) for p in pods})
+    await first.stop(crash=True)
+    cluster.request_log.clear()
+    second = RunningController(cluster, fast_options())
+    manager = await second.start()
+    try:
+
+        async def reconciled() -> bool:
+            value = manager.metrics.value("kubedl_reconcile_total", {"controller": "pytorchjobs", "result": "success"})
+            return value is not None and value >= 2
+
+        await eventually(reconciled, what="both jobs reconciled after the restart")
+        after = {p["metadata"]["name"]: host_port(p) for n in ("keep-a", "keep-b") for p in await pods_of(kube, n)}
+        assert after == before
+        writes = [
+            r
+            for r in cluster.request_log.records
+            if r.verb in ("patch", "create", "delete") and r.resource in ("pods", "services")
+        ]
+        assert writes == []
+    finally:
+        await second.stop()
+
+
+async def test_changing_the_network_mode_of_a_running_job_is_refused(
+    kube: KubeClient, controller: RunningController
+) -> None:
+    await kube.create(PYTORCHJOBS, pytorchjob("switch"), namespace=NAMESPACE)
+    await eventually(lambda: _n_pods(kube, "switch", 3), what="3 pods")
+    await kube.patch(
+        PYTORCHJOBS, "switch", {"metadata": {"annotations": {c.ANNOTATION_NETWORK_MODE: "host"}}}, namespace=NAMESPACE
+    )
+
+    async def refused() -> bool:
+        return any(e["reason"] == "NetworkModeChangeRefused" for e in await events_for(kube, "switch"))
+
+    await eventually(refused, what="NetworkModeChangeRefused event")
+    pods = await pods_of(kube, "switch")
+    assert len(pods) == 3 and not any(p["spec"].get("hostNetwork") for p in pods)
+    assert all(s["spec"]["clusterIP"] == "None" for s in await services_of(kube, "switch"))
+
+
+async def test_many_host_jobs_never_share_a_port_on_a_node(kube: KubeClient, cluster: LocalCluster) -> None:
+    """A scaled-down run of the 1,000 x 8 property test (the full size is in bench/ and `make soak`)."""
+    running = RunningController(cluster, fast_options(workers=8))
+    await running.start()
+    try:
+        jobs = 40
+        await asyncio.gather(
+            *(
+                kube.create(
+                    PYTORCHJOBS if i % 2 else TFJOBS,
+                    pytorchjob(f"many-{i}", host=True, replicas={"Master": replica(1), "Worker": replica(7)})
+                    if i % 2
+                    else tfjob(
+                        f"many-{i}",
+                        host=True,
+                        replicas={"PS": replica(2, name="tensorflow"), "Worker": replica(6, name="tensorflow")},
+                    ),
+                    namespace=NAMESPACE,
+                )
+                for i in range(jobs)
+            )
+        )
+
+        async def all_running() -> list[dict[str, Any]] | None:
+            listed = await kube.list(PODS, namespace=NAMESPACE, label_selector=c.LABEL_JOB_NAME)
+            running_pods = [p for p in listed.items if (p.get("status") or {}).get("phase") == "Running"]
+            return listed.items if len(running_pods) == jobs * 8 else None
+
+        pods = await eventually(all_running, within=120, interval=0.5, what=f"{jobs * 8} running pods")
+        per_node = Counter((p["spec"]["nodeName"], host_port(p)) for p in pods)
+        assert max(per_node.values()) == 1, "two live pods on one node share a port"
+        per_job: dict[str, set[int]] = {}
+        for pod in pods:
+            per_job.setdefault(pod["metadata"]["labels"][c.LABEL_JOB_NAME], set()).add(host_port(pod))
+        assert all(len(ports) == 8 for ports in per_job.values()), "a job has two pods with the same port"
+        assert all(LOW <= port <= HIGH for ports in per_job.values() for port in ports)
+    finally:
+        await running.stop()
