@@ -129,6 +129,14 @@ class LocalCluster:
         await self.stop()
 
     async def start(self) -> None:
+        try:
+            await self._start()
+        except BaseException:
+            self._started = True  # let stop() release whatever was set up
+            await self.stop()
+            raise
+
+    async def _start(self) -> None:
         self.store = Store(history=self.watch_history, data_dir=self.data_dir)
         self.catalogue = Catalogue()
         self.crds = CRDController(self.store, self.catalogue)
@@ -185,17 +193,20 @@ class LocalCluster:
         if not self._started:
             return
         self._started = False
-        await self.apiserver.close_streams()
-        self.store.close_watchers()
+        if hasattr(self, "apiserver"):
+            await self.apiserver.close_streams()
+        if hasattr(self, "store"):
+            self.store.close_watchers()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-        self.node_lifecycle.stop()
-        await self.kubelets.stop()
-        await self.scheduler.stop()
-        await self.namespaces.stop()
-        await self.gc.stop()
-        self.store.close()
+        if hasattr(self, "node_lifecycle"):
+            self.node_lifecycle.stop()
+        for component in ("kubelets", "scheduler", "namespaces", "gc"):
+            if hasattr(self, component):
+                await getattr(self, component).stop()
+        if hasattr(self, "store"):
+            self.store.close()
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any
 
 from . import events
@@ -105,12 +105,17 @@ class Scheduler:
         self.name = name
         self.pending: dict[tuple[str, str], None] = {}
         self.unschedulable: dict[tuple[str, str], str] = {}  # key -> last message
+        # Incremental accounting of live bound pods, so a cycle never rescans every pod in the cluster.
+        self.used: dict[str, defaultdict[str, float]] = {}
+        self.ports: dict[str, Counter[tuple[str, str, int]]] = {}
+        self.accounted: dict[tuple[str, str], tuple[str, dict[str, float], list[tuple[str, str, int]]]] = {}
         self.wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.store.listeners.append(self._on_event)
 
     def start(self) -> None:
         for pod in self.store.iter(PODS):
+            self._account((pod["metadata"]["namespace"], pod["metadata"]["name"]), pod)
             if self._wants(pod):
                 self.pending[(pod["metadata"]["namespace"], pod["metadata"]["name"])] = None
         self._task = asyncio.create_task(self._run(), name="local-scheduler")
@@ -138,10 +143,34 @@ class Scheduler:
                 self.pending[key] = None
             self.wake.set()
 
+    def _account(self, key: tuple[str, str], pod: Obj | None) -> None:
+        node = ((pod or {}).get("spec") or {}).get("nodeName")
+        live = bool(node) and ((pod or {}).get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        prev = self.accounted.get(key)
+        if prev is not None and live and prev[0] == node:
+            return  # requests and ports are immutable: nothing to redo
+        if prev is not None:
+            del self.accounted[key]
+            u = self.used[prev[0]]
+            for r, q in prev[1].items():
+                u[r] -= q
+            u["pods"] -= 1
+            self.ports[prev[0]].subtract(prev[2])
+        if live and pod is not None and node:
+            reqs = pod_requests(pod)
+            hp = host_ports(pod)
+            u = self.used.setdefault(node, defaultdict(float))
+            for r, q in reqs.items():
+                u[r] += q
+            u["pods"] += 1
+            self.ports.setdefault(node, Counter()).update(hp)
+            self.accounted[key] = (node, reqs, hp)
+
     def _on_event(self, ev: Event) -> None:
         if ev.rkey == PODS:
             md = ev.obj["metadata"]
             key = (md["namespace"], md["name"])
+            self._account(key, None if ev.type == "DELETED" else ev.obj)
             if ev.type == "DELETED":
                 self.pending.pop(key, None)
                 self.unschedulable.pop(key, None)
@@ -177,24 +206,16 @@ class Scheduler:
         batch = list(self.pending)
         self.pending.clear()
         nodes = sorted(self.store.iter(NODES), key=lambda n: n["metadata"]["name"])
-        used: dict[str, dict[str, float]] = {n["metadata"]["name"]: defaultdict(float) for n in nodes}
-        ports: dict[str, set[tuple[str, str, int]]] = {n["metadata"]["name"]: set() for n in nodes}
-        for pod in self.store.iter(PODS):
-            node = (pod.get("spec") or {}).get("nodeName")
-            if not node or node not in used or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-                continue
-            u = used[node]
-            for r, q in pod_requests(pod).items():
-                u[r] += q
-            u["pods"] += 1
-            ports[node].update(host_ports(pod))
+        for n in nodes:
+            self.used.setdefault(n["metadata"]["name"], defaultdict(float))
+            self.ports.setdefault(n["metadata"]["name"], Counter())
         for key in batch:
             found = self.store.get(PODS, key[0], key[1])
             if found is None or not self._wants(found):
                 self.unschedulable.pop(key, None)
                 continue
             pod = found
-            node, why = self._place(pod, nodes, used, ports)
+            node, why = self._place(pod, nodes)
             if node is None:
                 self._mark_unschedulable(pod, key, why)
                 continue
@@ -203,12 +224,7 @@ class Scheduler:
             except ApiError as e:
                 log.debug("binding %s/%s failed: %s", key[0], key[1], e.message)
                 continue
-            self.unschedulable.pop(key, None)
-            u = used[node]
-            for r, q in pod_requests(pod).items():
-                u[r] += q
-            u["pods"] += 1
-            ports[node].update(host_ports(pod))
+            self.unschedulable.pop(key, None)  # (binding accounted the pod through the store event)
             events.record(
                 self.registry,
                 bound,
@@ -218,9 +234,7 @@ class Scheduler:
                 component=self.name,
             )
 
-    def _place(
-        self, pod: Obj, nodes: list[Obj], used: dict[str, dict[str, float]], ports: dict[str, set[tuple[str, str, int]]]
-    ) -> tuple[str | None, str]:
+    def _place(self, pod: Obj, nodes: list[Obj]) -> tuple[str | None, str]:
         spec = pod.get("spec") or {}
         reqs = pod_requests(pod)
         want_ports = host_ports(pod)
@@ -255,7 +269,7 @@ class Scheduler:
                 ] += 1
                 continue
             alloc = (n.get("status") or {}).get("allocatable") or {}
-            u = used[name]
+            u = self.used[name]
             short = None
             if u["pods"] + 1 > parse_quantity(alloc.get("pods", 110)):
                 short = "Too many pods"
@@ -269,7 +283,7 @@ class Scheduler:
             if short:
                 reasons[short] += 1
                 continue
-            if want_ports and _ports_conflict(want_ports, ports[name]):
+            if want_ports and _ports_conflict(want_ports, {p for p, n in self.ports[name].items() if n > 0}):
                 reasons["node(s) didn't have free ports for the requested pod ports"] += 1
                 continue
             score = u["pods"]

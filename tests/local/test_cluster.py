@@ -14,6 +14,8 @@ from kubedl_py.local import LocalCluster
 
 from .conftest import Http, eventually, pod
 
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_apiserver.py"
+
 
 async def test_kubeconfig_and_configuration(cluster: LocalCluster) -> None:
     cfg = yaml.safe_load(cluster.kubeconfig_path.read_text())
@@ -120,3 +122,27 @@ async def test_local_up_cli(tmp_path: Path) -> None:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+async def test_port_in_use_fails_cleanly(cluster: LocalCluster) -> None:
+    other = LocalCluster(port=cluster.port)
+    try:
+        await other.start()
+    except OSError:
+        pass
+    else:
+        await other.stop()
+        raise AssertionError("expected the port to be taken")
+
+
+async def test_bench_smoke() -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(BENCH),
+        "--smoke",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    assert b"kubernetes_asyncio_creates_per_s" in out
