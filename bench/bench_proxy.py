@@ -128,6 +128,7 @@ def main() -> None:
     print(f"proxy upload   {r['upload_MBps']:8.0f} MB/s  ({args.mb} MiB through one connection)")
     print(f"proxy download {r['download_MBps']:8.0f} MB/s")
     print(f"proxy connect  {r['connections_per_s']:8.0f} connections/s (sequential, 1 round trip each)")
+    print(json.dumps({key: round(value, 1) for key, value in r.items()}))
 
 
 if __name__ == "__main__":

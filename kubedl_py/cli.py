@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 
@@ -19,6 +19,7 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_manifests(sub)
     _add_controller(sub)
     _add_local(sub)
+    _add_job_commands(sub)
     return parser
 
 
@@ -70,6 +71,12 @@ def _add_controller(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="host ports for host-network pods, LOW-HIGH, both inclusive (default 20000-30000)",
     )
     p.add_argument(
+        "--resync-period",
+        type=float,
+        default=None,
+        help="seconds between re-reconciles of every cached job, without API calls (default: never)",
+    )
+    p.add_argument(
         "--cluster-domain",
         default=None,
         help="cluster DNS domain to append to Service names in TF_CONFIG (default: none; $CUSTOM_CLUSTER_DOMAIN)",
@@ -82,6 +89,7 @@ def _controller_options(args: argparse.Namespace) -> Any:
 
     from kubedl_py.controllers.ports import parse_range
     from kubedl_py.controllers.setup import ControllerOptions
+    from kubedl_py.kube.informer import InformerSettings
 
     if args.workers < 1:
         raise _UsageError("--workers must be at least 1")
@@ -89,7 +97,11 @@ def _controller_options(args: argparse.Namespace) -> Any:
         port_range = parse_range(args.hostnetwork_port_range)
     except ValueError as exc:
         raise _UsageError(f"--hostnetwork-port-range: {exc}") from None
+    if args.resync_period is not None and args.resync_period <= 0:
+        raise _UsageError("--resync-period must be positive")
+    informer = InformerSettings(resync_period=args.resync_period) if args.resync_period else None
     return ControllerOptions(
+        informer=informer,
         namespace=args.namespace or None,
         workers=args.workers,
         metrics_addr=args.metrics_addr,
@@ -159,6 +171,401 @@ def _run_manifests(args: argparse.Namespace) -> int:
     )
     sys.stdout.write(render_manifests(options))
     return 0
+
+
+# ------------------------------------------------------------------------------ job commands (the SDK)
+#
+# submit / get / describe / logs / wait / delete drive kubedl_py.sdk; exit codes are promises to scripts:
+# 0 success, 1 job failed (or the cluster refused), 2 usage or validation error, 3 timeout.
+
+_EXIT_FAILED = 1
+_EXIT_USAGE = 2
+_EXIT_TIMEOUT = 3
+
+
+def _cluster_options() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+    common.add_argument("--context", help="kubeconfig context to use (default: the current context)")
+    common.add_argument(
+        "-n", "--namespace", default=None, help="namespace (default: the context's namespace, else default)"
+    )
+    return common
+
+
+def _add_kind(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kind", default=None, help="PyTorchJob or TFJob (default: whichever has the name)")
+
+
+def _add_job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    common = _cluster_options()
+    p = sub.add_parser("submit", parents=[common], help="validate and create the jobs of a YAML file")
+    p.add_argument("file", metavar="FILE", help="YAML/JSON file with one or more jobs ('-' reads stdin)")
+    p.add_argument("--wait", action="store_true", help="wait until the jobs succeed (exit 1 if one fails)")
+    p.add_argument("--follow", action="store_true", help="stream the jobs' logs until they finish (implies --wait)")
+    p.add_argument("--timeout", type=float, default=None, help="seconds to wait at most (exit 3 when over)")
+    p.set_defaults(handler=_run_submit)
+
+    p = sub.add_parser("get", parents=[common], help="list jobs, or show one")
+    p.add_argument("name", metavar="NAME", nargs="?", help="a job name (default: every job in the namespace)")
+    p.add_argument("-o", "--output", choices=["wide", "yaml", "json"], default=None, help="output format")
+    p.add_argument("--selector", "-l", default=None, help="label selector to filter the list")
+    _add_kind(p)
+    p.set_defaults(handler=_run_get)
+
+    p = sub.add_parser("describe", parents=[common], help="show a job's conditions, replicas, pods and events")
+    p.add_argument("name", metavar="NAME")
+    _add_kind(p)
+    p.set_defaults(handler=_run_describe)
+
+    p = sub.add_parser("logs", parents=[common], help="print a job's logs (every replica, or one)")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--replica", default=None, help="replica type, e.g. master, worker, ps (default: every pod)")
+    p.add_argument("--index", type=int, default=None, help="replica index (default 0 with --replica)")
+    p.add_argument("-f", "--follow", action="store_true", help="stream until the pods finish")
+    p.add_argument("-c", "--container", default=None, help="container (default: the framework's, else the first)")
+    _add_kind(p)
+    p.set_defaults(handler=_run_logs)
+
+    p = sub.add_parser("wait", parents=[common], help="wait for a job condition, with a live progress line")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument(
+        "--for",
+        dest="condition",
+        default="Succeeded",
+        help="condition to wait for: Created, Running, Restarting, Succeeded, Failed (default Succeeded)",
+    )
+    p.add_argument("--timeout", type=float, default=None, help="seconds to wait at most (exit 3 when over)")
+    _add_kind(p)
+    p.set_defaults(handler=_run_wait)
+
+    p = sub.add_parser("delete", parents=[common], help="delete a job (its pods and Services go with it)")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--wait", action="store_true", help="return only once the job is gone")
+    p.add_argument("--timeout", type=float, default=None, help="seconds to wait at most with --wait")
+    _add_kind(p)
+    p.set_defaults(handler=_run_delete)
+
+
+def _fail(message: str, code: int, debug: bool) -> int:
+    if debug:
+        import traceback
+
+        traceback.print_exc()
+    print(f"kubedl-py: {message}", file=sys.stderr)
+    return code
+
+
+def _with_client(args: argparse.Namespace, body: Callable[[Any], Awaitable[int]]) -> int:
+    """Run ``body(client)`` on an AsyncTrainingClient; turn the SDK's errors into one line and an exit code."""
+    import asyncio
+
+    from kubedl_py import sdk
+
+    async def run() -> int:
+        async with sdk.AsyncTrainingClient(args.kubeconfig, args.context, args.namespace) as client:
+            return await body(client)
+
+    debug = bool(args.debug)
+    try:
+        return asyncio.run(run())
+    except sdk.JobValidationError as exc:
+        details = "; ".join(str(error) for error in exc.errors)
+        return _fail(f"invalid {exc.subject}: {details}", _EXIT_USAGE, debug)
+    except sdk.JobFailedError as exc:
+        return _fail(str(exc), _EXIT_FAILED, debug)
+    except sdk.JobTimeoutError as exc:
+        return _fail(str(exc), _EXIT_TIMEOUT, debug)
+    except (sdk.InvalidJobError, sdk.ConfigurationError, sdk.AmbiguousJobError) as exc:
+        return _fail(str(exc), _EXIT_USAGE, debug)
+    except sdk.TrainingError as exc:
+        return _fail(str(exc), _EXIT_FAILED, debug)
+    except ValueError as exc:
+        return _fail(str(exc), _EXIT_USAGE, debug)
+
+
+def _resource_name(job: Any) -> str:
+    from kubedl_py.api import constants as c
+
+    return f"{str(job.kind).lower()}.{c.GROUP}"
+
+
+def _read_jobs(path: str) -> list[Any]:
+    from kubedl_py.api import load_jobs, load_jobs_file
+
+    if path == "-":
+        return list(load_jobs(sys.stdin.read(), source="<stdin>"))
+    return list(load_jobs_file(path))
+
+
+def _run_submit(args: argparse.Namespace) -> int:
+    jobs = _read_jobs_or_fail(args)
+    if isinstance(jobs, int):
+        return jobs
+
+    async def body(client: Any) -> int:
+        created = [await client.submit(job) for job in jobs]
+        for job in created:
+            print(f"{_resource_name(job)}/{job.name} created", flush=True)
+        if not (args.wait or args.follow):
+            return 0
+        for job in created:
+            if args.follow:
+                await _follow_then_wait(client, job, args.timeout)
+            else:
+                await _wait_with_progress(client, job.name, job.kind, ["Succeeded"], args.timeout)
+            print(f"{_resource_name(job)}/{job.name} succeeded", flush=True)
+        return 0
+
+    return _with_client(args, body)
+
+
+def _read_jobs_or_fail(args: argparse.Namespace) -> list[Any] | int:
+    """The jobs of the file, validated before any cluster is contacted (a bad file is exit 2 even offline)."""
+    from kubedl_py.api import JobValidationError
+
+    try:
+        return _read_jobs(args.file)
+    except JobValidationError as exc:
+        details = "; ".join(str(error) for error in exc.errors)
+        return _fail(f"invalid {exc.subject}: {details}", _EXIT_USAGE, bool(args.debug))
+
+
+async def _follow_then_wait(client: Any, job: Any, seconds: float | None) -> None:
+    import asyncio
+    import time
+
+    from kubedl_py import sdk
+
+    started = time.monotonic()
+
+    async def follow() -> None:
+        async for line in client.stream_logs(job.name, kind=job.kind, follow=True, namespace=job.namespace):
+            print(line, flush=True)
+
+    try:
+        await asyncio.wait_for(follow(), seconds)
+    except TimeoutError:
+        last = await client.get(job.name, job.kind, namespace=job.namespace)
+        raise sdk.JobTimeoutError(
+            f"timed out after {seconds:g}s following {job.namespace}/{job.name}; last state {sdk.job_state(last)}",
+            last,
+            sdk.job_state(last),
+        ) from None
+    remaining = None if seconds is None else max(seconds - (time.monotonic() - started), 0.1)
+    await client.wait(job.name, kind=job.kind, timeout=remaining, namespace=job.namespace)
+
+
+async def _wait_with_progress(client: Any, name: str, kind: str | None, until: list[str], seconds: float | None) -> Any:
+    """``client.wait`` with a live progress line on stderr when it is a terminal."""
+    import asyncio
+    import contextlib
+
+    live = sys.stderr.isatty()
+    latest: list[Any] = []
+
+    def show(progress: Any) -> None:
+        latest[:] = [progress]
+        if live:
+            sys.stderr.write(f"\r\033[K{progress}")
+            sys.stderr.flush()
+
+    async def tick() -> None:
+        import time
+
+        begun = time.monotonic()
+        while True:
+            await asyncio.sleep(1.0)
+            if latest:
+                progress = latest[0]
+                elapsed = time.monotonic() - begun
+                text = str(progress).rsplit("  ", 1)[0]
+                sys.stderr.write(f"\r\033[K{text}  {elapsed:.0f}s")
+                sys.stderr.flush()
+
+    ticker = asyncio.create_task(tick()) if live else None
+    try:
+        return await client.wait(name, until, kind=kind, timeout=seconds, on_progress=show)
+    finally:
+        if ticker is not None:
+            ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ticker
+        if live and latest:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "<unknown>"
+    s = int(seconds)
+    if s < 120:
+        return f"{s}s"
+    if s < 7200:
+        return f"{s // 60}m"
+    if s < 172800:
+        return f"{s // 3600}h"
+    return f"{s // 86400}d"
+
+
+def _table(rows: Sequence[Sequence[Any]], indent: str = "") -> str:
+    cells = [[str(cell) for cell in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    lines = ["   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in cells]
+    return "".join(f"{indent}{line}\n" for line in lines)
+
+
+def _run_get(args: argparse.Namespace) -> int:
+    import json
+
+    import yaml
+
+    from kubedl_py import sdk
+
+    async def body(client: Any) -> int:
+        if args.name:
+            jobs = [await client.get(args.name, args.kind)]
+        else:
+            jobs = await client.list(args.kind, args.selector)
+        if args.output in ("json", "yaml"):
+            dicts = [job.to_dict() for job in jobs]
+            doc: Any = dicts[0] if args.name else {"apiVersion": "v1", "kind": "List", "items": dicts}
+            if args.output == "json":
+                sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+            else:
+                sys.stdout.write(yaml.safe_dump(doc, sort_keys=False))
+            return 0
+        if not jobs:
+            print(f"No jobs found in namespace {client.namespace}.", file=sys.stderr)
+            return 0
+        header = ["NAME", "KIND", "STATE", "REPLICAS", "AGE"]
+        if args.output == "wide":
+            header += ["NETWORK", "REASON", "MESSAGE"]
+        rows: list[list[Any]] = [header]
+        for job in jobs:
+            counts = "/".join(str(n) for n in sdk.replica_counts(job))
+            row = [job.name, job.kind, sdk.job_state(job), counts, _age(sdk.job_age(job))]
+            if args.output == "wide":
+                last = next((cond for cond in reversed((job.status.conditions if job.status else None) or [])), None)
+                row += [
+                    "host" if job.host_network else "pod",
+                    (last.reason if last else None) or "",
+                    (last.message if last else None) or "",
+                ]
+            rows.append(row)
+        sys.stdout.write(_table(rows))
+        return 0
+
+    return _with_client(args, body)
+
+
+def _run_describe(args: argparse.Namespace) -> int:
+    from kubedl_py import sdk
+
+    async def body(client: Any) -> int:
+        described = await client.describe(args.name, args.kind)
+        sys.stdout.write(_format_description(described, sdk))
+        return 0
+
+    return _with_client(args, body)
+
+
+def _format_description(described: Any, sdk: Any) -> str:
+    job = described.job
+    status = job.status
+    out = [
+        f"Name:         {job.name}\n",
+        f"Namespace:    {job.namespace}\n",
+        f"Kind:         {job.kind}\n",
+        f"UID:          {job.metadata.uid or ''}\n",
+        f"Network:      {'host' if job.host_network else 'pod'}\n",
+        f"Created:      {job.metadata.creation_timestamp or ''} ({_age(sdk.job_age(job))} ago)\n",
+        f"State:        {sdk.job_state(job)}\n",
+    ]
+    if status and status.start_time:
+        out.append(f"Start Time:   {status.start_time.isoformat()}\n")
+    if status and status.completion_time:
+        out.append(f"Completed:    {status.completion_time.isoformat()}\n")
+    conditions = (status.conditions if status else None) or []
+    out.append("Conditions:\n")
+    if conditions:
+        rows: list[list[Any]] = [["TYPE", "STATUS", "REASON", "LAST TRANSITION", "MESSAGE"]]
+        for cond in conditions:
+            when = cond.last_transition_time.isoformat() if cond.last_transition_time else ""
+            rows.append([cond.type, cond.status, cond.reason or "", when, cond.message or ""])
+        out.append(_table(rows, "  "))
+    else:
+        out.append("  <none>\n")
+    out.append("Replica Statuses:\n")
+    replicas = (status.replica_statuses if status else None) or {}
+    if replicas:
+        rows = [["TYPE", "ACTIVE", "SUCCEEDED", "FAILED", "RESTARTS"]]
+        for kind, rs in replicas.items():
+            rows.append([kind, rs.active or 0, rs.succeeded or 0, rs.failed or 0, rs.restarts or 0])
+        out.append(_table(rows, "  "))
+    else:
+        out.append("  <none>\n")
+    out.append("Pods:\n")
+    if described.pods:
+        rows = [["NAME", "NODE", "PHASE", "RESTARTS", "HOST PORT", "SERVICE", "TARGET PORT"]]
+        for pod in described.pods:
+            host_port = pod.host_port if pod.host_port is not None else ("-" if not job.host_network else "?")
+            target = pod.target_port if pod.target_port is not None else "-"
+            rows.append([pod.name, pod.node or "-", pod.phase, pod.restarts, host_port, pod.service or "-", target])
+        out.append(_table(rows, "  "))
+    else:
+        out.append("  <none>\n")
+    out.append("Events:\n")
+    if described.events:
+        rows = [["TYPE", "REASON", "OBJECT", "COUNT", "MESSAGE"]]
+        for event in described.events:
+            involved = event.get("involvedObject") or {}
+            rows.append(
+                [
+                    event.get("type", ""),
+                    event.get("reason", ""),
+                    f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}",
+                    event.get("count", 1),
+                    str(event.get("message", "")).strip(),
+                ]
+            )
+        out.append(_table(rows, "  "))
+    else:
+        out.append("  <none>\n")
+    return "".join(out)
+
+
+def _run_logs(args: argparse.Namespace) -> int:
+    async def body(client: Any) -> int:
+        index = args.index if args.index is not None or args.replica is None else 0
+        async for line in client.stream_logs(
+            args.name, args.replica, index, kind=args.kind, follow=args.follow, container=args.container
+        ):
+            print(line.text if args.replica is not None else line, flush=True)
+        return 0
+
+    return _with_client(args, body)
+
+
+def _run_wait(args: argparse.Namespace) -> int:
+    condition = str(args.condition).split("=", 1)[-1]
+
+    async def body(client: Any) -> int:
+        job = await _wait_with_progress(client, args.name, args.kind, [condition], args.timeout)
+        print(f"{_resource_name(job)}/{job.name} condition met ({condition})", flush=True)
+        return 0
+
+    return _with_client(args, body)
+
+
+def _run_delete(args: argparse.Namespace) -> int:
+    async def body(client: Any) -> int:
+        job = await client.delete(args.name, args.kind, wait=args.wait, timeout=args.timeout)
+        print(f'{_resource_name(job)} "{job.name}" deleted', flush=True)
+        return 0
+
+    return _with_client(args, body)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -610,6 +610,7 @@ class KubeClient:
         except (aiohttp.ClientError, TimeoutError) as exc:
             self._count_error(verb, resource, 0)
             raise TransportError(f"{method} {path}: {exc!r}") from exc
+        self._count_request(verb, resource, response.status)
         if response.status >= 400:
             try:
                 raw = await response.read()
@@ -624,6 +625,10 @@ class KubeClient:
             logger.debug("%s %s -> %s", method, path, error)
             raise error
         return response
+
+    def _count_request(self, verb: str, resource: Resource | None, code: int) -> None:
+        if self.metrics is not None:
+            self.metrics.api_requests.labels(verb, str(resource) if resource else "", str(code)).inc()
 
     def _count_error(self, verb: str, resource: Resource | None, code: int) -> None:
         if self.metrics is not None:

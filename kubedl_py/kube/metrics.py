@@ -60,6 +60,12 @@ class Metrics:
             ["queue"],
             registry=self.registry,
         )
+        self.api_requests = Counter(
+            f"{prefix}_api_requests_total",
+            "API requests answered (watch streams counted once, when opened), by verb, resource and HTTP code.",
+            ["verb", "resource", "code"],
+            registry=self.registry,
+        )
         self.api_errors = Counter(
             f"{prefix}_api_errors_total",
             "Failed API requests, by verb, resource and HTTP code (0 = no answer).",

@@ -28,6 +28,7 @@ from aiohttp import web
 from . import events
 from .apiserver import ApiServer
 from .crd import CRDController
+from .endpoints import EndpointsController
 from .errors import ApiError
 from .faults import Faults, RequestLog
 from .garbagecollector import GarbageCollector, NamespaceController
@@ -154,6 +155,7 @@ class LocalCluster:
         )
         self.gc = GarbageCollector(self.registry)
         self.namespaces = NamespaceController(self.registry)
+        self.endpoints = EndpointsController(self.registry)
         self.store.listeners.append(self._on_event)
         self._bootstrap()
         for i in range(self.nodes):
@@ -171,6 +173,7 @@ class LocalCluster:
         self.node_lifecycle = NodeLifecycle(self.registry, self.kubelets)
         self.gc.start()
         self.namespaces.start()
+        self.endpoints.start()
         if self.run_scheduler:
             self.scheduler.start()
         if self.run_kubelets:
@@ -202,7 +205,7 @@ class LocalCluster:
             self._runner = None
         if hasattr(self, "node_lifecycle"):
             self.node_lifecycle.stop()
-        for component in ("kubelets", "scheduler", "namespaces", "gc"):
+        for component in ("kubelets", "scheduler", "endpoints", "namespaces", "gc"):
             if hasattr(self, component):
                 await getattr(self, component).stop()
         if hasattr(self, "store"):

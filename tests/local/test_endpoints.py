@@ -1,0 +1,56 @@
+"""The endpoints controller: Services resolve to their ready pods with targetPort resolved."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .conftest import Http, eventually, pod
+
+NS = "/api/v1/namespaces/default"
+
+
+async def endpoints(http: Http, name: str) -> dict[str, Any] | None:
+    r = await http.get(f"{NS}/endpoints/{name}")
+    return r.body if r.status == 200 else None
+
+
+async def test_endpoints_follow_pods(http: Http) -> None:
+    await http.post(
+        f"{NS}/services",
+        {
+            "metadata": {"name": "svc"},
+            "spec": {"selector": {"app": "a"}, "ports": [{"name": "http", "port": 80, "targetPort": "web"}]},
+        },
+    )
+    for i in range(2):
+        p = pod(f"a{i}", labels={"app": "a"})
+        p["spec"]["containers"][0]["ports"] = [{"name": "web", "containerPort": 8080 + i}]
+        await http.post(f"{NS}/pods", p)
+    await http.post(f"{NS}/pods", pod("other", labels={"app": "b"}))
+
+    async def two_ready() -> dict[str, Any] | None:
+        ep = await endpoints(http, "svc")
+        if ep is None:
+            return None
+        addrs = [a for s in ep.get("subsets") or [] for a in s.get("addresses") or []]
+        return ep if len(addrs) == 2 else None
+
+    ep = await eventually(two_ready)
+    got = sorted((s["ports"][0]["port"], s["addresses"][0]["targetRef"]["name"]) for s in ep["subsets"])
+    assert got == [(8080, "a0"), (8081, "a1")]
+    assert ep["subsets"][0]["ports"][0]["name"] == "http"
+    await http.delete(f"{NS}/pods/a0")
+
+    async def one_left() -> bool:
+        e = await endpoints(http, "svc")
+        return e is not None and [
+            a["targetRef"]["name"] for s in e.get("subsets") or [] for a in s.get("addresses") or []
+        ] == ["a1"]
+
+    await eventually(one_left)
+    await http.delete(f"{NS}/services/svc")
+
+    async def removed() -> bool:
+        return await endpoints(http, "svc") is None
+
+    await eventually(removed)
