@@ -46,3 +46,7 @@ MAX_SERVICE_NAME: Final = 63
 # Upper bound on the replicas of one job. A job of 100,000 pods is a typo or an attack, not a workload;
 # refusing it in the schema keeps the controller from trying to create it.
 MAX_TOTAL_REPLICAS: Final = 10_000
+
+# Where `kubedl-py local up` writes the kubeconfig of the embedded cluster unless told otherwise, so the SDK and
+# the CLI can point a user with no other configuration at a running local cluster (``~`` is expanded).
+LOCAL_KUBECONFIG: Final = "~/.kubedl-py/local.kubeconfig"

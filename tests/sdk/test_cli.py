@@ -1,0 +1,148 @@
+"""The ``kubedl-py`` job commands as real subprocesses against the embedded cluster: output and exit codes.
+
+The cluster and the controller run in this test's event loop, so the CLI runs through asyncio's subprocess
+API (a blocking ``subprocess.run`` would freeze the cluster it talks to).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from kubedl_py.local import LocalCluster
+from kubedl_py.sdk import AsyncTrainingClient
+from tests.sdk.helpers import failing, running_forever, succeeding
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+
+async def kubedl(cluster: LocalCluster | None, *args: str, env: dict[str, str] | None = None) -> Run:
+    argv = [sys.executable, "-m", "kubedl_py.cli", *args]
+    if cluster is not None:
+        argv += ["--kubeconfig", str(cluster.kubeconfig_path)]
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env or dict(os.environ),
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode is not None
+    return Run(process.returncode, out.decode(), err.decode())
+
+
+def write(tmp_path: Path, name: str, *docs: dict[str, object]) -> str:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump_all(list(docs)))
+    return str(path)
+
+
+def one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+async def test_cli_success_path(cluster: LocalCluster, client: AsyncTrainingClient, tmp_path: Path) -> None:
+    path = write(tmp_path, "job.yaml", succeeding("cli-ok", host_network=True).to_dict())
+    submitted = await kubedl(cluster, "submit", path, "--wait", "--timeout", "30")
+    assert submitted.code == 0, submitted.err
+    assert submitted.out.splitlines() == [
+        "pytorchjob.training.kubedl.io/cli-ok created",
+        "pytorchjob.training.kubedl.io/cli-ok succeeded",
+    ]
+
+    table, as_json, described, logs, master = await asyncio.gather(
+        kubedl(cluster, "get"),
+        kubedl(cluster, "get", "cli-ok", "-o", "json"),
+        kubedl(cluster, "describe", "cli-ok"),
+        kubedl(cluster, "logs", "cli-ok"),
+        kubedl(cluster, "logs", "cli-ok", "--replica", "worker", "--index", "0"),
+    )
+    header, row = table.out.splitlines()
+    assert header.split() == ["NAME", "KIND", "STATE", "REPLICAS", "AGE"]
+    assert row.split()[:4] == ["cli-ok", "PyTorchJob", "Succeeded", "0/2/0"]
+    assert json.loads(as_json.out)["metadata"]["name"] == "cli-ok"
+
+    assert described.code == 0, described.err
+    for needle in ("State:        Succeeded", "Network:      host", "JobSucceeded", "cli-ok-master-0", "Events:"):
+        assert needle in described.out
+    pod_line = next(line for line in described.out.splitlines() if line.strip().startswith("cli-ok-worker-0"))
+    _name, node, phase, _restarts, host_port, service, target = pod_line.split()
+    assert node.startswith("local-node-") and host_port.isdigit()
+    assert (phase, service, target) == ("Succeeded", "cli-ok-worker-0", host_port)
+
+    assert {line.split()[0] for line in logs.out.splitlines()} == {"[cli-ok-master-0]", "[cli-ok-worker-0]"}
+    assert master.out.splitlines()[-1] == "[simulated] container pytorch exiting with code 0"
+
+    deleted = await kubedl(cluster, "delete", "cli-ok", "--wait", "--timeout", "10")
+    assert (deleted.code, deleted.out.strip()) == (0, 'pytorchjob.training.kubedl.io "cli-ok" deleted')
+    gone = await kubedl(cluster, "get", "cli-ok")
+    assert gone.code == 1 and 'PyTorchJob or TFJob "cli-ok" not found' in one_line(gone.err)
+
+
+async def test_cli_failed_job_exits_1_with_the_reason(
+    cluster: LocalCluster, client: AsyncTrainingClient, tmp_path: Path
+) -> None:
+    path = write(tmp_path, "crash.yaml", failing("cli-crash").to_dict())
+    run = await kubedl(cluster, "submit", path, "--follow", "--timeout", "30")
+    assert run.code == 1
+    assert "[cli-crash-master-0] [simulated] container pytorch exiting with code 3" in run.out
+    line = one_line(run.err)
+    assert "PyTorchJob default/cli-crash failed: ReplicaFailed:" in line and "exited with code 3" in line
+    again = await kubedl(cluster, "wait", "cli-crash")
+    assert again.code == 1 and "ReplicaFailed" in one_line(again.err)
+
+
+async def test_cli_wait_times_out_with_exit_3(cluster: LocalCluster, client: AsyncTrainingClient) -> None:
+    await client.submit(running_forever("cli-slow"))
+    run = await kubedl(cluster, "wait", "cli-slow", "--for", "condition=Succeeded", "--timeout", "1")
+    assert run.code == 3
+    assert "timed out after 1s waiting for default/cli-slow to be Succeeded; last state" in one_line(run.err)
+    running = await kubedl(cluster, "wait", "cli-slow", "--for", "Running", "--timeout", "20")
+    assert (running.code, running.out.strip()) == (0, "pytorchjob.training.kubedl.io/cli-slow condition met (Running)")
+
+
+async def test_cli_invalid_input_exits_2_naming_the_field(
+    cluster: LocalCluster, client: AsyncTrainingClient, tmp_path: Path
+) -> None:
+    deployment = write(tmp_path, "deploy.yaml", {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {}})
+    bad = succeeding("cli-bad").to_dict()
+    bad["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = -1
+    bad_field = write(tmp_path, "bad.yaml", bad)
+    wrong_kind, bad_run, missing, bad_flag, debug = await asyncio.gather(
+        kubedl(cluster, "submit", deployment),
+        kubedl(cluster, "submit", bad_field, "--wait"),
+        kubedl(cluster, "submit", str(tmp_path / "nope.yaml")),
+        kubedl(cluster, "wait", "x", "--for", "Done"),
+        kubedl(cluster, "--debug", "submit", deployment),
+    )
+    assert wrong_kind.code == 2
+    assert one_line(wrong_kind.err) == (
+        f"kubedl-py: invalid {deployment}: kind: 'Deployment' is not a training job kind; use PyTorchJob or TFJob"
+    )
+    assert bad_run.code == 2
+    assert "spec.pytorchReplicaSpecs.Worker.replicas: must be >= 0" in one_line(bad_run.err)
+    assert missing.code == 2 and "cannot read" in one_line(missing.err)
+    assert bad_flag.code == 2 and "unknown condition 'Done'" in one_line(bad_flag.err)
+    assert debug.code == 2 and "Traceback" in debug.err
+    assert await client.list() == []
+
+
+async def test_cli_without_configuration_points_at_local_up(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
+    env["HOME"] = str(tmp_path)
+    run = await kubedl(None, "get", env=env)
+    assert run.code == 2
+    assert "kubedl-py local up --kubeconfig" in one_line(run.err)
