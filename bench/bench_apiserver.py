@@ -44,7 +44,18 @@ def pod_body(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
 def start_server(tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
     kubeconfig = tmp / "kubeconfig"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kubedl_py.cli", "local", "up", "--kubeconfig", str(kubeconfig), "--no-controller"],
+        [
+            sys.executable,
+            "-m",
+            "kubedl_py.cli",
+            "local",
+            "up",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--no-controller",
+            "--runtime",
+            "simulated",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

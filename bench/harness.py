@@ -51,6 +51,8 @@ def local_cluster(tmp: Path, *, nodes: int = 10, extra: list[str] | None = None)
             "--nodes",
             str(nodes),
             "--no-controller",
+            "--runtime",
+            "simulated",
             *(extra or []),
         ],
         stdout=log,

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import random
 import signal
 import socket
 import tempfile
@@ -33,6 +34,7 @@ from .errors import ApiError
 from .faults import Faults, RequestLog
 from .garbagecollector import GarbageCollector, NamespaceController
 from .kubelet import Kubelets
+from .kubelet_process import ProcessKubelet
 from .nodelifecycle import NodeLifecycle
 from .podlogs import PodLogs
 from .registry import Registry, now_iso
@@ -53,6 +55,7 @@ DEFAULT_NODE_RESOURCES: dict[str, str] = {
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 ResourceSpec = Mapping[str, str] | Sequence[Mapping[str, str]] | None
+RUNTIMES = ("simulated", "process")
 
 
 def node_name(i: int) -> str:
@@ -78,8 +81,8 @@ class LocalCluster:
         node_resources: ResourceSpec = None,
         node_labels: ResourceSpec = None,
         watch_history: int = 10000,
-        service_cidr: str = "127.1.0.0/16",
-        pod_cidr: str = "127.2.0.0/16",
+        service_cidr: str | None = None,
+        pod_cidr: str | None = None,
         toleration_seconds: int = 5,
         bookmark_interval: float = 5.0,
         restart_backoff: float = 0.1,
@@ -88,11 +91,22 @@ class LocalCluster:
         scheduler: bool = True,
         kubelets: bool = True,
         fault_seed: int | None = None,
+        process_bridge: str = "kubedl0",
     ) -> None:
-        if runtime != "simulated":
-            raise ValueError(f"runtime {runtime!r} is not available (supported: 'simulated')")
+        if runtime not in RUNTIMES:
+            raise ValueError(f"runtime {runtime!r} is not available (supported: {', '.join(RUNTIMES)})")
         if nodes < 0:
             raise ValueError("nodes must be >= 0")
+        if runtime == "process" and nodes != 1:
+            # Host-network pods of every node would share 127.0.0.1's port space while the scheduler
+            # believed each node had its own: refuse instead of scheduling conflicts it cannot see.
+            raise ValueError("the process runtime runs exactly 1 node (host ports are the host's); use --nodes 1")
+        if service_cidr is None:
+            # Process runtime: the Service proxy really binds the clusterIPs, so two clusters on one machine
+            # must not hand out the same ones; a random loopback /16 keeps them apart.
+            service_cidr = f"127.{random.randint(64, 191)}.0.0/16" if runtime == "process" else "127.1.0.0/16"
+        if pod_cidr is None:
+            pod_cidr = "10.244.0.0/16" if runtime == "process" else "127.2.0.0/16"
         self.nodes = nodes
         self.runtime = runtime
         self.port = port
@@ -111,11 +125,13 @@ class LocalCluster:
         self.termination_seconds = termination_seconds
         self.run_scheduler = scheduler
         self.run_kubelets = kubelets
+        self.process_bridge = process_bridge
         self.faults = Faults(fault_seed)
         self.request_log = RequestLog()
         self.pod_logs = PodLogs()
         self.node_ips: dict[str, str] = {}
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._state_tmp: tempfile.TemporaryDirectory[str] | None = None
         self._runner: web.AppRunner | None = None
         self._started = False
         self.url = ""
@@ -161,15 +177,28 @@ class LocalCluster:
         for i in range(self.nodes):
             self._ensure_node(node_name(i), i)
         self.scheduler = Scheduler(self.registry)
-        self.kubelets = Kubelets(
-            self.registry,
-            self.pod_logs,
-            self.node_ips,
-            pod_cidr=self.pod_cidr,
-            restart_backoff=self.restart_backoff,
-            max_backoff=self.max_restart_backoff,
-            termination_seconds=self.termination_seconds,
-        )
+        self.kubelets: Kubelets | ProcessKubelet
+        if self.runtime == "process":
+            self.kubelets = ProcessKubelet(
+                self.registry,
+                self.pod_logs,
+                self.node_ips,
+                state_dir=self._process_state_dir(),
+                restart_backoff=self.restart_backoff,
+                max_backoff=self.max_restart_backoff,
+                bridge=self.process_bridge,
+                pod_cidr=self.pod_cidr,
+            )
+        else:
+            self.kubelets = Kubelets(
+                self.registry,
+                self.pod_logs,
+                self.node_ips,
+                pod_cidr=self.pod_cidr,
+                restart_backoff=self.restart_backoff,
+                max_backoff=self.max_restart_backoff,
+                termination_seconds=self.termination_seconds,
+            )
         self.node_lifecycle = NodeLifecycle(self.registry, self.kubelets)
         self.gc.start()
         self.namespaces.start()
@@ -177,7 +206,10 @@ class LocalCluster:
         if self.run_scheduler:
             self.scheduler.start()
         if self.run_kubelets:
-            self.kubelets.start()
+            if isinstance(self.kubelets, ProcessKubelet):
+                await self.kubelets.start()
+            else:
+                self.kubelets.start()
         self._runner = web.AppRunner(self.apiserver.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
@@ -213,6 +245,16 @@ class LocalCluster:
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
+        if self._state_tmp is not None:
+            self._state_tmp.cleanup()
+            self._state_tmp = None
+
+    def _process_state_dir(self) -> Path:
+        """Container logs, hosts files: under ``data_dir/process`` when given, else a temp dir removed on stop."""
+        if self.data_dir is not None:
+            return self.data_dir / "process"
+        self._state_tmp = tempfile.TemporaryDirectory(prefix="kubedl-process-")
+        return Path(self._state_tmp.name)
 
     # ---- bootstrap ----------------------------------------------------------------------------------------
 
@@ -406,6 +448,8 @@ class LocalCluster:
         self.node_lifecycle.remove(name)
 
     def add_node(self, resources: Mapping[str, str] | None = None, labels: Mapping[str, str] | None = None) -> str:
+        if self.runtime == "process":
+            raise ValueError("the process runtime runs exactly 1 node")
         i = len(self.node_ips)
         while node_name(i) in self.node_ips:
             i += 1
@@ -413,6 +457,12 @@ class LocalCluster:
         self.nodes = max(self.nodes, 2)
         self._ensure_node(name, i, resources, labels)
         return name
+
+    def container_pid(self, namespace: str, pod: str, container: str) -> int | None:
+        """PID of a running container's process (process runtime; tests SIGKILL it to play a crash)."""
+        if not isinstance(self.kubelets, ProcessKubelet):
+            raise ValueError("container_pid needs the process runtime")
+        return self.kubelets.container_pid(namespace, pod, container)
 
     def expire_watch_history(self, resource: str | None = None, group: str = "") -> None:
         """Forget watch history: watches resuming from an older resourceVersion get 410 Expired."""
@@ -442,9 +492,13 @@ async def run_local_up(
     options: LocalUpOptions,
     *,
     on_ready: Callable[[LocalCluster], Awaitable[None]] | None = None,
+    on_stop: Callable[[], Awaitable[None]] | None = None,
     stop: asyncio.Event | None = None,
 ) -> int:
-    """Serve an embedded cluster until SIGINT/SIGTERM (or ``stop`` is set); returns the exit code."""
+    """Serve an embedded cluster until SIGINT/SIGTERM (or ``stop`` is set); returns the exit code.
+
+    ``on_ready(cluster)`` runs once it serves (``local up`` starts the controller there); ``on_stop()`` runs
+    before the cluster stops, so whatever talks to it can finish while it still answers."""
     loop = asyncio.get_running_loop()
     stop = stop or asyncio.Event()
     installed: list[signal.Signals] = []
@@ -480,5 +534,9 @@ async def run_local_up(
     finally:
         for sig in installed:
             loop.remove_signal_handler(sig)
-        await cluster.stop()
+        try:
+            if on_stop is not None:
+                await on_stop()
+        finally:
+            await cluster.stop()
     return 0

@@ -19,6 +19,7 @@ from typing import Any
 from . import events
 from .errors import ApiError
 from .kubelet import Kubelets
+from .kubelet_process import ProcessKubelet
 from .patch import deepcopy_json
 from .registry import Registry, now_iso
 from .scheduler import tolerates
@@ -33,7 +34,7 @@ NOT_READY = "node.kubernetes.io/not-ready"
 
 
 class NodeLifecycle:
-    def __init__(self, registry: Registry, kubelets: Kubelets) -> None:
+    def __init__(self, registry: Registry, kubelets: Kubelets | ProcessKubelet) -> None:
         self.registry = registry
         self.store = registry.store
         self.kubelets = kubelets

@@ -100,6 +100,8 @@ async def test_local_up_cli(tmp_path: Path) -> None:
         "--nodes",
         "2",
         "--no-controller",
+        "--runtime",
+        "simulated",
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )

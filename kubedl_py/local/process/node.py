@@ -9,6 +9,7 @@ cluster DNS provide (``set_services``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 from collections.abc import Iterable, Mapping, Sequence
@@ -85,6 +86,7 @@ class ProcessNode:
         self._pod_cidr = pod_cidr
         self._bridge = bridge
         self._network: PodNetwork | None = None
+        self._network_lock = asyncio.Lock()  # two pods' first sandboxes must not both set up the bridge
         self._hosts_sandbox = hosts_sandbox
         self._sandboxes: dict[str, PodSandbox] = {}
 
@@ -117,11 +119,12 @@ class ProcessNode:
         await self.close()
 
     async def _pod_network(self) -> PodNetwork:
-        if self._network is None:
-            network = PodNetwork(bridge=self._bridge, cidr=self._pod_cidr)
-            await network.start()  # raises PodNetworkUnavailable (clear message) without root
-            self._network = network
-        return self._network
+        async with self._network_lock:
+            if self._network is None:
+                network = PodNetwork(bridge=self._bridge, cidr=self._pod_cidr)
+                await network.start()  # raises PodNetworkUnavailable (clear message) without root
+                self._network = network
+            return self._network
 
     async def create_pod_sandbox(
         self, pod: PodRef, *, host_network: bool, hostname: str | None = None, subdomain: str | None = None
