@@ -24,13 +24,28 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _add_local(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from kubedl_py.api.constants import LOCAL_KUBECONFIG
+
     p = sub.add_parser("local", help="the embedded Kubernetes cluster")
     local_sub = p.add_subparsers(dest="local_command", required=True)
-    up = local_sub.add_parser("up", help="serve an embedded cluster on 127.0.0.1 until SIGINT/SIGTERM")
-    up.add_argument("--kubeconfig", required=True, help="write a kubeconfig (context kubedl-local) here once ready")
+    up = local_sub.add_parser(
+        "up", help="serve an embedded cluster (and the controller) on 127.0.0.1 until SIGINT/SIGTERM"
+    )
+    up.add_argument(
+        "--kubeconfig",
+        default=LOCAL_KUBECONFIG,
+        help=f"write a kubeconfig (context kubedl-local) here once ready (default {LOCAL_KUBECONFIG}, "
+        "where the SDK and CLI look)",
+    )
     up.add_argument("--port", type=int, default=0, help="port to listen on (default 0: any free port)")
-    up.add_argument("--nodes", type=int, default=1, help="number of nodes (default 1)")
-    up.add_argument("--runtime", default="simulated", choices=["simulated"], help="how pods run (default simulated)")
+    up.add_argument("--nodes", type=int, default=1, help="number of nodes (default 1; the process runtime runs 1)")
+    up.add_argument(
+        "--runtime",
+        default="process",
+        choices=["process", "simulated"],
+        help="how pods run: 'process' runs their commands as local processes (default), "
+        "'simulated' only pretends (scale tests)",
+    )
     up.add_argument("--data-dir", default=None, help="keep cluster state here across restarts (default: memory)")
     up.add_argument("--no-controller", action="store_true", help="do not run the training-job controller")
     up.set_defaults(handler=_run_local_up)
@@ -39,17 +54,84 @@ def _add_local(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def _run_local_up(args: argparse.Namespace) -> int:
     import asyncio
     import logging
+    import os
 
     from kubedl_py.local import LocalUpOptions, run_local_up
 
-    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     if args.nodes < 1:
         print("kubedl-py: --nodes must be at least 1", file=sys.stderr)
         return 2
-    options = LocalUpOptions(kubeconfig=args.kubeconfig, port=args.port, nodes=args.nodes, runtime=args.runtime,
-                             data_dir=args.data_dir)
-    return asyncio.run(run_local_up(options))
+    if args.runtime == "process" and args.nodes != 1:
+        print(
+            "kubedl-py: the process runtime runs exactly 1 node; use --nodes 1 or --runtime simulated", file=sys.stderr
+        )
+        return 2
+    options = LocalUpOptions(
+        kubeconfig=os.path.expanduser(args.kubeconfig),
+        port=args.port,
+        nodes=args.nodes,
+        runtime=args.runtime,
+        data_dir=args.data_dir,
+    )
+    if args.no_controller:
+        return asyncio.run(run_local_up(options))
+
+    controller = _EmbeddedController()
+    return asyncio.run(run_local_up(options, on_ready=controller.start, on_stop=controller.stop))
+
+
+class _EmbeddedController:
+    """The controller inside ``local up``: install the CRDs, then reconcile over HTTP like anywhere else."""
+
+    def __init__(self) -> None:
+        self.manager: Any = None
+        self.task: Any = None
+
+    async def start(self, cluster: Any) -> None:
+        import asyncio
+        import contextlib
+
+        from kubedl_py.api.crd import all_crds
+        from kubedl_py.controllers.setup import ControllerOptions, build_manager
+        from kubedl_py.kube.client import KubeClient
+        from kubedl_py.kube.errors import AlreadyExists
+        from kubedl_py.kube.resources import Resource
+
+        crds = Resource(
+            "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False
+        )
+        client = KubeClient(configuration=cluster.configuration)
+        await client.open()
+        for crd in all_crds():
+            with contextlib.suppress(AlreadyExists):  # --data-dir restart: keep the stored CRD (and its objects)
+                await client.create(crds, crd)
+        self.manager = build_manager(client, ControllerOptions())
+
+        async def run() -> None:
+            try:
+                await self.manager.run()
+            finally:
+                await client.close()
+
+        self.task = asyncio.create_task(run(), name="embedded-controller")
+        logging.getLogger("kubedl_py.cli").info("training-job controller running inside the local cluster")
+
+    async def stop(self) -> None:
+        import asyncio
+        import contextlib
+
+        if self.task is None:
+            return
+        self.manager.stop()
+        try:
+            await asyncio.wait_for(asyncio.shield(self.task), 10)
+        except TimeoutError:
+            self.task.cancel()
+        with contextlib.suppress(BaseException):
+            await self.task
 
 
 def _add_controller(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
