@@ -32,7 +32,9 @@ manifests: $(STAMP)
 	$(BIN)/kubedl-py manifests > deploy/kubedl-py.yaml
 	$(BIN)/kubedl-py manifests --crds-only > deploy/crds.yaml
 
-demo: $(STAMP)
+# The README's first command: a real distributed PyTorch job (torch CPU from the `demo` extra) in host-network
+# mode on the embedded cluster, with the controller; see examples/demo.py.
+demo: $(DEMO_STAMP)
 	$(BIN)/python examples/demo.py
 
 bench: $(STAMP)
