@@ -476,7 +476,7 @@ class JobReconciler:
                 self.resource, seen.job.name, namespace=seen.job.namespace, uid=uid, propagation_policy="Background"
             )
             logger.info("%s: deleted after ttlSecondsAfterFinished=%s", seen.key, ttl)
-        except (errors.NotFound, errors.Conflict):
+        except errors.NotFound:
             pass
 
     # ------------------------------------------------------------------------------------------- report
@@ -614,8 +614,13 @@ class JobReconciler:
         self.expectations.expect_delete(uid)
         try:
             await self.client.delete(PODS, str(meta.get("name")), namespace=meta.get("namespace"), uid=uid)
-        except (errors.NotFound, errors.Conflict):
+        except errors.NotFound:
             self.expectations.deletes.pop(uid, None)
+        except Exception:
+            # Conflict (the uid precondition: a newer pod took the name) or a server error: forget the
+            # expectation and let the reconcile fail, so it runs again on what the cache then shows.
+            self.expectations.deletes.pop(uid, None)
+            raise
 
     async def _delete_service(self, namespace: str, name: str) -> None:
         with contextlib.suppress(errors.NotFound):

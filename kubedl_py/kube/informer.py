@@ -79,9 +79,7 @@ class InformerSettings:
     #: re-deliver every cached object to the update handlers this often (None: never); costs no API calls
     resync_period: float | None = None
     #: backoff between failed list/watch attempts (only the delays are used: attempts are unlimited)
-    backoff: RetrySettings = field(
-        default_factory=lambda: RetrySettings(initial_delay=0.1, max_delay=30.0, jitter=0.5)
-    )
+    backoff: RetrySettings = field(default_factory=lambda: RetrySettings(initial_delay=0.1, max_delay=30.0, jitter=0.5))
 
 
 @dataclass(frozen=True)
@@ -256,8 +254,7 @@ class Informer:
     def _log_failure(self, state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome is not None else None
         delay = state.next_action.sleep if state.next_action is not None else 0.0
-        logger.warning("informer %s: %s; retrying in %.2fs (attempt %d)",
-                       self._name, exc, delay, state.attempt_number)
+        logger.warning("informer %s: %s; retrying in %.2fs (attempt %d)", self._name, exc, delay, state.attempt_number)
 
     @property
     def _name(self) -> str:
@@ -297,10 +294,15 @@ class Informer:
                 raise  # a list's own resourceVersion expiring at once: back off before trying again
             return
         except Exception:
-            if progressed:
-                # The watch worked for a while, then broke: resume at once from where it got to.
-                logger.info("informer %s: watch broke after progress; resuming from %s",
-                            self._name, self._resource_version, exc_info=True)
+            if progressed or time.monotonic() - started >= self.settings.min_watch_duration:
+                # The watch worked for a while (a quiet watch delivers nothing, and that is fine), then
+                # broke: a dropped connection, not a failing server. Resume at once from where it got to.
+                logger.info(
+                    "informer %s: watch broke after %.1fs; resuming from %s",
+                    self._name,
+                    time.monotonic() - started,
+                    self._resource_version,
+                )
                 return
             raise
         if not progressed and time.monotonic() - started < self.settings.min_watch_duration:
@@ -378,8 +380,9 @@ class Informer:
             started = time.monotonic()
             for obj in list(self._items.values()):
                 self._call("update", obj, obj)
-            logger.debug("informer %s: resynced %d objects in %.3fs",
-                         self._name, len(self._items), time.monotonic() - started)
+            logger.debug(
+                "informer %s: resynced %d objects in %.3fs", self._name, len(self._items), time.monotonic() - started
+            )
 
     # --------------------------------------------------------------------------------------------- inner
 

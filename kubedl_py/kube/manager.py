@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kubedl_py.kube.client import KubeClient
+from kubedl_py.kube.errors import KubeError
 from kubedl_py.kube.events import EventRecorder
 from kubedl_py.kube.health import HealthServer
 from kubedl_py.kube.informer import Handler, IndexFunc, Informer, InformerSettings, drop_managed_fields
@@ -130,9 +131,7 @@ class Controller:
         self.reconciler = reconciler
         self.workers = workers
         self.metrics = metrics
-        self.queue: WorkQueue[str] = WorkQueue(
-            name=name, backoff=ExponentialBackoff(backoff), metrics=metrics
-        )
+        self.queue: WorkQueue[str] = WorkQueue(name=name, backoff=ExponentialBackoff(backoff), metrics=metrics)
         self._tasks: list[asyncio.Task[None]] = []
 
     def watch(self, informer: Informer, *, map: Mapper = own_key) -> None:
@@ -163,9 +162,7 @@ class Controller:
             self.queue.add(key)
 
     def start(self) -> None:
-        self._tasks = [
-            asyncio.create_task(self._worker(), name=f"{self.name}-worker-{i}") for i in range(self.workers)
-        ]
+        self._tasks = [asyncio.create_task(self._worker(), name=f"{self.name}-worker-{i}") for i in range(self.workers)]
 
     async def stop(self, *, grace: float) -> None:
         """Stop handing out keys; wait up to ``grace`` seconds for in-flight reconciles, then cancel them."""
@@ -174,8 +171,9 @@ class Controller:
             return
         _done, pending = await asyncio.wait(self._tasks, timeout=grace)
         if pending:
-            logger.warning("controller %s: %d reconciles still running after %.1fs; cancelling",
-                           self.name, len(pending), grace)
+            logger.warning(
+                "controller %s: %d reconciles still running after %.1fs; cancelling", self.name, len(pending), grace
+            )
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
@@ -199,10 +197,24 @@ class Controller:
             result = await self.reconciler.reconcile(key) or Result()
         except asyncio.CancelledError:
             raise
+        except KubeError as exc:
+            # The API server refused or did not answer: expected under load and faults, not a bug.
+            self.queue.add_rate_limited(key)
+            logger.warning(
+                "controller %s: reconcile of %s failed (failure #%d): %s; retrying with backoff",
+                self.name,
+                key,
+                self.queue.num_requeues(key),
+                exc,
+            )
         except Exception:
             self.queue.add_rate_limited(key)
-            logger.exception("controller %s: reconcile of %s failed (failure #%d); retrying with backoff",
-                             self.name, key, self.queue.num_requeues(key))
+            logger.exception(
+                "controller %s: reconcile of %s failed (failure #%d); retrying with backoff",
+                self.name,
+                key,
+                self.queue.num_requeues(key),
+            )
         else:
             if result.requeue_after is not None and result.requeue_after > 0:
                 outcome = "requeue_after"
