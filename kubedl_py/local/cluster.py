@@ -92,6 +92,7 @@ class LocalCluster:
         kubelets: bool = True,
         fault_seed: int | None = None,
         process_bridge: str = "kubedl0",
+        defer_kubeconfig: bool = False,
     ) -> None:
         if runtime not in RUNTIMES:
             raise ValueError(f"runtime {runtime!r} is not available (supported: {', '.join(RUNTIMES)})")
@@ -126,6 +127,7 @@ class LocalCluster:
         self.run_scheduler = scheduler
         self.run_kubelets = kubelets
         self.process_bridge = process_bridge
+        self.defer_kubeconfig = defer_kubeconfig  # the caller calls write_kubeconfig() when it is ready
         self.faults = Faults(fault_seed)
         self.request_log = RequestLog()
         self.pod_logs = PodLogs()
@@ -220,7 +222,8 @@ class LocalCluster:
         self.port = int(sock.getsockname()[1])
         self.url = f"http://{self.host}:{self.port}"
         self.apiserver.host = f"{self.host}:{self.port}"
-        self._write_kubeconfig()
+        if not self.defer_kubeconfig:
+            self.write_kubeconfig()
         self._started = True
         log.info("embedded cluster serving at %s (kubeconfig %s)", self.url, self.kubeconfig_path)
 
@@ -411,7 +414,7 @@ class LocalCluster:
             "current-context": CONTEXT,
         }
 
-    def _write_kubeconfig(self) -> None:
+    def write_kubeconfig(self) -> None:
         path = self.kubeconfig_path
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
@@ -515,10 +518,17 @@ async def run_local_up(
         data_dir=options.data_dir,
         kubeconfig_path=options.kubeconfig,
         toleration_seconds=300,
+        defer_kubeconfig=True,
     )
     started = time.monotonic()
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(options.kubeconfig)  # a stale one from an earlier run must not look like "ready"
     try:
         await cluster.start()
+        if on_ready is not None:
+            await on_ready(cluster)
+        # Written last: its appearance means "ready", including what on_ready set up (CRDs, controller).
+        cluster.write_kubeconfig()
         log.info(
             "kubedl-py local cluster ready at %s in %.2fs; kubeconfig written to %s (context %s)",
             cluster.url,
@@ -527,8 +537,6 @@ async def run_local_up(
             CONTEXT,
         )
         print(f"kubedl-py local cluster listening on {cluster.url} (kubeconfig {cluster.kubeconfig_path})", flush=True)
-        if on_ready is not None:
-            await on_ready(cluster)
         await stop.wait()
         log.info("shutting down the local cluster")
     finally:

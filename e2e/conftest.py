@@ -1,0 +1,140 @@
+"""Where the e2e scenarios run, and the few target-specific operations they need.
+
+- Default: the embedded cluster, started here as ``kubedl-py local up`` (process runtime, controller
+  inside) in a subprocess, exactly as a user starts it. The job programs run from this checkout.
+- ``KUBEDL_E2E_KUBECONFIG=path``: any cluster that already runs the controller (kind via ``make e2e-kind``).
+  Pods use ``KUBEDL_E2E_IMAGE`` (default ``kubedl-py:e2e``, built from the project's Dockerfile: Python,
+  kubedl-py and ``examples/`` under /app). PyTorch scenarios need torch in that image and are skipped unless
+  ``KUBEDL_E2E_TORCH=1`` says it is there.
+
+The only target-specific step is killing a container's process with SIGKILL: on the embedded cluster the
+process is a host process (its pid is in its log); elsewhere ``kubectl exec`` kills it inside the pod (the
+program runs under ``sh`` there, so it is not PID 1, which ignores SIGKILL from inside its namespace).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Target:
+    """A cluster with the controller, and how to run this repository's example programs on it."""
+
+    name: str
+    kubeconfig: Path
+    image: str
+    local: bool
+    torch: bool
+
+    def container(self, name: str, program: str, args: list[str]) -> dict[str, Any]:
+        """A container spec running ``examples/<program>`` with ``args``."""
+        if self.local:
+            command = [sys.executable, str(REPO / "examples" / program), *args]
+        else:
+            # `; exit $?` keeps sh as PID 1 (no exec of the last command), so the program can be SIGKILLed
+            command = ["sh", "-c", f'python /app/examples/{program} "$@"; exit $?', "--", *args]
+        return {"name": name, "image": self.image, "command": command}
+
+    def kill(self, namespace: str, pod: str, container: str, pid: int) -> None:
+        """SIGKILL the container's program (``pid`` as the program logged it)."""
+        if self.local:
+            os.kill(pid, signal.SIGKILL)
+            return
+        kubectl = shutil.which("kubectl") or str(Path(sys.executable).parent / "kubectl")
+        subprocess.run(
+            [
+                kubectl,
+                "--kubeconfig",
+                str(self.kubeconfig),
+                "-n",
+                namespace,
+                "exec",
+                pod,
+                "-c",
+                container,
+                "--",
+                "kill",
+                "-KILL",
+                str(pid),
+            ],
+            check=True,
+            timeout=30,
+        )
+
+    def cli(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+        """Run ``kubedl-py`` against this cluster."""
+        return subprocess.run(
+            [sys.executable, "-m", "kubedl_py.cli", *args, "--kubeconfig", str(self.kubeconfig)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+
+@pytest.fixture(scope="session")
+def target() -> Iterator[Target]:
+    remote = os.environ.get("KUBEDL_E2E_KUBECONFIG")
+    if remote:
+        yield Target(
+            name="kubeconfig " + remote,
+            kubeconfig=Path(remote),
+            image=os.environ.get("KUBEDL_E2E_IMAGE", "kubedl-py:e2e"),
+            local=False,
+            torch=os.environ.get("KUBEDL_E2E_TORCH") == "1",
+        )
+        return
+    with tempfile.TemporaryDirectory(prefix="kubedl-e2e-") as tmp:
+        kubeconfig = Path(tmp) / "kubeconfig"
+        log_path = Path(tmp) / "cluster.log"
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "kubedl_py.cli", "local", "up", "--kubeconfig", str(kubeconfig)],
+                cwd=REPO,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            deadline = time.monotonic() + 60
+            while not kubeconfig.exists():
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"local up did not start:\n{log_path.read_text()}")
+                time.sleep(0.05)
+            has_torch = importlib.util.find_spec("torch") is not None
+            yield Target(name="embedded", kubeconfig=kubeconfig, image="ignored:latest", local=True, torch=has_torch)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            if proc.returncode not in (0, -signal.SIGKILL):
+                print(log_path.read_text(), file=sys.stderr)
+            assert proc.returncode == 0, f"local up exited {proc.returncode}"
+
+
+@pytest.fixture
+def torch_target(target: Target) -> Target:
+    if not target.torch:
+        pytest.skip(
+            f"PyTorch is not available on {target.name} (embedded: install the demo extra; remote: "
+            "KUBEDL_E2E_TORCH=1 with an image that has torch)"
+        )
+    return target
