@@ -16,7 +16,12 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.parametrize("name", ["apiserver", "controller_n200", "failover", "proxy"])
 def test_benchmark_runs(name: str) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "bench", name, "--smoke"], cwd=ROOT, capture_output=True, text=True, timeout=240, check=False
+        [sys.executable, "-m", "bench", name, "--smoke"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     figures = json.loads([line for line in result.stdout.splitlines() if line.startswith("{")][-1])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 from kubedl_py.api import constants as c
@@ -342,8 +343,11 @@ async def test_two_controllers_with_leader_election_act_once(cluster: LocalClust
         assert not standby_task.done(), "the standby started acting while the leader held the lease"
         lease = await kube.get(LEASES, "kubedl-py-controller", namespace="kubedl-system")
         assert lease["spec"]["holderIdentity"]
-        await leader.stop(crash=True)
+        killed = time.monotonic()
+        await leader.stop(crash=True)  # no graceful release: the standby must wait for the lease to expire
         await asyncio.wait_for(standby_task, timeout=10)
+        handover = time.monotonic() - killed
+        assert handover <= settings.lease_duration + settings.retry_period + 1.0, f"handover took {handover:.1f}s"
         await kube.create(PYTORCHJOBS, pytorchjob("after"), namespace=NAMESPACE)
         await eventually(lambda: _count(pods_of(kube, "after"), 3), what="the new leader acts")
         created = cluster.request_log.find(verb="create", resource="pods", status=201)
