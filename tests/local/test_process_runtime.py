@@ -1,0 +1,213 @@
+"""The process kubelet (``runtime="process"``): real processes behind the pod API, observed over HTTP.
+
+Each test runs a 1-node embedded cluster whose pods are local processes, and asserts what a client sees:
+pod status, container states and exit codes, logs through ``pods/log``, Services reached by name through
+the proxy, deletion with a grace period. No process outlives a test (checked at the end of each).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from kubedl_py.kube.client import KubeClient
+from kubedl_py.kube.errors import NotFound
+from kubedl_py.kube.resources import PODS, SERVICES
+from kubedl_py.local import LocalCluster
+
+NS = "default"
+
+
+async def eventually(probe: Callable[[], Awaitable[Any]], *, within: float = 20.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + within
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = await probe()
+        if last:
+            return last
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out after {within}s waiting for {what}; last: {last!r}")
+
+
+def _descendants() -> set[int]:
+    me = str(os.getpid())
+    out: set[int] = set()
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[1] == me and fields[0] not in ("Z", "X"):
+                out.add(int(d))
+    return out
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[LocalCluster]:
+    before = _descendants()
+    async with LocalCluster(runtime="process", process_bridge=f"kdt{uuid.uuid4().hex[:8]}") as local:
+        yield local
+    assert _descendants() - before == set(), "a pod process outlived the cluster"
+
+
+@pytest.fixture
+async def kube(cluster: LocalCluster) -> AsyncIterator[KubeClient]:
+    async with KubeClient(configuration=cluster.configuration) as client:
+        yield client
+
+
+def pod(name: str, script: str, **spec: Any) -> dict[str, Any]:
+    container = {"name": "main", "image": "busybox:ignored", "command": ["sh", "-c", script]}
+    container.update(spec.pop("container", {}))
+    return {"metadata": {"name": name, "labels": {"app": name}}, "spec": {"containers": [container], **spec}}
+
+
+async def phase_of(kube: KubeClient, name: str, *phases: str) -> dict[str, Any] | None:
+    p = await kube.get(PODS, name, namespace=NS)
+    return p if (p.get("status") or {}).get("phase") in phases else None
+
+
+async def test_env_downward_api_and_var_expansion(kube: KubeClient) -> None:
+    env = [
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "POD_NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {"name": "GREETING", "value": "hi-$(POD_NAME)"},
+    ]
+    spec = pod(
+        "envpod",
+        'echo "$POD_NAME $POD_NS $POD_IP $NODE $GREETING $(GREETING) $PWD"',
+        hostNetwork=True,
+        restartPolicy="Never",
+        container={"env": env, "workingDir": "/tmp"},
+    )
+    await kube.create(PODS, spec, namespace=NS)
+    done = await eventually(lambda: phase_of(kube, "envpod", "Succeeded", "Failed"), what="envpod to finish")
+    assert done["status"]["phase"] == "Succeeded"
+    term = done["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert (term["exitCode"], term["reason"]) == (0, "Completed")
+    assert done["status"]["podIP"] == done["status"]["hostIP"] == "127.0.0.1"
+    log = await kube.read_log("envpod", namespace=NS)
+    assert log == "envpod default 127.0.0.1 local-node-0 hi-envpod hi-envpod /tmp\n"
+
+
+async def test_exit_codes_restarts_and_previous_logs(kube: KubeClient) -> None:
+    # OnFailure: exit 3 restarts in place (restartCount, lastState); the third instance exits 0 and it ends.
+    script = 'n=$(ls /tmp/{d} | wc -l); touch /tmp/{d}/$n; echo "run $n"; [ "$n" -ge 2 ] || exit 3'
+    d = f"kdl-restart-{uuid.uuid4().hex[:6]}"
+    os.makedirs(f"/tmp/{d}")
+    try:
+        await kube.create(
+            PODS, pod("flaky", script.format(d=d), hostNetwork=True, restartPolicy="OnFailure"), namespace=NS
+        )
+        done = await eventually(lambda: phase_of(kube, "flaky", "Succeeded", "Failed"), what="flaky to finish")
+    finally:
+        for f in os.listdir(f"/tmp/{d}"):
+            os.unlink(f"/tmp/{d}/{f}")
+        os.rmdir(f"/tmp/{d}")
+    cs = done["status"]["containerStatuses"][0]
+    assert done["status"]["phase"] == "Succeeded"
+    assert cs["restartCount"] == 2
+    assert cs["lastState"]["terminated"]["exitCode"] == 3
+    assert cs["lastState"]["terminated"]["reason"] == "Error"
+    assert await kube.read_log("flaky", namespace=NS) == "run 2\n"
+    assert await kube.read_log("flaky", namespace=NS, previous=True) == "run 1\n"
+    # Never: a non-zero exit fails the pod, 128+N for a process killed by signal N. ("$$$$": the kubelet's
+    # $(VAR) expansion turns "$$" into "$", as in Kubernetes.)
+    await kube.create(PODS, pod("killed", "kill -9 $$$$", hostNetwork=True, restartPolicy="Never"), namespace=NS)
+    failed = await eventually(lambda: phase_of(kube, "killed", "Failed"), what="killed to fail")
+    assert failed["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137
+
+
+async def test_logs_follow_and_tail(kube: KubeClient) -> None:
+    script = "for i in 1 2 3 4 5; do echo line $i; done; exec sleep 30"
+    await kube.create(PODS, pod("talker", script, hostNetwork=True), namespace=NS)
+    await eventually(
+        lambda: _log_has(kube, "talker", "line 5"),
+        what="the log to hold five lines",
+    )
+    assert await kube.read_log("talker", namespace=NS, tail_lines=2) == "line 4\nline 5\n"
+    lines = []
+    async for line in kube.stream_log("talker", namespace=NS, tail_lines=1):
+        lines.append(line)
+        break
+    assert lines and "line 5" in str(lines[0])
+
+
+async def _log_has(kube: KubeClient, name: str, text: str) -> bool:
+    try:
+        return text in await kube.read_log(name, namespace=NS)
+    except Exception:
+        return False
+
+
+async def test_deletion_sigterm_grace_then_sigkill(kube: KubeClient) -> None:
+    # The process ignores SIGTERM: it is killed when the grace period (1s) runs out, then the pod is gone.
+    script = "trap 'echo got TERM' TERM; echo ready; while true; do sleep 0.05; done"
+    await kube.create(PODS, pod("stubborn", script, hostNetwork=True, terminationGracePeriodSeconds=1), namespace=NS)
+    await eventually(lambda: _log_has(kube, "stubborn", "ready"), what="stubborn to start")
+    started = time.monotonic()
+    await kube.delete(PODS, "stubborn", namespace=NS)
+
+    async def gone() -> bool:
+        try:
+            await kube.get(PODS, "stubborn", namespace=NS)
+        except NotFound:
+            return True
+        return False
+
+    await eventually(gone, what="the pod to be deleted")
+    assert 0.9 <= time.monotonic() - started < 10
+
+
+async def test_service_proxy_and_hosts_follow_the_target_port(kube: KubeClient, cluster: LocalCluster) -> None:
+    # A host-network "server" pod; its Service is re-pointed from one port to another, and a client pod
+    # resolving the Service by name reaches whichever port the Service points at, per new connection.
+    ports = [_free_port(), _free_port()]
+    server = (
+        f'{sys.executable} -c "import socket,threading,sys\n'
+        "def s(p):\n"
+        " l=socket.create_server(('127.0.0.1',p))\n"
+        " while True:\n"
+        "  c,_=l.accept(); c.sendall(str(p).encode()); c.close()\n"
+        f'[threading.Thread(target=s,args=(p,)).start() for p in ({ports[0]},{ports[1]})]"'
+    )
+    await kube.create(PODS, pod("srv", server, hostNetwork=True), namespace=NS)
+    svc = {
+        "metadata": {"name": "echo"},
+        "spec": {"selector": {"app": "srv"}, "ports": [{"port": 7000, "targetPort": ports[0]}]},
+    }
+    await kube.create(SERVICES, svc, namespace=NS)
+    connect = "socket.create_connection(('echo.default.svc',7000))"
+    ask = f'{sys.executable} -c "import socket;print({connect}.recv(9).decode())"'
+
+    async def answer(name: str) -> str:
+        await kube.create(PODS, pod(name, ask, hostNetwork=True, restartPolicy="OnFailure"), namespace=NS)
+        await eventually(lambda: phase_of(kube, name, "Succeeded"), what=f"{name} to reach the Service")
+        return await kube.read_log(name, namespace=NS)
+
+    assert await answer("ask1") == f"{ports[0]}\n"
+    await kube.patch(SERVICES, "echo", {"spec": {"ports": [{"port": 7000, "targetPort": ports[1]}]}}, namespace=NS)
+    assert await answer("ask2") == f"{ports[1]}\n"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_process_runtime_runs_one_node() -> None:
+    with pytest.raises(ValueError, match="exactly 1 node"):
+        LocalCluster(nodes=2, runtime="process")
