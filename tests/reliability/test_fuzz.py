@@ -222,7 +222,8 @@ mutated = st.builds(
 )
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+# Derandomized: CI sees the same 300 documents every run (reproducible), ``make soak`` can widen it.
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(document=st.one_of(mutated, mutated, documents))
 def test_hostile_jobs_are_refused_or_fail_as_invalid(background: Background, document: dict[str, Any]) -> None:
     try:
