@@ -124,7 +124,8 @@ def test_ddp_survives_sigkill_of_the_worker(torch_target: Target, client: Traini
         assert new[worker][0] != old[worker][0], "the replaced worker must get a new host port"
         for pod, (host_port, target_port) in new.items():
             assert target_port == host_port, f"Service of {pod} not re-pointed: {new}"
-        assert any(c.type == "Restarting" for c in job.status.conditions)
+        assert job.status is not None
+        assert any(c.type == "Restarting" for c in job.status.conditions or [])
         final_worker_log = client.logs(name, "worker", 0)
         assert int(PID.findall(final_worker_log)[-1]) != pid
         assert "done: 150 steps" in client.logs(name, "master", 0)

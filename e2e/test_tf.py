@@ -57,11 +57,11 @@ def test_tf_peers_reconnect_to_a_killed_ps_through_its_service(target: Target, c
     client.submit(tf_job(target, name))
     try:
         for i in (0, 1):
-            eventually(
-                lambda i=i: f"reached ps-0 at {ps_addr}" in log_of(client, name, "worker", i),
-                within=60,
-                what=f"worker {i} to reach the PS",
-            )
+
+            def reached(i: int = i) -> bool:
+                return f"reached ps-0 at {ps_addr}" in log_of(client, name, "worker", i)
+
+            eventually(reached, within=60, what=f"worker {i} to reach the PS")
         before = {p.name: p for p in client.describe(name).pods}
         ps_pod = f"{name}-ps-0"
         ps_pid = int(PID.findall(log_of(client, name, "ps"))[0])

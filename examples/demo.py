@@ -68,7 +68,7 @@ def table(described: JobDescription) -> str:
         svc_port = "23456 -> " + str(p.target_port) if p.target_port is not None else "-"
         rows.append((p.name, p.phase, str(p.host_port or "-"), p.service or "-", svc_port))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  " + "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in rows)
+    return "\n".join("  " + "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
 
 async def run(kubeconfig: Path) -> int:
@@ -142,7 +142,7 @@ def main() -> int:
             stop_cluster(proc)
         if code != 0:
             print(f"--- cluster log ---\n{log_path.read_text()}", file=sys.stderr)
-    print(f"wall time: {time.monotonic() - started:.1f}s (cluster started and stopped, no process left behind)")
+    print(f"wall time: {time.monotonic() - started:.1f}s (cluster started, job run, cluster stopped)")
     return code
 
 

@@ -75,7 +75,7 @@ def main() -> int:
             y = x @ true_w + 0.01 * torch.randn(args.batch, 1, generator=data_gen)
             loss = nn.functional.mse_loss(model(x), y)
             opt.zero_grad()
-            loss.backward()  # DDP all-reduces the gradients here
+            loss.backward()  # type: ignore[no-untyped-call]  # DDP all-reduces the gradients here
             opt.step()
             mean = loss.detach().clone()
             dist.all_reduce(mean)
