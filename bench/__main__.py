@@ -16,14 +16,22 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 BENCHMARKS: dict[str, list[str]] = {
     "apiserver": ["bench_apiserver.py"],
-    "controller_n200": ["bench_controller.py", "--jobs", "200"],
+    "controller_n50": ["bench_controller.py", "--jobs", "50", "--idle-seconds", "10"],
+    "controller_n200": ["bench_controller.py", "--jobs", "200", "--idle-seconds", "60"],
+    "controller_n500": ["bench_controller.py", "--jobs", "500", "--idle-seconds", "10"],
+    "lifecycle": ["bench_lifecycle.py"],
     "failover": ["bench_failover.py"],
+    "failover_under_load": ["bench_failover.py", "--background-jobs", "200"],
     "proxy": ["bench_proxy.py"],
 }
 SMOKE: dict[str, list[str]] = {
     "apiserver": ["--smoke"],
+    "controller_n50": ["--smoke"],
     "controller_n200": ["--smoke"],
+    "controller_n500": ["--smoke"],
+    "lifecycle": ["--smoke"],
     "failover": ["--smoke"],
+    "failover_under_load": ["--smoke", "--background-jobs", "5"],
     "proxy": ["--mb", "16", "--conns", "50"],
 }
 

@@ -42,6 +42,9 @@ from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.resources import PODS, SERVICES, Resource
 
 CONCURRENCY = 32
+# Reconciles in flight; their writes share the per-kind cap of 32 (WRITE_CONCURRENCY), the same as
+# the bare client's, so the comparison is at equal concurrency.
+WORKERS = 16
 PYTORCHJOBS = Resource(c.GROUP, c.VERSION, c.PYTORCH_PLURAL, c.PYTORCH_KIND)
 
 
@@ -142,7 +145,9 @@ async def with_controller(
     async with KubeClient(kubeconfig=kubeconfig) as kube:
         await install_crds(kube)
         await create_namespace(kube, "ctl")
-        async with controller(kubeconfig, tmp, namespace="ctl", extra=["--resync-period", "5"]) as metrics_url:
+        async with controller(
+            kubeconfig, tmp, namespace="ctl", workers=WORKERS, extra=["--resync-period", "5"]
+        ) as metrics_url:
             arrivals = Arrivals(kube, "ctl", jobs * replicas)
             await arrivals.start()
             documents = [job_document(f"job-{j}", "ctl", replicas) for j in range(jobs)]

@@ -75,10 +75,23 @@ def local_cluster(tmp: Path, *, nodes: int = 10, extra: list[str] | None = None)
         log.close()
 
 
+class ControllerProcess(str):
+    """The metrics URL of a controller subprocess (a str, for the callers that only need that), and its pid."""
+
+    pid: int
+
+    def rss_mib(self) -> float:
+        """Resident memory of the controller process now, from /proc."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        raise RuntimeError("no VmRSS in /proc status")
+
+
 @contextlib.asynccontextmanager
 async def controller(
     kubeconfig: Path, tmp: Path, *, namespace: str | None = None, workers: int = 4, extra: list[str] | None = None
-) -> AsyncIterator[str]:
+) -> AsyncIterator[ControllerProcess]:
     """``kubedl-py controller`` in a subprocess; yields its metrics URL once /readyz answers 200."""
     port = free_port()
     args = [*KUBEDL_PY, "controller", "--kubeconfig", str(kubeconfig), "--workers", str(workers)]
@@ -87,7 +100,8 @@ async def controller(
         args += ["--namespace", namespace]
     log = (tmp / "controller.log").open("ab")
     proc = await asyncio.create_subprocess_exec(*args, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+    url = ControllerProcess(f"http://127.0.0.1:{port}")
+    url.pid = proc.pid
     try:
         async with aiohttp.ClientSession() as session:
             deadline = time.monotonic() + 60

@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("name", ["apiserver", "controller_n200", "failover", "proxy"])
+@pytest.mark.parametrize("name", ["apiserver", "controller_n200", "lifecycle", "failover_under_load", "proxy"])
 def test_benchmark_runs(name: str) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "bench", name, "--smoke"],

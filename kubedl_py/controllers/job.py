@@ -446,34 +446,47 @@ class JobReconciler:
     # ----------------------------------------------------------------------------------------- finished
 
     async def _finish(self, seen: Observation) -> None:
-        """A finished job: clean pods up by cleanPodPolicy (idempotent), then honour the TTL."""
+        """A finished job: honour the TTL, else clean pods up by cleanPodPolicy (idempotent).
+
+        Cleanup deletes by label selector (one request per kind, not one per pod); when the TTL has
+        already run out, deleting the job is enough — the garbage collector removes what it owns.
+        """
+        ttl = seen.job.run_policy.ttl_seconds_after_finished
+        finished = _parse_time(seen.status.get("completionTime"))
+        if ttl is not None and finished is not None:
+            remaining = ttl - (seen.now - finished).total_seconds()
+            if remaining <= 0:
+                await self._delete_job(seen, ttl)
+                return
+            seen.want_requeue(remaining)
         policy = seen.job.run_policy.clean_pod_policy
-        if policy in ("All", "Running"):
-            doomed = [
-                pod
-                for pod in seen.pods
-                if not (pod.get("metadata") or {}).get("deletionTimestamp")
-                and (policy == "All" or (pod.get("status") or {}).get("phase") in ("Running", "Pending", ""))
-            ]
-            names = {(pod.get("metadata") or {}).get("name") for pod in doomed}
-            if policy == "All":
-                names |= set(seen.services)
-            await self._gather(self._delete_pod(pod) for pod in doomed)
+        if policy not in ("All", "Running"):
+            return
+        live = [pod for pod in seen.pods if not (pod.get("metadata") or {}).get("deletionTimestamp")]
+        running = [pod for pod in live if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+        doomed = live if policy == "All" else running
+        selector = f"{c.LABEL_JOB_NAME}={seen.job.name}"
+        if doomed:
+            phases = None if policy == "All" else "status.phase!=Succeeded,status.phase!=Failed"
+            await self.client.delete_collection(
+                PODS, namespace=seen.job.namespace, label_selector=selector, field_selector=phases
+            )
+        if policy == "All" and seen.services:
+            await self.client.delete_collection(SERVICES, namespace=seen.job.namespace, label_selector=selector)
+        elif policy == "Running":
+            names = {(pod.get("metadata") or {}).get("name") for pod in running}
             await self._gather(
                 self._delete_service(seen.job.namespace, name) for name in names if name in seen.services
             )
-        ttl = seen.job.run_policy.ttl_seconds_after_finished
-        finished = _parse_time(seen.status.get("completionTime"))
-        if ttl is None or finished is None:
-            return
-        remaining = ttl - (seen.now - finished).total_seconds()
-        if remaining > 0:
-            seen.want_requeue(remaining)
-            return
-        uid = seen.job.metadata.uid
+
+    async def _delete_job(self, seen: Observation, ttl: int) -> None:
         try:
             await self.client.delete(
-                self.resource, seen.job.name, namespace=seen.job.namespace, uid=uid, propagation_policy="Background"
+                self.resource,
+                seen.job.name,
+                namespace=seen.job.namespace,
+                uid=seen.job.metadata.uid,
+                propagation_policy="Background",
             )
             logger.info("%s: deleted after ttlSecondsAfterFinished=%s", seen.key, ttl)
         except errors.NotFound:
