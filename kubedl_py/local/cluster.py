@@ -102,6 +102,8 @@ class LocalCluster:
             # Host-network pods of every node would share 127.0.0.1's port space while the scheduler
             # believed each node had its own: refuse instead of scheduling conflicts it cannot see.
             raise ValueError("the process runtime runs exactly 1 node (host ports are the host's); use --nodes 1")
+        if not (process_bridge.isalnum() and len(process_bridge) <= 9):  # veths are named <bridge>v<n>
+            raise ValueError(f"process_bridge {process_bridge!r}: use 1-9 letters/digits")
         if service_cidr is None:
             # Process runtime: the Service proxy really binds the clusterIPs, so two clusters on one machine
             # must not hand out the same ones; a random loopback /16 keeps them apart.

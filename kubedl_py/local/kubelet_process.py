@@ -229,11 +229,15 @@ class PodWorker:
             self.sandbox = await self.kubelet.node.create_pod_sandbox(
                 self.ref, host_network=host_network, hostname=spec.get("hostname"), subdomain=spec.get("subdomain")
             )
-        except (PodNetworkUnavailable, SandboxUnavailable) as e:
+        except Exception as e:
             # Refuse rather than half-run: the pod fails with the reason, so its job fails with it too.
+            unavailable = isinstance(e, PodNetworkUnavailable | SandboxUnavailable)
+            if not unavailable:
+                log.exception("pod sandbox of %s/%s", self.ns, self.name)
             self._event("Warning", "FailedCreatePodSandBox", str(e))
             self.terminal = True
-            self._report("Failed", {"reason": "PodNetworkUnavailable", "message": str(e)})
+            reason = "PodNetworkUnavailable" if unavailable else "FailedCreatePodSandBox"
+            self._report("Failed", {"reason": reason, "message": str(e)})
             await self._until_deleted()
             return
         host_ip = self.kubelet.node_ip
