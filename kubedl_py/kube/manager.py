@@ -366,9 +366,13 @@ class Manager:
             logger.info("manager: started %s", ", ".join(f"{c.name} x{c.workers}" for c in self.controllers))
             lost = asyncio.create_task(self.elector.lost.wait()) if self.elector is not None else None
             watched = [t for t in (stop_wait, lost, elector_task) if t is not None]
-            await asyncio.wait([*watched, *background], return_when=asyncio.FIRST_COMPLETED)
-            if lost is not None:
-                lost.cancel()
+            try:
+                await asyncio.wait([*watched, *background], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if lost is not None:
+                    lost.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await lost
             self._raise_background_failure(background)
             if self.elector is not None and self.elector.lost.is_set():
                 raise LeadershipLost(f"lost lease {self.elector.settings.namespace}/{self.elector.settings.name}")
@@ -382,15 +386,19 @@ class Manager:
     async def _until(self, condition: Any, stop_wait: asyncio.Task[bool], *others: asyncio.Task[Any]) -> bool:
         """Wait for ``condition`` unless stop (False) or one of ``others`` ends first (its error raised)."""
         waiter = asyncio.ensure_future(condition)
-        await asyncio.wait([waiter, stop_wait, *others], return_when=asyncio.FIRST_COMPLETED)
-        if waiter.done():
-            waiter.result()
-            return True
-        waiter.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await waiter
-        self._raise_background_failure(list(others))
-        return False
+        try:
+            await asyncio.wait([waiter, stop_wait, *others], return_when=asyncio.FIRST_COMPLETED)
+            if waiter.done():
+                waiter.result()
+                return True
+            self._raise_background_failure(list(others))
+            return False
+        finally:
+            # Also when run() itself is cancelled mid-wait: never leave the waiter behind.
+            if not waiter.done():
+                waiter.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await waiter
 
     @staticmethod
     def _raise_background_failure(tasks: list[asyncio.Task[Any]]) -> None:
