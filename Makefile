@@ -52,3 +52,7 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+# The reliability tests at a larger size than CI runs them (chaos, crash-restart).
+soak: $(STAMP)
+	CHAOS_JOBS=500 CRASH_JOBS=300 CRASH_KILLS=50 $(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability
