@@ -70,7 +70,9 @@ async def test_all_jobs_succeed_under_api_chaos(cluster: LocalCluster, kube: Kub
             current = await states(kube)
             return len(current) == JOBS and all(state == "Succeeded" for state in current.values())
 
-        await eventually(all_succeeded, within=max(240, 2 * JOBS), interval=0.5, what=f"{JOBS} jobs Succeeded under chaos")
+        await eventually(
+            all_succeeded, within=max(240, 2 * JOBS), interval=0.5, what=f"{JOBS} jobs Succeeded under chaos"
+        )
         elapsed = time.monotonic() - started
         injected = sum(rule.hits for rule in cluster.faults.rules)
         assert injected > 50, f"only {injected} faults fired: the test did not test chaos"

@@ -68,7 +68,9 @@ async def test_controller_converges_after_repeated_kill_9(
             current = await states(kube)
             return len(current) == JOBS and all(state == "Succeeded" for state in current.values())
 
-        await eventually(all_succeeded, within=max(180, 2 * JOBS), interval=0.5, what=f"{JOBS} jobs Succeeded after {KILLS} kills")
+        await eventually(
+            all_succeeded, within=max(180, 2 * JOBS), interval=0.5, what=f"{JOBS} jobs Succeeded after {KILLS} kills"
+        )
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)
