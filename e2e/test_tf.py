@@ -39,7 +39,9 @@ def tf_job(target: Target, name: str) -> dict[str, Any]:
             "cleanPodPolicy": "None",  # keep the PS and its Service to inspect after success
             "tfReplicaSpecs": {
                 "PS": replica(1, []),
-                "Worker": replica(2, ["--rounds", "30", "--interval", "0.2", "--linger", "2"]),
+                "Worker": replica(
+                    2, ["--rounds", "10", "--interval", "0.2", "--linger", "2", "--until-ps-instances", "2"]
+                ),
             },
         },
     }

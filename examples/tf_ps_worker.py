@@ -9,8 +9,9 @@ address. Refused or reset connections are retried each round, as TensorFlow's gR
 
 Roles: PS replicas serve until they are stopped (the job's cleanPodPolicy removes them). Workers run at least
 ``--rounds`` rounds ``--interval`` seconds apart and finish once every peer has answered and every PS answered
-in the last round; they keep serving ``--linger`` seconds more for peers still finishing, then exit 0 (exit 1
-if that does not happen before ``--deadline``).
+in the last round (and, with ``--until-ps-instances 2``, after each PS has failed over once; the e2e test
+uses that so a worker cannot finish before the PS it kills came back); they keep serving ``--linger``
+seconds more for peers still finishing, then exit 0 (exit 1 if that does not happen before ``--deadline``).
 """
 
 from __future__ import annotations
@@ -59,6 +60,12 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--interval", type=float, default=0.3)
     parser.add_argument("--linger", type=float, default=3.0)
+    parser.add_argument(
+        "--until-ps-instances",
+        type=int,
+        default=1,
+        help="finish only after each PS answered from this many distinct instances (2: after one failover)",
+    )
     parser.add_argument("--deadline", type=float, default=120.0)
     args = parser.parse_args()
 
@@ -77,6 +84,7 @@ def main() -> int:
     log(f"{me} pid={os.getpid()} listening on :{port} (own entry {own}); peers {peers}")
 
     seen: dict[str, str] = {}  # peer -> "pid=... port=..." of the instance that last answered
+    instances: dict[str, set[str]] = {p: set() for p in peers}
     started = time.monotonic()
     rounds = 0
     while True:
@@ -90,11 +98,14 @@ def main() -> int:
                 continue
             answered.add(peer)
             instance = " ".join(reply.split()[2:4])
+            instances[peer].add(instance)
             if seen.get(peer) != instance:
                 verb = "reached" if peer not in seen else "reconnected to"
                 log(f"round {rounds}: {verb} {peer} at {addr}: {instance}")
                 seen[peer] = instance
-        ps_ok = all(p in answered for p in peers if p.startswith("ps-"))
+        ps_ok = all(
+            p in answered and len(instances[p]) >= args.until_ps_instances for p in peers if p.startswith("ps-")
+        )
         if task_type != "ps" and rounds >= args.rounds and len(seen) == len(peers) and ps_ok:
             log(f"{me} done: {rounds} rounds, every peer answered through its Service address")
             time.sleep(args.linger)  # keep answering peers that are finishing their last round
