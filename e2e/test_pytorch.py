@@ -101,7 +101,7 @@ def test_ddp_trains_over_host_network_via_cli(torch_target: Target, client: Trai
 
 def test_ddp_survives_sigkill_of_the_worker(torch_target: Target, client: TrainingClient) -> None:
     name = f"e2e-ddpfo-{uuid.uuid4().hex[:6]}"
-    args = ["--steps", "150", "--step-delay", "0.05", "--rendezvous-timeout", "20"]
+    args = ["--steps", "250", "--step-delay", "0.05", "--rendezvous-timeout", "20"]  # >= 12 s: room to kill
     client.submit(ddp_job(torch_target, name, args))
     try:
         # Mid-training: the master has logged step 10, so gloo connections are up and busy.
@@ -128,6 +128,6 @@ def test_ddp_survives_sigkill_of_the_worker(torch_target: Target, client: Traini
         assert any(c.type == "Restarting" for c in job.status.conditions or [])
         final_worker_log = client.logs(name, "worker", 0)
         assert int(PID.findall(final_worker_log)[-1]) != pid
-        assert "done: 150 steps" in client.logs(name, "master", 0)
+        assert "done: 250 steps" in client.logs(name, "master", 0)
     finally:
         client.delete(name)
