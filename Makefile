@@ -53,6 +53,8 @@ bench: $(STAMP)
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-# The reliability tests at a larger size than CI runs them (chaos, crash-restart).
+# The reliability tests at a larger size than CI runs them (chaos, crash-restart), and the host-port
+# property test at the full 1,000 host-network jobs x 8 replicas on 10 nodes.
 soak: $(STAMP)
 	CHAOS_JOBS=500 CRASH_JOBS=300 CRASH_KILLS=50 $(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability
+	HOSTNET_JOBS=1000 $(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_hostnetwork.py -k many

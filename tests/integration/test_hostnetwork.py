@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections import Counter
 from typing import Any
 
@@ -20,6 +21,7 @@ from tests.integration.conftest import (
     events_for,
     eventually,
     fast_options,
+    install_crds,
     job_state,
     pods_of,
     pytorchjob,
@@ -220,24 +222,38 @@ async def test_changing_the_network_mode_of_a_running_job_is_refused(
     assert all(s["spec"]["clusterIP"] == "None" for s in await services_of(kube, "switch"))
 
 
-async def test_many_host_jobs_never_share_a_port_on_a_node(kube: KubeClient, cluster: LocalCluster) -> None:
-    """A scaled-down run of the 1,000 x 8 property test (the full size is in bench/ and `make soak`)."""
-    running = RunningController(cluster, fast_options(workers=8))
+HOSTNET_JOBS = int(os.environ.get("HOSTNET_JOBS", "40"))
+
+
+async def test_many_host_jobs_never_share_a_port_on_a_node(kube: KubeClient) -> None:
+    """HOSTNET_JOBS host-network jobs x 8 replicas on 10 nodes with the default port range: no two live pods
+    on one node share a port, no job has two pods with the same port. CI runs 40 jobs; ``make soak`` the
+    issue's full 1,000 (8,000 pods)."""
+    async with LocalCluster(nodes=10) as cluster, KubeClient(configuration=cluster.configuration) as client:
+        await install_crds(client)
+        await _many_host_jobs(cluster, client, HOSTNET_JOBS)
+
+
+async def _many_host_jobs(cluster: LocalCluster, kube: KubeClient, jobs: int) -> None:
+    running = RunningController(cluster, fast_options(workers=16))
     await running.start()
     try:
-        jobs = 40
+        semaphore = asyncio.Semaphore(32)
+
+        async def submit(body: dict[str, Any]) -> None:
+            async with semaphore:
+                await kube.create(PYTORCHJOBS if body["kind"] == c.PYTORCH_KIND else TFJOBS, body, namespace=NAMESPACE)
+
         await asyncio.gather(
             *(
-                kube.create(
-                    PYTORCHJOBS if i % 2 else TFJOBS,
+                submit(
                     pytorchjob(f"many-{i}", host=True, replicas={"Master": replica(1), "Worker": replica(7)})
                     if i % 2
                     else tfjob(
                         f"many-{i}",
                         host=True,
                         replicas={"PS": replica(2, name="tensorflow"), "Worker": replica(6, name="tensorflow")},
-                    ),
-                    namespace=NAMESPACE,
+                    )
                 )
                 for i in range(jobs)
             )
@@ -248,7 +264,7 @@ async def test_many_host_jobs_never_share_a_port_on_a_node(kube: KubeClient, clu
             running_pods = [p for p in listed.items if (p.get("status") or {}).get("phase") == "Running"]
             return listed.items if len(running_pods) == jobs * 8 else None
 
-        pods = await eventually(all_running, within=120, interval=0.5, what=f"{jobs * 8} running pods")
+        pods = await eventually(all_running, within=max(120, jobs), interval=1.0, what=f"{jobs * 8} running pods")
         per_node = Counter((p["spec"]["nodeName"], host_port(p)) for p in pods)
         assert max(per_node.values()) == 1, "two live pods on one node share a port"
         per_job: dict[str, set[int]] = {}
