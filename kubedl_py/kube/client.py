@@ -202,9 +202,7 @@ class KubeClient:
         if self._configuration is not None:
             return self._configuration
         configuration = k8s_client.Configuration()
-        in_cluster = self._in_cluster if self._in_cluster is not None else (
-            self._kubeconfig is None and _in_cluster()
-        )
+        in_cluster = self._in_cluster if self._in_cluster is not None else (self._kubeconfig is None and _in_cluster())
         if in_cluster:
             k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         else:
@@ -293,9 +291,7 @@ class KubeClient:
         """Create an object; :class:`~kubedl_py.kube.errors.AlreadyExists` when the name is taken."""
         namespace = namespace or _meta(body).get("namespace")
         path = resource.path(namespace=namespace)
-        return await self._json(
-            "POST", path, body=body, query=_writes(field_manager), verb="create", resource=resource
-        )
+        return await self._json("POST", path, body=body, query=_writes(field_manager), verb="create", resource=resource)
 
     async def replace(
         self,
@@ -311,9 +307,7 @@ class KubeClient:
         namespace = namespace or meta.get("namespace")
         path = resource.path(namespace=namespace, name=str(meta["name"]), subresource=subresource)
         verb = "replace" if subresource is None else f"replace_{subresource}"
-        return await self._json(
-            "PUT", path, body=body, query=_writes(field_manager), verb=verb, resource=resource
-        )
+        return await self._json("PUT", path, body=body, query=_writes(field_manager), verb=verb, resource=resource)
 
     async def replace_status(
         self, resource: Resource, body: Mapping[str, Any], *, namespace: str | None = None
@@ -362,9 +356,7 @@ class KubeClient:
         patch_type: PatchType = "merge",
     ) -> dict[str, Any]:
         """PATCH the ``/status`` subresource (a merge patch by default)."""
-        return await self.patch(
-            resource, name, patch, namespace=namespace, patch_type=patch_type, subresource="status"
-        )
+        return await self.patch(resource, name, patch, namespace=namespace, patch_type=patch_type, subresource="status")
 
     async def delete(
         self,
@@ -404,9 +396,7 @@ class KubeClient:
             query["fieldSelector"] = field_selector
         body = _delete_options(propagation_policy, grace_period_seconds, None, None)
         path = resource.path(namespace=namespace)
-        return await self._json(
-            "DELETE", path, body=body, query=query, verb="delete_collection", resource=resource
-        )
+        return await self._json("DELETE", path, body=body, query=query, verb="delete_collection", resource=resource)
 
     # ------------------------------------------------------------------------------------------- watch
 
@@ -441,13 +431,9 @@ class KubeClient:
             query["labelSelector"] = label_selector
         if field_selector:
             query["fieldSelector"] = field_selector
-        timeout = aiohttp.ClientTimeout(
-            total=None, connect=self.settings.connect_timeout, sock_read=read_timeout
-        )
+        timeout = aiohttp.ClientTimeout(total=None, connect=self.settings.connect_timeout, sock_read=read_timeout)
         path = resource.path(namespace=namespace)
-        response = await self._send(
-            "GET", path, query=query, client_timeout=timeout, verb="watch", resource=resource
-        )
+        response = await self._send("GET", path, query=query, client_timeout=timeout, verb="watch", resource=resource)
         try:
             async for line in _lines(response, verb="watch", resource=resource):
                 event = loads(line)
@@ -477,8 +463,13 @@ class KubeClient:
     ) -> str:
         """The log of a pod's container so far, as text."""
         query = _log_query(
-            container=container, tail_lines=tail_lines, since_seconds=since_seconds, limit_bytes=limit_bytes,
-            previous=previous, timestamps=timestamps, follow=False,
+            container=container,
+            tail_lines=tail_lines,
+            since_seconds=since_seconds,
+            limit_bytes=limit_bytes,
+            previous=previous,
+            timestamps=timestamps,
+            follow=False,
         )
         path = PODS.path(namespace=namespace, name=name, subresource="log")
 
@@ -505,14 +496,17 @@ class KubeClient:
     ) -> AsyncGenerator[str, None]:
         """The log of a pod's container line by line (without newlines), following it while it runs."""
         query = _log_query(
-            container=container, tail_lines=tail_lines, since_seconds=since_seconds, limit_bytes=None,
-            previous=previous, timestamps=timestamps, follow=follow,
+            container=container,
+            tail_lines=tail_lines,
+            since_seconds=since_seconds,
+            limit_bytes=None,
+            previous=previous,
+            timestamps=timestamps,
+            follow=follow,
         )
         path = PODS.path(namespace=namespace, name=name, subresource="log")
         timeout = aiohttp.ClientTimeout(total=None, connect=self.settings.connect_timeout)
-        response = await self._send(
-            "GET", path, query=query, client_timeout=timeout, verb="log", resource=PODS
-        )
+        response = await self._send("GET", path, query=query, client_timeout=timeout, verb="log", resource=PODS)
         try:
             async for line in _lines(response, verb="log", resource=PODS):
                 yield line.decode("utf-8", "replace")
@@ -531,8 +525,9 @@ class KubeClient:
         content_type: str = "application/json",
     ) -> Any:
         """Any other API call (``/version``, a subresource without a method here), JSON in and out."""
-        return await self._json(method, path, query=query, body=body, content_type=content_type,
-                                verb=method.lower(), resource=None)
+        return await self._json(
+            method, path, query=query, body=body, content_type=content_type, verb=method.lower(), resource=None
+        )
 
     async def _json(
         self,
@@ -595,9 +590,7 @@ class KubeClient:
             url += "?" + urlencode(query_list)
         timeout = client_timeout
         if timeout is None:
-            timeout = aiohttp.ClientTimeout(
-                total=self.settings.request_timeout, connect=self.settings.connect_timeout
-            )
+            timeout = aiohttp.ClientTimeout(total=self.settings.request_timeout, connect=self.settings.connect_timeout)
         kwargs: dict[str, Any] = {"headers": headers, "data": data, "timeout": timeout}
         if rest.proxy:
             kwargs["proxy"] = rest.proxy
@@ -639,9 +632,7 @@ class KubeClient:
             self.metrics.api_retries.labels(verb, resource).inc()
 
 
-async def _lines(
-    response: aiohttp.ClientResponse, *, verb: str, resource: Resource
-) -> AsyncGenerator[bytes, None]:
+async def _lines(response: aiohttp.ClientResponse, *, verb: str, resource: Resource) -> AsyncGenerator[bytes, None]:
     """Split a streamed body into lines, mapping a cut or silent connection to TransportError."""
     buffer = bytearray()
     try:

@@ -84,16 +84,22 @@ class EventRecorder:
             "resourceVersion": meta.get("resourceVersion", ""),
         }
         key = (
-            str(involved["kind"]), str(involved["namespace"]), str(involved["name"]), str(involved["uid"]),
-            type, reason, message,
+            str(involved["kind"]),
+            str(involved["namespace"]),
+            str(involved["name"]),
+            str(involved["uid"]),
+            type,
+            reason,
+            message,
         )
         lock = self._locks.setdefault(key, asyncio.Lock())
         try:
             async with lock:
                 await self._record(key, involved, type=type, reason=reason, message=message)
         except KubeError as exc:
-            logger.warning("event %s %s on %s/%s not recorded: %s",
-                           type, reason, involved["namespace"], involved["name"], exc)
+            logger.warning(
+                "event %s %s on %s/%s not recorded: %s", type, reason, involved["namespace"], involved["name"], exc
+            )
 
     async def _record(
         self, key: tuple[str, ...], involved: dict[str, Any], *, type: str, reason: str, message: str
@@ -103,7 +109,9 @@ class EventRecorder:
         if seen is not None:
             try:
                 await self.client.patch(
-                    EVENTS, seen.name, {"count": seen.count + 1, "lastTimestamp": now},
+                    EVENTS,
+                    seen.name,
+                    {"count": seen.count + 1, "lastTimestamp": now},
                     namespace=seen.namespace,
                 )
             except NotFound:

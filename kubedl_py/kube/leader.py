@@ -162,8 +162,12 @@ class LeaderElector:
             await self.client.replace(LEASES, lease, namespace=self.settings.namespace)
             logger.info("lease %s/%s released by %s", self.settings.namespace, self.settings.name, self.identity)
         except KubeError as exc:
-            logger.warning("lease %s/%s: release failed (successor waits out the lease): %s",
-                           self.settings.namespace, self.settings.name, exc)
+            logger.warning(
+                "lease %s/%s: release failed (successor waits out the lease): %s",
+                self.settings.namespace,
+                self.settings.name,
+                exc,
+            )
         finally:
             self._observed = None
             if self.is_leader:
@@ -246,13 +250,17 @@ class LeaderElector:
         self._observed = lease
 
     def _became_leader(self) -> None:
-        logger.info("lease %s/%s: %s is now the leader", self.settings.namespace, self.settings.name,
-                    self.identity)
+        logger.info("lease %s/%s: %s is now the leader", self.settings.namespace, self.settings.name, self.identity)
         self._set_leading(True)
 
     def _step_down(self) -> None:
-        logger.error("lease %s/%s: %s could not renew within %.1fs; stepping down",
-                     self.settings.namespace, self.settings.name, self.identity, self.settings.renew_deadline)
+        logger.error(
+            "lease %s/%s: %s could not renew within %.1fs; stepping down",
+            self.settings.namespace,
+            self.settings.name,
+            self.identity,
+            self.settings.renew_deadline,
+        )
         self.lost.set()
         self._set_leading(False)
 
@@ -269,4 +277,3 @@ class LeaderElector:
                 callback()
             except Exception:
                 logger.exception("leader election callback failed")
-

@@ -87,16 +87,18 @@ class Metrics:
 
     def counter(self, name: str, documentation: str, labelnames: Sequence[str] = ()) -> Counter:
         """A counter named ``<prefix>_<name>``; asking again for the same name returns the same counter."""
-        metric = self._get_or_create(name, lambda full: Counter(full, documentation, list(labelnames),
-                                                                registry=self.registry))
+        metric = self._get_or_create(
+            name, lambda full: Counter(full, documentation, list(labelnames), registry=self.registry)
+        )
         if not isinstance(metric, Counter):
             raise TypeError(f"metric {name!r} already exists and is not a counter")
         return metric
 
     def gauge(self, name: str, documentation: str, labelnames: Sequence[str] = ()) -> Gauge:
         """A gauge named ``<prefix>_<name>``; asking again for the same name returns the same gauge."""
-        metric = self._get_or_create(name, lambda full: Gauge(full, documentation, list(labelnames),
-                                                              registry=self.registry))
+        metric = self._get_or_create(
+            name, lambda full: Gauge(full, documentation, list(labelnames), registry=self.registry)
+        )
         if not isinstance(metric, Gauge):
             raise TypeError(f"metric {name!r} already exists and is not a gauge")
         return metric

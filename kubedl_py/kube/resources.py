@@ -44,9 +44,7 @@ class Resource:
     def __str__(self) -> str:
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
-    def path(
-        self, *, namespace: str | None = None, name: str | None = None, subresource: str | None = None
-    ) -> str:
+    def path(self, *, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
         """The URL path of the collection, or of one object (and one of its subresources)."""
         base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         if self.namespaced and namespace:

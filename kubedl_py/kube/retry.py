@@ -114,7 +114,11 @@ class RetryPolicy:
             delay = state.next_action.sleep if state.next_action is not None else 0.0
             logger.info(
                 "retrying %s %s in %.2fs (attempt %d failed: %s)",
-                verb, resource, delay, state.attempt_number, exc,
+                verb,
+                resource,
+                delay,
+                state.attempt_number,
+                exc,
             )
 
         retrying = AsyncRetrying(

@@ -14,13 +14,16 @@ from kubedl_py.kube.retry import RetrySettings
 
 
 def configmap(name: str, **labels: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels},
-            "data": {"k": "v"}}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels}, "data": {"k": "v"}}
 
 
 def pod(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-            "spec": {"containers": [{"name": "main", "image": "busybox", "command": ["true"]}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "main", "image": "busybox", "command": ["true"]}]},
+    }
 
 
 async def test_kubeconfig_path_and_context(cluster: Any) -> None:
@@ -47,8 +50,9 @@ async def test_create_get_replace_patch_delete(kube: KubeClient, namespace: str)
 
     merged = await kube.patch(CONFIGMAPS, "a", {"metadata": {"labels": {"extra": "1"}}}, namespace=namespace)
     assert merged["metadata"]["labels"] == {"app": "x", "extra": "1"}
-    jsonp = await kube.patch(CONFIGMAPS, "a", [{"op": "replace", "path": "/data/k", "value": "v3"}],
-                             namespace=namespace, patch_type="json")
+    jsonp = await kube.patch(
+        CONFIGMAPS, "a", [{"op": "replace", "path": "/data/k", "value": "v3"}], namespace=namespace, patch_type="json"
+    )
     assert jsonp["data"] == {"k": "v3"}
 
     with pytest.raises(errors.Conflict):
@@ -94,8 +98,7 @@ async def test_server_errors_are_retried_and_counted(cluster: Any, kube: KubeCli
     assert got["metadata"]["name"] == "a"
     assert kube.retry.retries == 2
     assert kube.metrics is not None
-    assert kube.metrics.value("kubedl_api_errors_total",
-                              {"verb": "get", "resource": "configmaps", "code": "503"}) == 2
+    assert kube.metrics.value("kubedl_api_errors_total", {"verb": "get", "resource": "configmaps", "code": "503"}) == 2
 
 
 async def test_client_errors_are_not_retried(cluster: Any, kube: KubeClient, namespace: str) -> None:
@@ -117,8 +120,7 @@ async def test_too_many_requests_carries_retry_after(cluster: Any, namespace: st
 async def test_watch_streams_events_and_ends_at_the_server_timeout(kube: KubeClient, namespace: str) -> None:
     start = await kube.list(CONFIGMAPS, namespace=namespace)
     seen: list[WatchEvent] = []
-    events = kube.watch(CONFIGMAPS, namespace=namespace, resource_version=start.resource_version,
-                        timeout_seconds=1)
+    events = kube.watch(CONFIGMAPS, namespace=namespace, resource_version=start.resource_version, timeout_seconds=1)
 
     async def consume() -> None:
         async with contextlib.aclosing(events):
@@ -138,8 +140,7 @@ async def test_watch_streams_events_and_ends_at_the_server_timeout(kube: KubeCli
 async def test_watch_from_an_expired_version_raises_gone(cluster: Any, kube: KubeClient, namespace: str) -> None:
     start = await kube.list(CONFIGMAPS, namespace=namespace)
     cluster.faults.expire_watches(resource="configmaps", times=1)
-    events = kube.watch(CONFIGMAPS, namespace=namespace, resource_version=start.resource_version,
-                        timeout_seconds=5)
+    events = kube.watch(CONFIGMAPS, namespace=namespace, resource_version=start.resource_version, timeout_seconds=5)
     with pytest.raises(errors.Gone):
         async with contextlib.aclosing(events):
             async for _ in events:

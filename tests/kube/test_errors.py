@@ -11,8 +11,15 @@ from kubedl_py.kube.retry import is_retryable
 
 
 def status(code: int, reason: str, message: str = "boom", **details: object) -> dict[str, object]:
-    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code,
-            "reason": reason, "message": message, "details": details}
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "code": code,
+        "reason": reason,
+        "message": message,
+        "details": details,
+    }
 
 
 @pytest.mark.parametrize(
@@ -37,7 +44,7 @@ def status(code: int, reason: str, message: str = "boom", **details: object) -> 
     ],
 )
 def test_status_maps_to_class(code: int, reason: str, cls: type[errors.ApiError]) -> None:
-    error = errors.error_from_response(code, json.dumps(status(code, reason, "pods \"x\" boom")).encode())
+    error = errors.error_from_response(code, json.dumps(status(code, reason, 'pods "x" boom')).encode())
     assert type(error) is cls
     assert error.status == code
     assert error.reason == reason
@@ -60,13 +67,17 @@ def test_already_exists_is_not_a_conflict() -> None:
 
 
 def test_invalid_keeps_causes() -> None:
-    body = status(422, "Invalid", "PyTorchJob.training.kubedl.io \"j\" is invalid",
-                  causes=[{"reason": "FieldValueRequired", "message": "Required value",
-                           "field": "spec.pytorchReplicaSpecs"}])
+    body = status(
+        422,
+        "Invalid",
+        'PyTorchJob.training.kubedl.io "j" is invalid',
+        causes=[{"reason": "FieldValueRequired", "message": "Required value", "field": "spec.pytorchReplicaSpecs"}],
+    )
     error = errors.error_from_status(body)
     assert isinstance(error, errors.Invalid)
-    assert error.causes == [errors.Cause(reason="FieldValueRequired", message="Required value",
-                                         field="spec.pytorchReplicaSpecs")]
+    assert error.causes == [
+        errors.Cause(reason="FieldValueRequired", message="Required value", field="spec.pytorchReplicaSpecs")
+    ]
 
 
 def test_too_many_requests_retry_after_from_header_or_details() -> None:

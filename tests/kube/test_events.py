@@ -7,8 +7,9 @@ from kubedl_py.kube.events import EventRecorder
 
 
 async def test_repeated_events_are_one_event_with_a_count(kube: KubeClient, namespace: str) -> None:
-    cm = await kube.create(CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "j"}},
-                           namespace=namespace)
+    cm = await kube.create(
+        CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "j"}}, namespace=namespace
+    )
     recorder = EventRecorder(kube, component="kubedl-py")
     for _ in range(3):
         await recorder.warning(cm, "BackOff", "restarting failed replica")

@@ -38,8 +38,11 @@ class FakeEvents:
         return event
 
 
-JOB = {"apiVersion": "training.kubedl.io/v1alpha1", "kind": "PyTorchJob",
-       "metadata": {"name": "mnist", "namespace": "kubedl", "uid": "u-1", "resourceVersion": "7"}}
+JOB = {
+    "apiVersion": "training.kubedl.io/v1alpha1",
+    "kind": "PyTorchJob",
+    "metadata": {"name": "mnist", "namespace": "kubedl", "uid": "u-1", "resourceVersion": "7"},
+}
 
 
 class Clock:
@@ -59,9 +62,14 @@ async def test_first_event_is_created_with_the_involved_object_and_source() -> N
     api = FakeEvents()
     await recorder(api).warning(JOB, "InvalidSpec", "two masters")
     [event] = api.events.values()
-    assert event["involvedObject"] == {"apiVersion": "training.kubedl.io/v1alpha1", "kind": "PyTorchJob",
-                                       "namespace": "kubedl", "name": "mnist", "uid": "u-1",
-                                       "resourceVersion": "7"}
+    assert event["involvedObject"] == {
+        "apiVersion": "training.kubedl.io/v1alpha1",
+        "kind": "PyTorchJob",
+        "namespace": "kubedl",
+        "name": "mnist",
+        "uid": "u-1",
+        "resourceVersion": "7",
+    }
     assert event["type"] == "Warning"
     assert event["reason"] == "InvalidSpec"
     assert event["message"] == "two masters"
@@ -108,7 +116,7 @@ async def test_failures_are_swallowed() -> None:
     api = FakeEvents()
     api.fail_next = errors.Forbidden("events is forbidden", status=403, reason="Forbidden")
     rec = recorder(api)
-    await rec.normal(JOB, "Running", "job is running")   # does not raise into the reconcile
+    await rec.normal(JOB, "Running", "job is running")  # does not raise into the reconcile
     assert api.events == {}
     await rec.normal(JOB, "Running", "job is running")
     assert len(api.events) == 1

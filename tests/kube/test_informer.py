@@ -16,8 +16,7 @@ SETTINGS = InformerSettings(backoff=RetrySettings(initial_delay=0.01, max_delay=
 
 
 def configmap(name: str, **labels: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels},
-            "data": {"k": "v"}}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels}, "data": {"k": "v"}}
 
 
 class Log:
@@ -64,9 +63,7 @@ async def test_list_then_watch_scoped_by_label(kube: KubeClient, namespace: str)
         assert informer.relists == 1
 
 
-async def test_reconnects_after_a_cut_watch_without_relisting(
-    cluster: Any, kube: KubeClient, namespace: str
-) -> None:
+async def test_reconnects_after_a_cut_watch_without_relisting(cluster: Any, kube: KubeClient, namespace: str) -> None:
     informer = Informer(kube, CONFIGMAPS, namespace=namespace, settings=SETTINGS)
     log = Log()
     informer.add_handler(log.handler())

@@ -27,13 +27,17 @@ from kubedl_py.kube.retry import RetrySettings
 
 from .support import eventually
 
-FAST = InformerSettings(backoff=RetrySettings(initial_delay=0.001, max_delay=0.01, jitter=0.0),
-                        min_watch_duration=0.0)
+FAST = InformerSettings(backoff=RetrySettings(initial_delay=0.001, max_delay=0.01, jitter=0.0), min_watch_duration=0.0)
 
 
 def pod(name: str, rv: int, *, owner: str | None = None, **labels: str) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "namespace": "ns", "resourceVersion": str(rv), "labels": labels,
-                            "managedFields": [{"manager": "kubectl"}]}
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": "ns",
+        "resourceVersion": str(rv),
+        "labels": labels,
+        "managedFields": [{"manager": "kubectl"}],
+    }
     if owner:
         meta["ownerReferences"] = [{"uid": owner, "kind": "PyTorchJob", "name": owner, "controller": True}]
     return {"metadata": meta}
@@ -84,8 +88,7 @@ class Recorder:
 
 
 async def run_informer(api: FakeApi, **kwargs: Any) -> tuple[Informer, Recorder, asyncio.Task[None]]:
-    informer = Informer(cast(KubeClient, api), PODS, namespace="ns", settings=kwargs.pop("settings", FAST),
-                        **kwargs)
+    informer = Informer(cast(KubeClient, api), PODS, namespace="ns", settings=kwargs.pop("settings", FAST), **kwargs)
     recorder = Recorder()
     informer.add_handler(recorder.handler())
     task = asyncio.create_task(informer.run())
@@ -117,13 +120,15 @@ async def test_list_then_watch_from_the_list_version_with_bookmarks() -> None:
 async def test_events_update_the_cache_and_stale_ones_are_dropped() -> None:
     api = FakeApi(
         [ObjectList([pod("a", 5)], "10")],
-        [[
-            WatchEvent("MODIFIED", pod("a", 11)),
-            WatchEvent("MODIFIED", pod("a", 9)),    # older than the cache: a stale overwrite, dropped
-            WatchEvent("ADDED", pod("b", 12)),
-            WatchEvent("DELETED", pod("b", 13)),
-            WatchEvent("BOOKMARK", {"metadata": {"resourceVersion": "20"}}),
-        ]],
+        [
+            [
+                WatchEvent("MODIFIED", pod("a", 11)),
+                WatchEvent("MODIFIED", pod("a", 9)),  # older than the cache: a stale overwrite, dropped
+                WatchEvent("ADDED", pod("b", 12)),
+                WatchEvent("DELETED", pod("b", 13)),
+                WatchEvent("BOOKMARK", {"metadata": {"resourceVersion": "20"}}),
+            ]
+        ],
     )
     informer, recorder, task = await run_informer(api)
     await eventually(lambda: len(api.watch_calls) >= 2, what="resumed watch")
@@ -138,9 +143,11 @@ async def test_events_update_the_cache_and_stale_ones_are_dropped() -> None:
 
 async def test_gone_relists_and_delivers_what_was_missed() -> None:
     api = FakeApi(
-        [ObjectList([pod("a", 5), pod("b", 6), pod("c", 7)], "10"),
-         # While we were away: b was deleted, c changed, d was created, a is unchanged.
-         ObjectList([pod("a", 5), pod("c", 30), pod("d", 31)], "40")],
+        [
+            ObjectList([pod("a", 5), pod("b", 6), pod("c", 7)], "10"),
+            # While we were away: b was deleted, c changed, d was created, a is unchanged.
+            ObjectList([pod("a", 5), pod("c", 30), pod("d", 31)], "40"),
+        ],
         [[errors.Gone("too old resource version", status=410, reason="Expired")]],
     )
     informer, recorder, task = await run_informer(api)
@@ -156,7 +163,7 @@ async def test_cut_watch_resumes_from_last_version_without_relisting() -> None:
         [ObjectList([], "10")],
         [
             [WatchEvent("ADDED", pod("a", 11)), errors.TransportError("connection reset")],
-            [errors.TransportError("connection refused")],   # no progress: backoff, same version
+            [errors.TransportError("connection refused")],  # no progress: backoff, same version
             [WatchEvent("MODIFIED", pod("a", 12))],
         ],
     )
@@ -184,12 +191,11 @@ async def test_server_errors_before_the_first_list_are_retried() -> None:
 
 
 async def test_transform_and_indexers() -> None:
-    api = FakeApi([ObjectList([pod("a", 1, owner="u1", role="master"), pod("b", 2, owner="u1"),
-                               pod("c", 3, owner="u2")], "3")],
-                  [[WatchEvent("MODIFIED", pod("b", 4, owner="u2"))]])
-    informer, _recorder, task = await run_informer(
-        api, indexers={OWNER_INDEX: by_owner_uid, "role": by_label("role")}
+    api = FakeApi(
+        [ObjectList([pod("a", 1, owner="u1", role="master"), pod("b", 2, owner="u1"), pod("c", 3, owner="u2")], "3")],
+        [[WatchEvent("MODIFIED", pod("b", 4, owner="u2"))]],
     )
+    informer, _recorder, task = await run_informer(api, indexers={OWNER_INDEX: by_owner_uid, "role": by_label("role")})
     assert "managedFields" not in informer.get("a", namespace="ns")["metadata"]  # type: ignore[index]
     await eventually(lambda: len(informer.list(OWNER_INDEX, "u2")) == 2, what="re-indexing")
     assert [o["metadata"]["name"] for o in informer.list(OWNER_INDEX, "u1")] == ["a"]

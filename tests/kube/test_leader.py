@@ -13,8 +13,14 @@ from .support import eventually
 
 
 def settings(identity: str, namespace: str) -> LeaderElectionSettings:
-    return LeaderElectionSettings(name="kubedl-py", namespace=namespace, identity=identity,
-                                  lease_duration=1.0, renew_deadline=0.6, retry_period=0.1)
+    return LeaderElectionSettings(
+        name="kubedl-py",
+        namespace=namespace,
+        identity=identity,
+        lease_duration=1.0,
+        renew_deadline=0.6,
+        retry_period=0.1,
+    )
 
 
 async def cancel(task: asyncio.Task[Any]) -> None:

@@ -58,8 +58,14 @@ class FakeLeases:
 
 
 def settings(identity: str) -> LeaderElectionSettings:
-    return LeaderElectionSettings(name="kubedl-py", namespace="kubedl", identity=identity,
-                                  lease_duration=0.6, renew_deadline=0.4, retry_period=0.05)
+    return LeaderElectionSettings(
+        name="kubedl-py",
+        namespace="kubedl",
+        identity=identity,
+        lease_duration=0.6,
+        renew_deadline=0.4,
+        retry_period=0.05,
+    )
 
 
 class Watchdog:

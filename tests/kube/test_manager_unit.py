@@ -23,8 +23,13 @@ def obj(name: str, *, owner: str | None = None, **labels: str) -> dict[str, Any]
     meta: dict[str, Any] = {"name": name, "namespace": "ns", "resourceVersion": "1", "labels": labels}
     if owner:
         meta["ownerReferences"] = [
-            {"apiVersion": "training.kubedl.io/v1alpha1", "kind": "PyTorchJob", "name": owner, "uid": "u",
-             "controller": True},
+            {
+                "apiVersion": "training.kubedl.io/v1alpha1",
+                "kind": "PyTorchJob",
+                "name": owner,
+                "uid": "u",
+                "controller": True,
+            },
             {"apiVersion": "v1", "kind": "ConfigMap", "name": "not-the-controller", "uid": "c"},
         ]
     return {"metadata": meta}
@@ -86,11 +91,16 @@ def build(api: FakeApi, reconciler: Reconciles, settings: ManagerSettings = SETT
 
 
 async def test_owned_objects_wake_their_owner_once() -> None:
-    api = FakeApi({
-        "pytorchjobs": [obj("j1"), obj("j2")],
-        "pods": [obj("j1-master-0", owner="j1"), obj("j1-worker-0", owner="j1"),
-                 obj("orphan", **{"training.kubedl.io/job-name": "j3"})],
-    })
+    api = FakeApi(
+        {
+            "pytorchjobs": [obj("j1"), obj("j2")],
+            "pods": [
+                obj("j1-master-0", owner="j1"),
+                obj("j1-worker-0", owner="j1"),
+                obj("orphan", **{"training.kubedl.io/job-name": "j3"}),
+            ],
+        }
+    )
     reconciler = Reconciles()
     manager = build(api, reconciler)
     run = asyncio.create_task(manager.run())
@@ -111,8 +121,9 @@ async def test_errors_back_off_and_requeue_after_waits() -> None:
     reconciler.answers["ns/timer"] = [Result(requeue_after=0.05), Result()]
     manager = build(api, reconciler)
     run = asyncio.create_task(manager.run())
-    await eventually(lambda: reconciler.calls.count("ns/broken") == 3 and reconciler.calls.count("ns/timer") == 2,
-                     what="retries")
+    await eventually(
+        lambda: reconciler.calls.count("ns/broken") == 3 and reconciler.calls.count("ns/timer") == 2, what="retries"
+    )
     controller = manager.controllers[0]
     assert controller.queue.num_requeues("ns/broken") == 0  # forgotten after the success
     m = manager.metrics

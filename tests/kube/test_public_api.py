@@ -7,9 +7,26 @@ from kubedl_py.kube.health import parse_addr
 
 
 def test_public_names() -> None:
-    for name in ("KubeClient", "Informer", "WorkQueue", "Manager", "Result", "Reconciler", "LeaderElector",
-                 "EventRecorder", "Metrics", "Resource", "PODS", "SERVICES", "EVENTS", "LEASES", "owner_key",
-                 "label_key", "by_owner_uid", "errors"):
+    for name in (
+        "KubeClient",
+        "Informer",
+        "WorkQueue",
+        "Manager",
+        "Result",
+        "Reconciler",
+        "LeaderElector",
+        "EventRecorder",
+        "Metrics",
+        "Resource",
+        "PODS",
+        "SERVICES",
+        "EVENTS",
+        "LEASES",
+        "owner_key",
+        "label_key",
+        "by_owner_uid",
+        "errors",
+    ):
         assert name in kube.__all__
         assert hasattr(kube, name)
     assert sorted(kube.__all__) == sorted(set(kube.__all__))
@@ -26,9 +43,22 @@ def test_resource_paths() -> None:
 
 
 def test_owner_and_label_mappers() -> None:
-    pod = {"metadata": {"namespace": "ns", "name": "j-worker-0", "labels": {"job": "j"},
-                        "ownerReferences": [{"kind": "PyTorchJob", "name": "j", "uid": "u", "controller": True,
-                                             "apiVersion": "training.kubedl.io/v1alpha1"}]}}
+    pod = {
+        "metadata": {
+            "namespace": "ns",
+            "name": "j-worker-0",
+            "labels": {"job": "j"},
+            "ownerReferences": [
+                {
+                    "kind": "PyTorchJob",
+                    "name": "j",
+                    "uid": "u",
+                    "controller": True,
+                    "apiVersion": "training.kubedl.io/v1alpha1",
+                }
+            ],
+        }
+    }
     assert kube.owner_key("PyTorchJob")(pod) == ["ns/j"]
     assert kube.owner_key("TFJob")(pod) == []
     assert kube.owner_key("PyTorchJob", api_version="other/v1")(pod) == []

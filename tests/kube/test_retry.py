@@ -38,7 +38,7 @@ async def test_retries_server_errors_and_transport_errors_then_succeeds() -> Non
 
 async def test_never_retries_client_errors() -> None:
     policy = RetryPolicy(FAST)
-    flaky = Flaky(errors.NotFound("pods \"x\" not found", status=404))
+    flaky = Flaky(errors.NotFound('pods "x" not found', status=404))
     with pytest.raises(errors.NotFound):
         await policy.call(flaky)
     assert flaky.calls == 1

@@ -132,10 +132,10 @@ async def test_add_after_earliest_wins() -> None:
     queue: WorkQueue[str] = WorkQueue()
     loop = asyncio.get_running_loop()
     queue.add_after("a", 30)
-    queue.add_after("a", 0.05)   # sooner: replaces the 30 s timer
+    queue.add_after("a", 0.05)  # sooner: replaces the 30 s timer
     due = queue.due("a")
     assert due is not None and due - loop.time() < 1
-    queue.add_after("a", 60)     # later: ignored
+    queue.add_after("a", 60)  # later: ignored
     assert queue.due("a") == due
     assert await take(queue) == "a"
     assert queue.delayed == frozenset()
@@ -195,8 +195,8 @@ async def test_cancelled_getter_does_not_strand_a_key() -> None:
     first = asyncio.create_task(queue.get())
     second = asyncio.create_task(queue.get())
     await asyncio.sleep(0)
-    queue.add("a")       # wakes `first`...
-    first.cancel()       # ...which is cancelled before it runs: `second` must get the key
+    queue.add("a")  # wakes `first`...
+    first.cancel()  # ...which is cancelled before it runs: `second` must get the key
     async with asyncio.timeout(1):
         assert await second == "a"
     with pytest.raises(asyncio.CancelledError):
