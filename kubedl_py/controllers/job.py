@@ -171,6 +171,8 @@ class JobReconciler:
         self._writes = asyncio.Semaphore(WRITE_CONCURRENCY)
         #: resourceVersion of each job after our last status write (read-your-writes on a lagging cache)
         self._written: dict[str, str] = {}
+        #: the network mode (host?) each job asked for when its change was last refused with an event
+        self._refusals: dict[str, bool] = {}
 
     def _cache_behind(self, key: str, raw: Object) -> bool:
         written = self._written.get(key)
@@ -189,6 +191,7 @@ class JobReconciler:
         if raw is None or (raw.get("metadata") or {}).get("deletionTimestamp"):
             self.hostnetwork.job_gone(key)
             self._written.pop(key, None)
+            self._refusals.pop(key, None)
             return Result()
         if self._cache_behind(key, raw):
             # Our last status write is not in the cache yet; acting on the older copy would undo it.
@@ -220,6 +223,7 @@ class JobReconciler:
             job = parse_job(document)
         except JobValidationError as exc:
             return None, [str(error) for error in exc.errors]
+        # Two calls so that with_defaults' type variable resolves to each kind.
         if isinstance(job, PyTorchJob):
             return with_defaults(job), []
         return with_defaults(job), []
@@ -273,7 +277,12 @@ class JobReconciler:
             return
 
         host, refusal = self.hostnetwork.mode_for(seen)
-        if refusal:
+        if not refusal:
+            self._refusals.pop(seen.key, None)
+        elif self._refusals.get(seen.key) != seen.job.host_network:
+            # Once per requested change (an annotation edit does not bump the generation), not once per
+            # reconcile: a resync must cost no writes.
+            self._refusals[seen.key] = seen.job.host_network
             await self.recorder.warning(seen.raw, "NetworkModeChangeRefused", refusal)
         await self._remove_surplus(seen)
         failed_job = await self._handle_failures(seen)
@@ -319,8 +328,15 @@ class JobReconciler:
 
     async def _remove_surplus(self, seen: Observation) -> None:
         """Pods (and their Services) of replicas the spec no longer has: replicas lowered or type removed."""
-        names = [(pod.get("metadata") or {}).get("name", "") for pod in seen.surplus]
-        await self._gather(self._delete_pod(pod) for pod in seen.surplus)
+        # Pods already on their way out are left alone: a delete per reconcile would be a write per event.
+        doomed = [
+            pod
+            for pod in seen.surplus
+            if not (pod.get("metadata") or {}).get("deletionTimestamp")
+            and not self.expectations.pending_delete(str((pod.get("metadata") or {}).get("uid")))
+        ]
+        names = [(pod.get("metadata") or {}).get("name", "") for pod in doomed]
+        await self._gather(self._delete_pod(pod) for pod in doomed)
         expected = {replica_name(seen.job.name, t, i) for t, i in seen.replicas}
         stale = [name for name in seen.services if name not in expected]
         await self._gather(self._delete_service(seen.job.namespace, name) for name in stale)

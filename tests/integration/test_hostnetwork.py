@@ -217,6 +217,20 @@ async def test_changing_the_network_mode_of_a_running_job_is_refused(
         return any(e["reason"] == "NetworkModeChangeRefused" for e in await events_for(kube, "switch"))
 
     await eventually(refused, what="NetworkModeChangeRefused event")
+    # Later reconciles (here: woken by label edits) must not repeat the event: that would be a write each.
+    assert controller.manager is not None
+    metrics = controller.manager.metrics
+    labels = {"controller": "pytorchjobs", "result": "success"}
+    before = metrics.value("kubedl_reconcile_total", labels) or 0.0
+    for value in ("a", "b", "c"):
+        await kube.patch(PYTORCHJOBS, "switch", {"metadata": {"labels": {"poke": value}}}, namespace=NAMESPACE)
+
+    async def reconciled_again() -> bool:
+        return (metrics.value("kubedl_reconcile_total", labels) or 0.0) >= before + 3
+
+    await eventually(reconciled_again, what="reconciles after the label edits")
+    (event,) = [e for e in await events_for(kube, "switch") if e["reason"] == "NetworkModeChangeRefused"]
+    assert event.get("count", 1) == 1
     pods = await pods_of(kube, "switch")
     assert len(pods) == 3 and not any(p["spec"].get("hostNetwork") for p in pods)
     assert all(s["spec"]["clusterIP"] == "None" for s in await services_of(kube, "switch"))
