@@ -102,14 +102,64 @@ class SchedulingPolicy(KubeModel):
     priority_class_name: str | None = None
 
 
+# A Kubernetes quantity (``16Gi``, ``512M``, ``1.5G``): what an emptyDir's ``sizeLimit`` takes.
+Quantity = Annotated[str, Field(pattern=r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|e[0-9]+)?$")]
+# A Multus network-attachment reference: ``name`` or ``namespace/name``, optionally ``@interface``.
+NetworkRef = Annotated[
+    str, Field(pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?(@[A-Za-z0-9_.-]+)?$")
+]
+# A per-GPU name template: ``{index}`` becomes 1..count.
+IndexTemplate = Annotated[str, Field(min_length=1, pattern=r"\{index\}")]
+
+
+class PerGpu(KubeModel):
+    """One SR-IOV device and one Multus network per GPU (Spiderpool style): ``{index}`` runs 1..count."""
+
+    count: Annotated[int, Field(ge=1, le=64)]
+    #: resource name template, e.g. ``spidernet.io/gpu{index}sriov``; each gets a count of 1
+    resource: IndexTemplate | None = None
+    #: network template, e.g. ``kube-system/gpu{index}-sriov``
+    network: IndexTemplate | None = None
+
+
+class RdmaSpec(KubeModel):
+    """Opt-in RDMA settings for every replica: devices, networks, /dev/shm, IPC_LOCK and NCCL variables."""
+
+    #: extended resources added to the framework container's limits and requests, e.g. ``{rdma/hca: 1}``
+    devices: dict[str, Annotated[int, Field(ge=1)]] | None = None
+    per_gpu: PerGpu | None = None
+    #: Multus attachments for the ``k8s.v1.cni.cncf.io/networks`` pod annotation
+    networks: list[NetworkRef] | None = None
+    #: size of the memory-backed /dev/shm (unset: no sizeLimit, bounded by the pod's memory)
+    shm_size: Quantity | None = None
+    #: add the IPC_LOCK capability (RDMA pins memory); default true
+    ipc_lock: bool | None = None
+    #: environment variables (NCCL_*) for the framework container
+    nccl: dict[str, str | int] | None = None
+
+
+class Placement(KubeModel):
+    """Keep a job's pods in one topology domain (a leaf switch, a rail group) named by a node label."""
+
+    topology_key: Annotated[str, Field(min_length=1, max_length=316)]
+    #: Preferred (default): pod affinity weight 100; Required: pods wait until they fit in one domain
+    mode: Literal["Preferred", "Required"] | None = None
+
+
 class RunPolicy(KubeModel):
-    """Fields that KubeDL keeps inline in ``spec``; shared by every job kind."""
+    """Fields that KubeDL keeps inline in ``spec``; shared by every job kind.
+
+    ``rdma`` and ``placement`` are not run policies in KubeDL's sense, but they too are shared by every
+    kind, so they live in this common base of the job specs.
+    """
 
     clean_pod_policy: CleanPodPolicy | None = None
     ttl_seconds_after_finished: NonNegativeInt | None = None
     active_deadline_seconds: Annotated[int, Field(ge=1)] | None = None
     backoff_limit: NonNegativeInt | None = None
     scheduling_policy: SchedulingPolicy | None = None
+    rdma: RdmaSpec | None = None
+    placement: Placement | None = None
 
 
 class StatusModel(BaseModel):

@@ -13,6 +13,11 @@ user wrote and a later change of a default reaches existing jobs on their next r
 - ``successPolicy`` (TFJob): ``""`` — Chief/Master, else worker 0, decides success (TensorFlow's convention).
 - ``nprocPerNode`` (PyTorchJob): 1 — one process per pod, so WORLD_SIZE equals the pod count.
 - ``elasticPolicy.rdzvBackend``: ``c10d`` — torchrun's built-in backend, no etcd needed.
+- ``placement.mode``: ``Preferred`` — a job that cannot fit in one block still runs, only with more hops.
+- ``rdma``: nothing here. Its defaults have a precedence chain (the job, then the controller's
+  ``--rdma-defaults`` file, then built-ins such as ``ipcLock: true`` and ``NCCL_IB_TIMEOUT=22``), so the
+  controller resolves them when it builds pods (``controllers/rdma.py``); filling them in here would hide the
+  operator's file.
 - Default container and port: ``pytorch`` / ``pytorchjob-port`` 23456 and ``tensorflow`` / ``tfjob-port`` 2222
   (KubeDL's names); the first container when none has the name.
 """
@@ -26,6 +31,7 @@ from kubedl_py.api.jobs import Framework, PyTorchJob, TFJob
 DEFAULT_REPLICAS: Final = 1
 DEFAULT_NPROC_PER_NODE: Final = 1
 DEFAULT_RDZV_BACKEND: Final = "c10d"
+DEFAULT_PLACEMENT_MODE: Final = "Preferred"
 
 J = TypeVar("J", PyTorchJob, TFJob)
 
@@ -41,6 +47,9 @@ def with_defaults(job: J) -> J:
             spec.restart_policy = framework.default_restart_policy  # type: ignore[assignment]
     if copy.run_policy.clean_pod_policy is None:
         copy.run_policy.clean_pod_policy = framework.default_clean_pod_policy  # type: ignore[assignment]
+    placement = copy.run_policy.placement
+    if placement is not None and placement.mode is None:
+        placement.mode = DEFAULT_PLACEMENT_MODE
     if isinstance(copy, PyTorchJob):
         if copy.spec.nproc_per_node is None:
             copy.spec.nproc_per_node = DEFAULT_NPROC_PER_NODE

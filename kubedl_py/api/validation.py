@@ -21,6 +21,7 @@ from typing import Any
 import pydantic
 
 from kubedl_py.api import constants as c
+from kubedl_py.api.common import RdmaSpec
 from kubedl_py.api.defaults import DEFAULT_REPLICAS
 from kubedl_py.api.jobs import JOB_MODELS, Job, PyTorchJob, TFJob
 
@@ -28,6 +29,10 @@ from kubedl_py.api.jobs import JOB_MODELS, Job, PyTorchJob, TFJob
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 # generateName gets this many random characters appended by the API server.
 _GENERATED_SUFFIX = 5
+# A resource name in ``resources.limits``: an optional DNS-subdomain prefix and a name (``rdma/hca``).
+_RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+# An environment variable name as the API server accepts it (C identifier, plus '.' and '-').
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,7 @@ def validate_job(job: Job) -> list[FieldError]:
     else:
         errors += _check_tensorflow(job)
     errors += _check_totals(job)
+    errors += _check_rdma(job)
     return errors
 
 
@@ -228,6 +234,44 @@ def _check_totals(job: Job) -> list[FieldError]:
             )
         ]
     return []
+
+
+def parse_rdma(data: Any, *, source: str | None = None) -> RdmaSpec:
+    """An ``RdmaSpec`` from a raw mapping (the controller's ``--rdma-defaults`` file), checked like a job's."""
+    subject = source or "rdma settings"
+    try:
+        rdma = RdmaSpec.model_validate(data if data is not None else {})
+    except pydantic.ValidationError as exc:
+        raise JobValidationError(_from_pydantic(exc), subject=subject) from None
+    errors = _check_rdma_spec(rdma, "")
+    if errors:
+        raise JobValidationError(errors, subject=subject)
+    return rdma
+
+
+def _check_rdma(job: Job) -> list[FieldError]:
+    rdma = job.run_policy.rdma
+    return [] if rdma is None else _check_rdma_spec(rdma, "spec.rdma.")
+
+
+def _check_rdma_spec(rdma: RdmaSpec, path: str) -> list[FieldError]:
+    errors = []
+    for name in rdma.devices or {}:
+        if not _RESOURCE_NAME.match(name) or len(name) > 253:
+            errors.append(
+                FieldError(f"{path}devices.{name}", "is not a resource name; use e.g. 'rdma/hca' or 'nvidia.com/gpu'")
+            )
+    for name in rdma.nccl or {}:
+        if not _ENV_NAME.match(name):
+            errors.append(
+                FieldError(f"{path}nccl.{name}", "is not an environment variable name; use e.g. 'NCCL_IB_HCA'")
+            )
+    per_gpu = rdma.per_gpu
+    if per_gpu is not None and per_gpu.resource is None and per_gpu.network is None:
+        errors.append(
+            FieldError(f"{path}perGpu", "names neither a resource nor a network: set resource and/or network")
+        )
+    return errors
 
 
 # Friendlier words for fields whose pydantic message would not say the fix.
