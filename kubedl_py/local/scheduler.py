@@ -1,11 +1,26 @@
 """The scheduler: binds pending pods to nodes, as kube-scheduler's default plugins would.
 
 Filters: node name/selector/required node affinity, taints and tolerations, ``spec.unschedulable``,
-resource fit (cpu, memory, pods and extended resources against allocatable) and host ports (a pod declaring
-``hostPort`` P never lands on a node where a live pod declares P, like the NodePorts plugin). Among feasible
-nodes it picks the least loaded. Unschedulable pods get ``PodScheduled=False``/``Unschedulable`` and a
-``FailedScheduling`` event and are retried whenever pods or nodes change. It works on the store directly
-(in-process), in batches, so a burst of 1,600 pods costs one pass over the cluster per batch.
+resource fit (cpu, memory, pods and extended resources against allocatable), host ports (a pod declaring
+``hostPort`` P never lands on a node where a live pod declares P, like the NodePorts plugin) and inter-pod
+affinity (below). Among feasible nodes it picks the best inter-pod affinity score, then the least loaded.
+
+Inter-pod affinity follows kube-scheduler's InterPodAffinity plugin: terms select pods by ``labelSelector``
+(``matchLabels``/``matchExpressions``) in ``namespaces``/``namespaceSelector`` (default: the pod's own
+namespace) and compare nodes by the value of their ``topologyKey`` label. Required affinity needs the
+topology label on the node and an existing pod matching all terms in the node's domain -- except for the
+first pod of a group: when no pod in the cluster matches and the pod matches its own terms, any node with
+the labels will do. Required anti-affinity, the pod's and (symmetrically) existing pods', excludes domains.
+Scores add the weights of preferred terms (the pod's, and existing pods' that match it; anti-affinity
+subtracts) and 1 per existing pod whose required affinity the pod matches, per topology domain.
+Differences, deliberate: the affinity score always outranks load (kube-scheduler normalizes and blends
+plugin scores; with weight-100 terms on a lightly loaded cluster the choice is the same), and
+``matchLabelKeys``/``mismatchLabelKeys`` are ignored. Affinity costs nothing while neither the incoming pod
+nor any placed pod has affinity terms.
+
+Unschedulable pods get ``PodScheduled=False``/``Unschedulable`` and a ``FailedScheduling`` event and are
+retried whenever pods or nodes change. It works on the store directly (in-process), in batches, so a burst
+of 1,600 pods costs one pass over the cluster per batch.
 """
 
 from __future__ import annotations
@@ -98,6 +113,132 @@ def _affinity_ok(pod: Obj, labels: dict[str, str], node_name: str) -> bool:
     return False
 
 
+_SELECTOR_OPS = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
+
+
+def selector_matches(selector: Obj | None, labels: dict[str, str]) -> bool:
+    """A metav1.LabelSelector: None matches nothing, ``{}`` everything (as affinity terms define it)."""
+    if selector is None:
+        return False
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for e in selector.get("matchExpressions") or []:
+        op = _SELECTOR_OPS.get(e.get("operator", ""))
+        if op is None or not Requirement(e.get("key", ""), op, [str(v) for v in e.get("values") or []]).matches(labels):
+            return False
+    return True
+
+
+class AffinityTerm:
+    """One pod (anti-)affinity term of an owner pod, with its namespaces resolved (None: all)."""
+
+    __slots__ = ("namespaces", "selector", "topology_key", "weight")
+
+    def __init__(self, term: Obj, owner_namespace: str, namespace_labels: dict[str, dict[str, str]], weight: int):
+        self.selector: Obj | None = term.get("labelSelector")
+        self.topology_key: str = term.get("topologyKey", "")
+        self.weight = weight
+        listed = set(term.get("namespaces") or [])
+        ns_selector = term.get("namespaceSelector")
+        if ns_selector is None:
+            self.namespaces: set[str] | None = listed or {owner_namespace}
+        elif not ns_selector:
+            self.namespaces = None
+        else:
+            self.namespaces = listed | {n for n, lab in namespace_labels.items() if selector_matches(ns_selector, lab)}
+
+    def matches(self, pod: Obj) -> bool:
+        md = pod.get("metadata") or {}
+        if self.namespaces is not None and md.get("namespace") not in self.namespaces:
+            return False
+        return selector_matches(self.selector, md.get("labels") or {})
+
+
+def has_pod_affinity(pod: Obj) -> bool:
+    affinity = (pod.get("spec") or {}).get("affinity") or {}
+    return bool(affinity.get("podAffinity") or affinity.get("podAntiAffinity"))
+
+
+def affinity_terms(
+    pod: Obj, kind: str, required: bool, namespace_labels: dict[str, dict[str, str]]
+) -> list[AffinityTerm]:
+    """``kind`` is podAffinity or podAntiAffinity; required terms get weight 0."""
+    section = (((pod.get("spec") or {}).get("affinity") or {}).get(kind)) or {}
+    namespace = (pod.get("metadata") or {}).get("namespace", "")
+    if required:
+        return [
+            AffinityTerm(t, namespace, namespace_labels, 0)
+            for t in section.get("requiredDuringSchedulingIgnoredDuringExecution") or []
+        ]
+    return [
+        AffinityTerm(w.get("podAffinityTerm") or {}, namespace, namespace_labels, int(w.get("weight") or 0))
+        for w in section.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+    ]
+
+
+# kube-scheduler's default hardPodAffinityWeight: an existing pod's required affinity, seen from the pod it
+# attracts, counts this much in scoring.
+HARD_POD_AFFINITY_WEIGHT = 1
+TopologyPair = tuple[str, str]
+
+
+class InterPodAffinity:
+    """What the pods already placed say about one incoming pod: filter verdicts and scores per domain."""
+
+    def __init__(self, pod: Obj, placed: list[tuple[Obj, dict[str, str]]], ns_labels: dict[str, dict[str, str]]):
+        self.required = affinity_terms(pod, "podAffinity", True, ns_labels)
+        self.required_anti = affinity_terms(pod, "podAntiAffinity", True, ns_labels)
+        preferred = affinity_terms(pod, "podAffinity", False, ns_labels)
+        preferred_anti = affinity_terms(pod, "podAntiAffinity", False, ns_labels)
+        #: domains with existing pods matching all required terms (one count per term's domain)
+        self.affinity_counts: Counter[TopologyPair] = Counter()
+        #: domains the pod's required anti-affinity excludes
+        self.anti_counts: Counter[TopologyPair] = Counter()
+        #: domains existing pods' required anti-affinity excludes for this pod
+        self.existing_anti: Counter[TopologyPair] = Counter()
+        self.scores: defaultdict[TopologyPair, int] = defaultdict(int)
+        for other, node_labels in placed:
+            if self.required and all(t.matches(other) for t in self.required):
+                for t in self.required:
+                    if t.topology_key in node_labels:
+                        self.affinity_counts[(t.topology_key, node_labels[t.topology_key])] += 1
+            for t in self.required_anti:
+                if t.topology_key in node_labels and t.matches(other):
+                    self.anti_counts[(t.topology_key, node_labels[t.topology_key])] += 1
+            for t, sign in [(t, 1) for t in preferred] + [(t, -1) for t in preferred_anti]:
+                if t.topology_key in node_labels and t.matches(other):
+                    self.scores[(t.topology_key, node_labels[t.topology_key])] += sign * t.weight
+            if not has_pod_affinity(other):
+                continue
+            for t in affinity_terms(other, "podAntiAffinity", True, ns_labels):
+                if t.topology_key in node_labels and t.matches(pod):
+                    self.existing_anti[(t.topology_key, node_labels[t.topology_key])] += 1
+            symmetric = [(t, HARD_POD_AFFINITY_WEIGHT) for t in affinity_terms(other, "podAffinity", True, ns_labels)]
+            symmetric += [(t, t.weight) for t in affinity_terms(other, "podAffinity", False, ns_labels)]
+            symmetric += [(t, -t.weight) for t in affinity_terms(other, "podAntiAffinity", False, ns_labels)]
+            for t, weight in symmetric:
+                if t.topology_key in node_labels and t.matches(pod):
+                    self.scores[(t.topology_key, node_labels[t.topology_key])] += weight
+        self.first_of_group = not self.affinity_counts and all(t.matches(pod) for t in self.required)
+
+    def reject(self, labels: dict[str, str]) -> str | None:
+        """Why a node with ``labels`` may not take the pod, or None."""
+        if self.required:
+            if any(t.topology_key not in labels for t in self.required):
+                return "node(s) didn't match pod affinity rules"
+            exist = all(self.affinity_counts[(t.topology_key, labels[t.topology_key])] > 0 for t in self.required)
+            if not exist and not self.first_of_group:
+                return "node(s) didn't match pod affinity rules"
+        if any(labels.get(k) == v and n > 0 for (k, v), n in self.anti_counts.items()):
+            return "node(s) didn't match pod anti-affinity rules"
+        if any(labels.get(k) == v and n > 0 for (k, v), n in self.existing_anti.items()):
+            return "node(s) didn't satisfy existing pods anti-affinity rules"
+        return None
+
+    def score(self, labels: dict[str, str]) -> int:
+        return sum(weight for (k, v), weight in self.scores.items() if labels.get(k) == v)
+
+
 class Scheduler:
     def __init__(self, registry: Registry, name: str = "default-scheduler") -> None:
         self.registry = registry
@@ -109,6 +250,10 @@ class Scheduler:
         self.used: dict[str, defaultdict[str, float]] = {}
         self.ports: dict[str, Counter[tuple[str, str, int]]] = {}
         self.accounted: dict[tuple[str, str], tuple[str, dict[str, float], list[tuple[str, str, int]]]] = {}
+        # Live bound pods and their nodes (for inter-pod affinity), and which of them carry affinity terms:
+        # while none does and the incoming pod has none, affinity costs nothing.
+        self.placed: dict[tuple[str, str], tuple[str, Obj]] = {}
+        self.placed_with_affinity: set[tuple[str, str]] = set()
         self.wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.store.listeners.append(self._on_event)
@@ -146,6 +291,13 @@ class Scheduler:
     def _account(self, key: tuple[str, str], pod: Obj | None) -> None:
         node = ((pod or {}).get("spec") or {}).get("nodeName")
         live = bool(node) and ((pod or {}).get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        if live and pod is not None and node:
+            self.placed[key] = (node, pod)  # labels may change on a bound pod: keep the newest copy
+            if has_pod_affinity(pod):
+                self.placed_with_affinity.add(key)
+        else:
+            self.placed.pop(key, None)
+            self.placed_with_affinity.discard(key)
         prev = self.accounted.get(key)
         if prev is not None and live and prev[0] == node:
             return  # requests and ports are immutable: nothing to redo
@@ -240,7 +392,8 @@ class Scheduler:
         want_ports = host_ports(pod)
         selector = spec.get("nodeSelector") or {}
         reasons: dict[str, int] = defaultdict(int)
-        best: tuple[float, str] | None = None
+        best: tuple[float, float, str] | None = None
+        inter = self._inter_pod_affinity(pod, nodes)
         for n in nodes:
             name = n["metadata"]["name"]
             labels = n["metadata"].get("labels") or {}
@@ -286,16 +439,31 @@ class Scheduler:
             if want_ports and _ports_conflict(want_ports, {p for p, n in self.ports[name].items() if n > 0}):
                 reasons["node(s) didn't have free ports for the requested pod ports"] += 1
                 continue
-            score = u["pods"]
-            if best is None or score < best[0]:
-                best = (score, name)
+            if inter is not None:
+                rejected = inter.reject(labels)
+                if rejected:
+                    reasons[rejected] += 1
+                    continue
+            rank = (-inter.score(labels) if inter is not None else 0.0, u["pods"])
+            if best is None or rank < best[:2]:
+                best = (*rank, name)
         if best is not None:
-            return best[1], ""
+            return best[2], ""
         detail = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda kv: kv[0]))
         return (
             None,
             f"0/{len(nodes)} nodes are available: {detail}." if detail else f"0/{len(nodes)} nodes are available.",
         )
+
+    def _inter_pod_affinity(self, pod: Obj, nodes: list[Obj]) -> InterPodAffinity | None:
+        if not has_pod_affinity(pod) and not self.placed_with_affinity:
+            return None
+        node_labels = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in nodes}
+        ns_labels = {
+            ns["metadata"]["name"]: ns["metadata"].get("labels") or {} for ns in self.store.iter(("", "namespaces"))
+        }
+        placed = [(other, node_labels.get(node, {})) for node, other in self.placed.values()]
+        return InterPodAffinity(pod, placed, ns_labels)
 
     def _mark_unschedulable(self, pod: Obj, key: tuple[str, str], why: str) -> None:
         if self.unschedulable.get(key) == why:
