@@ -163,6 +163,23 @@ def _add_controller(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=None,
         help="cluster DNS domain to append to Service names in TF_CONFIG (default: none; $CUSTOM_CLUSTER_DOMAIN)",
     )
+    p.add_argument(
+        "--gang-scheduler",
+        choices=["volcano", "scheduler-plugins"],
+        default=None,
+        help="give every job a PodGroup of this gang scheduler and point its pods at it (default: none)",
+    )
+    p.add_argument(
+        "--gang-scheduler-name",
+        default=None,
+        help="schedulerName for gang-scheduled pods (default: volcano / scheduler-plugins-scheduler)",
+    )
+    p.add_argument(
+        "--rdma-defaults",
+        metavar="FILE",
+        default=None,
+        help="YAML with the shape of spec.rdma: defaults for jobs that have a spec.rdma block",
+    )
     p.set_defaults(handler=_run_controller)
 
 
@@ -182,6 +199,8 @@ def _controller_options(args: argparse.Namespace) -> Any:
     if args.resync_period is not None and args.resync_period <= 0:
         raise _UsageError("--resync-period must be positive")
     informer = InformerSettings(resync_period=args.resync_period) if args.resync_period else None
+    if args.gang_scheduler_name is not None and not args.gang_scheduler:
+        raise _UsageError("--gang-scheduler-name needs --gang-scheduler")
     return ControllerOptions(
         informer=informer,
         namespace=args.namespace or None,
@@ -191,7 +210,28 @@ def _controller_options(args: argparse.Namespace) -> Any:
         leader_elect_namespace=args.leader_elect_namespace,
         host_port_range=port_range,
         cluster_domain=args.cluster_domain or os.environ.get("CUSTOM_CLUSTER_DOMAIN") or None,
+        gang_scheduler=args.gang_scheduler,
+        gang_scheduler_name=args.gang_scheduler_name,
+        rdma_defaults=_rdma_defaults(args.rdma_defaults) if args.rdma_defaults else None,
     )
+
+
+def _rdma_defaults(path: str) -> Any:
+    """The ``--rdma-defaults`` file as an ``RdmaSpec``; a bad file is a usage error naming the field."""
+    from pathlib import Path
+
+    import yaml
+
+    from kubedl_py.api.validation import JobValidationError, parse_rdma
+
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise _UsageError(f"--rdma-defaults: cannot read {path}: {exc}") from None
+    try:
+        return parse_rdma(data, source=f"--rdma-defaults {path}")
+    except JobValidationError as exc:
+        raise _UsageError(str(exc)) from None
 
 
 def _run_controller(args: argparse.Namespace) -> int:

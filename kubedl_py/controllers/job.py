@@ -15,7 +15,8 @@ The steps, in order:
 3. **Finished** jobs: apply ``cleanPodPolicy`` once, then ``ttlSecondsAfterFinished``.
 4. **Limits**: ``activeDeadlineSeconds`` (a timer, not only on events) and ``backoffLimit``.
 5. **Per replica**: create what is missing, replace what failed and may be retried, fail the job on a
-   failure that may not; remove surplus replicas.
+   failure that may not; remove surplus replicas. With a gang scheduler the job's PodGroup is made
+   first (``gang.py``): no pod is created before it exists, and it is deleted when the job finishes.
 6. **Report**: replica counts and conditions, one status write when something changed.
 
 Names are deterministic (``<job>-<type>-<i>``), so a create that races a stale cache gets AlreadyExists,
@@ -34,14 +35,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from kubedl_py.api import Framework, JobValidationError, parse_job, with_defaults
+from kubedl_py.api import Framework, JobValidationError, RdmaSpec, parse_job, with_defaults
 from kubedl_py.api import constants as c
 from kubedl_py.api.defaults import default_container_index
 from kubedl_py.api.jobs import PyTorchJob, TFJob
 from kubedl_py.controllers import status as st
 from kubedl_py.controllers.failures import classify
+from kubedl_py.controllers.gang import Gang, build_podgroup, podgroup_name
 from kubedl_py.controllers.hostnetwork import HostNetwork
-from kubedl_py.controllers.pods import addressing_for, build_pod, build_service
+from kubedl_py.controllers.pods import addressing_for, build_pod, build_service, owner_reference
 from kubedl_py.controllers.rendezvous import replica_name
 from kubedl_py.controllers.success import is_succeeded
 from kubedl_py.kube import errors
@@ -67,6 +69,10 @@ class ReconcilerOptions:
     cluster_domain: str | None = None
     #: requeue delay while waiting for something that sends no event (e.g. free host ports)
     wait_requeue: float = 5.0
+    #: the gang scheduler whose PodGroups the jobs get (None: no PodGroups, pods untouched)
+    gang: Gang | None = None
+    #: controller-wide defaults under each job's ``spec.rdma`` (``--rdma-defaults``)
+    rdma_defaults: RdmaSpec | None = None
 
 
 @dataclass
@@ -132,6 +138,8 @@ class Observation:
     now: datetime
     requeue_after: float | None = None
     waiting: bool = False
+    #: retry with the work queue's per-key backoff (something failed that an event will not announce)
+    backoff: bool = False
 
     @property
     def key(self) -> str:
@@ -171,6 +179,9 @@ class JobReconciler:
         self._writes = asyncio.Semaphore(WRITE_CONCURRENCY)
         #: resourceVersion of each job after our last status write (read-your-writes on a lagging cache)
         self._written: dict[str, str] = {}
+        #: job key -> (uid, "created" | "deleted"): the PodGroups this process made or removed, so each
+        #: costs one create and one delete per job (one more of each after a controller restart)
+        self._podgroups: dict[str, tuple[str, str]] = {}
         #: the network mode (host?) each job asked for when its change was last refused with an event
         self._refusals: dict[str, bool] = {}
 
@@ -192,6 +203,7 @@ class JobReconciler:
             self.hostnetwork.job_gone(key)
             self._written.pop(key, None)
             self._refusals.pop(key, None)
+            self._podgroups.pop(key, None)
             return Result()
         if self._cache_behind(key, raw):
             # Our last status write is not in the cache yet; acting on the older copy would undo it.
@@ -213,7 +225,7 @@ class JobReconciler:
         await self._report(seen)
         if seen.requeue_after is not None:
             return Result(requeue_after=max(seen.requeue_after, 0.05))
-        return Result()
+        return Result(requeue=seen.backoff)
 
     # -------------------------------------------------------------------------------------------- observe
 
@@ -287,6 +299,8 @@ class JobReconciler:
         await self._remove_surplus(seen)
         failed_job = await self._handle_failures(seen)
         if failed_job:
+            return
+        if not await self._ensure_podgroup(seen):
             return
         await self._create_missing(seen, host)
         if host:
@@ -444,7 +458,14 @@ class JobReconciler:
     async def _create_pod(self, seen: Observation, replica: Replica, addressing: Any) -> Exception | None:
         job = seen.job
         name = replica_name(job.name, *_slot(replica))
-        pod = build_pod(job, replica.replica_type, replica.index, addressing)
+        pod = build_pod(
+            job,
+            replica.replica_type,
+            replica.index,
+            addressing,
+            rdma_defaults=self.options.rdma_defaults,
+            gang=self.options.gang,
+        )
         pod_key = f"{job.namespace}/{name}"
         self.expectations.expect_create(pod_key)
         try:
@@ -467,6 +488,7 @@ class JobReconciler:
         Cleanup deletes by label selector (one request per kind, not one per pod); when the TTL has
         already run out, deleting the job is enough — the garbage collector removes what it owns.
         """
+        await self._delete_podgroup(seen)
         ttl = seen.job.run_policy.ttl_seconds_after_finished
         finished = _parse_time(seen.status.get("completionTime"))
         if ttl is not None and finished is not None:
@@ -494,6 +516,42 @@ class JobReconciler:
             await self._gather(
                 self._delete_service(seen.job.namespace, name) for name in names if name in seen.services
             )
+
+    # ------------------------------------------------------------------------------------ gang scheduling
+
+    async def _ensure_podgroup(self, seen: Observation) -> bool:
+        """With a gang scheduler, make the job's PodGroup; False while it cannot be made (pods wait)."""
+        gang = self.options.gang
+        uid = seen.job.metadata.uid or ""
+        if gang is None or self._podgroups.get(seen.key, ("", ""))[0] == uid:
+            return True
+        body = build_podgroup(seen.job, gang, owner_reference(seen.job))
+        try:
+            await self.client.create(gang.resource, body, namespace=seen.job.namespace)
+        except errors.AlreadyExists:
+            pass  # made before a controller restart, or by a racing reconcile
+        except (errors.NotFound, errors.Forbidden) as exc:
+            # The PodGroup CRD is not installed (404) or RBAC lacks it (403): the pods would wait forever
+            # for a group that never comes, so none are made; retried with backoff until it works.
+            message = (
+                f"cannot create {gang.resource} {podgroup_name(seen.job)} ({exc}); is {gang.scheduler} installed "
+                "and the controller allowed to create its PodGroups? The job's pods wait for it."
+            )
+            await self.recorder.warning(seen.raw, "PodGroupCreateFailed", message)
+            seen.backoff = True
+            return False
+        self._podgroups[seen.key] = (uid, "created")
+        return True
+
+    async def _delete_podgroup(self, seen: Observation) -> None:
+        """A finished job's pods no longer need a gang reservation (once per job and controller run)."""
+        gang = self.options.gang
+        uid = seen.job.metadata.uid or ""
+        if gang is None or self._podgroups.get(seen.key) == (uid, "deleted"):
+            return
+        with contextlib.suppress(errors.NotFound):
+            await self.client.delete(gang.resource, podgroup_name(seen.job), namespace=seen.job.namespace)
+        self._podgroups[seen.key] = (uid, "deleted")
 
     async def _delete_job(self, seen: Observation, ttl: int) -> None:
         try:

@@ -3,6 +3,8 @@
 The user's template is copied and only added to: contract labels, the owner reference, the rendezvous
 environment, the framework's port when the container does not declare it, the pod restart policy that the
 replica's policy implies, and in host-network mode the host-network fields and the chosen host port.
+Opt-in extras, each only adding what the template lacks: ``spec.rdma`` and ``spec.placement``
+(``rdma.py``) and, with a gang scheduler, the PodGroup reference (``gang.py``).
 Everything else in the template reaches the pod unchanged.
 """
 
@@ -11,9 +13,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kubedl_py.api import PyTorchJob, TFJob
+from kubedl_py.api import PyTorchJob, RdmaSpec, TFJob
 from kubedl_py.api import constants as c
 from kubedl_py.api.defaults import default_container_index, training_port
+from kubedl_py.controllers.gang import Gang, apply_gang
+from kubedl_py.controllers.rdma import apply_placement, apply_rdma, resolve_rdma
 from kubedl_py.controllers.rendezvous import Addressing, apply_rendezvous, replica_name
 
 # Annotation on a pod: how many times this replica's pod was recreated before it (carried forward so the
@@ -76,8 +80,10 @@ def build_pod(
     addressing: Addressing,
     *,
     annotations: dict[str, str] | None = None,
+    rdma_defaults: RdmaSpec | None = None,
+    gang: Gang | None = None,
 ) -> dict[str, Any]:
-    """The pod of one replica (``job`` already defaulted)."""
+    """The pod of one replica (``job`` already defaulted); ``rdma_defaults`` and ``gang`` are the controller's."""
     spec = job.replica_specs[replica_type]
     template = copy.deepcopy(spec.template.to_dict())
     metadata = template.get("metadata") or {}
@@ -112,7 +118,16 @@ def build_pod(
     }
     if pod_annotations:
         pod_metadata["annotations"] = pod_annotations
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_metadata, "spec": pod_spec}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": pod_metadata, "spec": pod_spec}
+    rdma = resolve_rdma(job.run_policy.rdma, rdma_defaults)
+    if rdma is not None:
+        main_index = default_container_index(containers, job.framework)
+        apply_rdma(pod, rdma, main_index=main_index, host_network=host_port is not None)
+    if job.run_policy.placement is not None:
+        apply_placement(pod_spec, job.name, job.run_policy.placement)
+    if gang is not None:
+        apply_gang(pod, job, gang)
+    return pod
 
 
 def _ensure_port(container: dict[str, Any], port_name: str, port: int) -> None:

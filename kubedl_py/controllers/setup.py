@@ -15,8 +15,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubedl_py.api import FRAMEWORKS
+from kubedl_py.api import FRAMEWORKS, RdmaSpec
 from kubedl_py.api import constants as c
+from kubedl_py.controllers.gang import Gang, GangSchedulerKind
 from kubedl_py.controllers.hostnetwork import HostNetwork
 from kubedl_py.controllers.job import JobReconciler, ReconcilerOptions
 from kubedl_py.controllers.ports import DEFAULT_RANGE, HostPortAllocator
@@ -47,6 +48,18 @@ class ControllerOptions:
     cluster_domain: str | None = None
     informer: InformerSettings | None = None
     leader_election: LeaderElectionSettings | None = field(default=None)
+    #: ``--gang-scheduler``: make a PodGroup per job for this scheduler and point the pods at it
+    gang_scheduler: GangSchedulerKind | None = None
+    #: ``--gang-scheduler-name``: the pods' schedulerName (None: ``volcano`` / ``scheduler-plugins-scheduler``)
+    gang_scheduler_name: str | None = None
+    #: ``--rdma-defaults``: defaults under every job's ``spec.rdma`` (jobs without one are untouched)
+    rdma_defaults: RdmaSpec | None = None
+
+    @property
+    def gang(self) -> Gang | None:
+        if self.gang_scheduler is None:
+            return None
+        return Gang(self.gang_scheduler, self.gang_scheduler_name)
 
 
 def trim_pod(pod: Object) -> Object:
@@ -146,7 +159,9 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
             services=services,
             hostnetwork=hostnetwork,
             recorder=recorder,
-            options=ReconcilerOptions(cluster_domain=options.cluster_domain),
+            options=ReconcilerOptions(
+                cluster_domain=options.cluster_domain, gang=options.gang, rdma_defaults=options.rdma_defaults
+            ),
             on_transition=on_transition,
         )
         controller = manager.add_controller(framework.plural, reconciler)
@@ -178,10 +193,12 @@ async def run_controller(client: KubeClient, options: ControllerOptions, *, mana
     manager = manager or build_manager(client, options)
     scope = f"namespace {options.namespace}" if options.namespace else "all namespaces"
     logger.info(
-        "kubedl-py controller: %s, %d workers, host ports %d-%d%s",
+        "kubedl-py controller: %s, %d workers, host ports %d-%d%s%s%s",
         scope,
         options.workers,
         *options.host_port_range,
         ", leader election" if options.leader_elect else "",
+        f", gang scheduler {options.gang_scheduler}" if options.gang_scheduler else "",
+        ", RDMA defaults" if options.rdma_defaults else "",
     )
     await manager.run()

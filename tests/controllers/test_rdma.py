@@ -1,0 +1,353 @@
+"""What spec.rdma, spec.placement and a gang scheduler turn a replica's pod into, with concrete values.
+
+Each test builds the pod of one replica from a job the way the controller does (``build_pod``) and
+asserts on its fields; the user's template always wins, and a job without the new fields gets exactly
+the pod it got before they existed (golden pods in data/pods_without_rdma.json).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kubedl_py.api import PyTorchJob, RdmaSpec, TFJob, load_jobs_file, parse_job, with_defaults
+from kubedl_py.api.validation import JobValidationError, parse_rdma
+from kubedl_py.controllers.gang import Gang, build_podgroup, min_member
+from kubedl_py.controllers.pods import addressing_for, build_pod, owner_reference
+from kubedl_py.controllers.rdma import HOST_NETWORK_EXCLUDED, HOST_NETWORK_IFNAME, nccl_env, resolve_rdma
+
+DATA = Path(__file__).parent / "data"
+HCA = "rdma/hca"
+
+
+def _job(
+    *, rdma: dict[str, Any] | None = None, host: bool = False, container: dict[str, Any] | None = None, **spec: Any
+) -> PyTorchJob:
+    main = {"name": "pytorch", "image": "img", "command": ["torchrun", "train.py"], **(container or {})}
+    template: dict[str, Any] = {"spec": {"containers": [main, {"name": "sidecar", "image": "side"}]}}
+    template_spec = spec.pop("template_spec", {})
+    template["spec"].update(template_spec)
+    if "template_metadata" in spec:
+        template["metadata"] = spec.pop("template_metadata")
+    body: dict[str, Any] = {
+        "pytorchReplicaSpecs": {"Master": {"template": template}, "Worker": {"replicas": 3, "template": template}},
+        **spec,
+    }
+    if rdma is not None:
+        body["rdma"] = rdma
+    metadata: dict[str, Any] = {"name": "llm", "namespace": "ml", "uid": "uid-9"}
+    if host:
+        metadata["annotations"] = {"kubedl.io/network-mode": "host"}
+    job = parse_job(
+        {"apiVersion": "training.kubedl.io/v1alpha1", "kind": "PyTorchJob", "metadata": metadata, "spec": body}
+    )
+    assert isinstance(job, PyTorchJob)
+    return with_defaults(job)
+
+
+def _pod(job: PyTorchJob | TFJob, replica_type: str = "Worker", index: int = 0, **kwargs: Any) -> dict[str, Any]:
+    host = {(replica_type, index): 20001} if job.host_network else {}
+    return build_pod(job, replica_type, index, addressing_for(job, host_ports=host), **kwargs)
+
+
+def _env(container: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container.get("env") or []}
+
+
+def _defaulted(job: PyTorchJob | TFJob) -> PyTorchJob | TFJob:
+    if isinstance(job, PyTorchJob):
+        return with_defaults(job)
+    return with_defaults(job)
+
+
+def test_jobs_without_the_new_fields_get_byte_identical_pods() -> None:
+    golden = json.loads((DATA / "pods_without_rdma.json").read_text())
+    built = {}
+    for raw in golden["jobs"]:
+        job = _defaulted(parse_job(raw))
+        slots = [(t, i) for t, s in job.replica_specs.items() for i in range(s.replicas or 0)]
+        host = {slot: 20000 + n for n, slot in enumerate(slots)} if job.host_network else {}
+        addressing = addressing_for(job, host_ports=host)
+        for t, i in slots:
+            # The controller's RDMA defaults apply only to jobs that opt in: these must not change.
+            pod = build_pod(job, t, i, addressing, rdma_defaults=RdmaSpec(devices={HCA: 1}, shm_size="1Gi"))
+            built[f"{job.name}:{t}:{i}"] = json.loads(json.dumps(pod))
+    assert len(built) == 12
+    assert json.dumps(built, sort_keys=True) == json.dumps(golden["pods"], sort_keys=True)
+
+
+def test_rdma_opt_in_adds_device_capability_shm_and_nccl_env_in_pod_network_mode() -> None:
+    job = _job(rdma={"devices": {HCA: 1}, "shmSize": "16Gi", "nccl": {"NCCL_IB_HCA": "mlx5", "NCCL_IB_GID_INDEX": 3}})
+    pod = _pod(job)
+    main, sidecar = pod["spec"]["containers"]
+    assert main["resources"] == {"limits": {HCA: "1"}, "requests": {HCA: "1"}}
+    assert main["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
+    env = _env(main)
+    assert {k: v for k, v in env.items() if k.startswith("NCCL_")} == {
+        "NCCL_IB_DISABLE": "0",
+        "NCCL_IB_TIMEOUT": "22",
+        "NCCL_IB_QPS_PER_CONNECTION": "8",
+        "NCCL_SOCKET_IFNAME": "eth0",
+        "NCCL_IB_HCA": "mlx5",
+        "NCCL_IB_GID_INDEX": "3",
+    }
+    assert env["RANK"] == "1"  # the rendezvous environment is still there
+    assert pod["spec"]["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}]
+    assert main["volumeMounts"] == sidecar["volumeMounts"] == [{"name": "dshm", "mountPath": "/dev/shm"}]
+    # Only the framework's container gets devices, capability and NCCL variables.
+    assert "resources" not in sidecar and "securityContext" not in sidecar
+    assert not any(name.startswith("NCCL_") for name in _env(sidecar))
+    assert "k8s.v1.cni.cncf.io/networks" not in (pod["metadata"].get("annotations") or {})
+    assert "hostNetwork" not in pod["spec"]
+
+
+def test_what_the_user_set_in_the_template_wins() -> None:
+    job = _job(
+        rdma={"devices": {HCA: 1, "nvidia.com/gpu": 8}, "shmSize": "16Gi", "nccl": {"NCCL_IB_HCA": "mlx5"}},
+        container={
+            "env": [{"name": "NCCL_IB_HCA", "value": "mlx5_0,mlx5_1"}, {"name": "NCCL_IB_TIMEOUT", "value": "18"}],
+            "resources": {"limits": {HCA: 2, "memory": "64Gi"}},
+            "securityContext": {"capabilities": {"add": ["SYS_PTRACE"], "drop": ["NET_RAW"]}},
+            "volumeMounts": [{"name": "myshm", "mountPath": "/dev/shm"}],
+        },
+        template_spec={"volumes": [{"name": "myshm", "emptyDir": {"medium": "Memory"}}]},
+    )
+    pod = _pod(job)
+    main = pod["spec"]["containers"][0]
+    assert main["resources"] == {
+        "limits": {HCA: 2, "memory": "64Gi", "nvidia.com/gpu": "8"},
+        "requests": {"nvidia.com/gpu": "8"},
+    }
+    assert main["securityContext"]["capabilities"] == {"add": ["SYS_PTRACE", "IPC_LOCK"], "drop": ["NET_RAW"]}
+    env = _env(main)
+    assert env["NCCL_IB_HCA"] == "mlx5_0,mlx5_1" and env["NCCL_IB_TIMEOUT"] == "18"
+    assert [e["name"] for e in main["env"]].count("NCCL_IB_HCA") == 1
+    assert pod["spec"]["volumes"] == [{"name": "myshm", "emptyDir": {"medium": "Memory"}}]
+    assert main["volumeMounts"] == [{"name": "myshm", "mountPath": "/dev/shm"}]
+
+
+def test_host_network_mode_excludes_the_nodes_virtual_interfaces_for_nccl() -> None:
+    pod = _pod(_job(rdma={}, host=True))
+    main = pod["spec"]["containers"][0]
+    assert pod["spec"]["hostNetwork"] is True
+    assert _env(main)["NCCL_SOCKET_IFNAME"] == HOST_NETWORK_IFNAME
+    assert HOST_NETWORK_IFNAME.startswith("^lo,docker,veth,cni,flannel,cali,tunl,vxlan,")
+    assert len(HOST_NETWORK_EXCLUDED) <= 16  # NCCL parses at most MAX_IFS=16 entries
+    # An empty block opts in with defaults only: no device, a memory-backed /dev/shm without a size limit.
+    assert "resources" not in main
+    assert pod["spec"]["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
+    # A job's own interface choice beats the mode's default.
+    pod = _pod(_job(rdma={"nccl": {"NCCL_SOCKET_IFNAME": "=bond0"}}, host=True))
+    assert _env(pod["spec"]["containers"][0])["NCCL_SOCKET_IFNAME"] == "=bond0"
+
+
+def test_spiderpool_per_gpu_resources_and_networks() -> None:
+    job = _job(
+        rdma={
+            "perGpu": {
+                "count": 8,
+                "resource": "spidernet.io/gpu{index}sriov",
+                "network": "kube-system/gpu{index}-sriov",
+            },
+            "networks": ["kube-system/storage"],
+            "ipcLock": False,
+        }
+    )
+    pod = _pod(job)
+    main = pod["spec"]["containers"][0]
+    expected = {f"spidernet.io/gpu{i}sriov": "1" for i in range(1, 9)}
+    assert main["resources"] == {"limits": expected, "requests": expected}
+    assert pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"] == (
+        "kube-system/storage,"
+        "kube-system/gpu1-sriov,kube-system/gpu2-sriov,kube-system/gpu3-sriov,kube-system/gpu4-sriov,"
+        "kube-system/gpu5-sriov,kube-system/gpu6-sriov,kube-system/gpu7-sriov,kube-system/gpu8-sriov"
+    )
+    assert "securityContext" not in main  # ipcLock: false
+    # The template's own networks annotation wins.
+    job = _job(
+        rdma={"perGpu": {"count": 2, "network": "gpu{index}"}},
+        template_metadata={"annotations": {"k8s.v1.cni.cncf.io/networks": "mine"}},
+    )
+    assert _pod(job)["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"] == "mine"
+
+
+def test_precedence_container_then_job_then_controller_defaults_then_builtins() -> None:
+    defaults = parse_rdma(
+        {
+            "devices": {HCA: 1},
+            "shmSize": "8Gi",
+            "nccl": {"NCCL_IB_HCA": "mlx5", "NCCL_IB_GID_INDEX": "3", "NCCL_IB_TIMEOUT": "20"},
+        }
+    )
+    job_rdma = RdmaSpec.model_validate({"shmSize": "32Gi", "nccl": {"NCCL_IB_GID_INDEX": "5"}})
+    merged = resolve_rdma(job_rdma, defaults)
+    assert merged is not None
+    assert merged.devices == {HCA: 1} and merged.shm_size == "32Gi"
+    assert merged.nccl == {"NCCL_IB_HCA": "mlx5", "NCCL_IB_GID_INDEX": "5", "NCCL_IB_TIMEOUT": "20"}
+    assert nccl_env(merged, host_network=False) == {
+        "NCCL_IB_DISABLE": "0",
+        "NCCL_IB_TIMEOUT": "20",
+        "NCCL_IB_QPS_PER_CONNECTION": "8",
+        "NCCL_SOCKET_IFNAME": "eth0",
+        "NCCL_IB_HCA": "mlx5",
+        "NCCL_IB_GID_INDEX": "5",
+    }
+    assert resolve_rdma(None, defaults) is None
+    job = _job(rdma={"nccl": {"NCCL_IB_GID_INDEX": "5"}}, container={"env": [{"name": "NCCL_IB_HCA", "value": "mine"}]})
+    main = _pod(job, rdma_defaults=defaults)["spec"]["containers"][0]
+    assert main["resources"]["limits"] == {HCA: "1"}
+    env = _env(main)
+    assert (env["NCCL_IB_HCA"], env["NCCL_IB_GID_INDEX"], env["NCCL_IB_TIMEOUT"]) == ("mine", "5", "20")
+
+
+def test_rdma_settings_are_validated() -> None:
+    with pytest.raises(JobValidationError) as caught:
+        _job(rdma={"devices": {"rdma hca": 1}, "nccl": {"1BAD": "x"}, "perGpu": {"count": 2}})
+    assert [e.field for e in caught.value.errors] == [
+        "spec.rdma.devices.rdma hca",
+        "spec.rdma.nccl.1BAD",
+        "spec.rdma.perGpu",
+    ]
+    with pytest.raises(JobValidationError) as caught:
+        _job(rdma={"shmSize": "lots", "perGpu": {"count": 2, "resource": "gpu-sriov"}, "networks": ["Bad_Net"]})
+    assert {e.field for e in caught.value.errors} == {
+        "spec.rdma.shmSize",
+        "spec.rdma.perGpu.resource",
+        "spec.rdma.networks[0]",
+    }
+    with pytest.raises(JobValidationError) as caught:
+        parse_rdma({"devices": {HCA: 0}, "unknown": 1}, source="defaults.yaml")
+    assert str(caught.value).startswith("invalid defaults.yaml:")
+    assert {e.field for e in caught.value.errors} == {f"devices.{HCA}", "unknown"}
+
+
+def test_placement_adds_pod_affinity_to_the_jobs_own_pods_and_keeps_the_users_terms() -> None:
+    user_term = {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": "kubernetes.io/hostname"}
+    user_affinity = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}},
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [user_term]},
+    }
+    job = _job(
+        placement={"topologyKey": "network.example.com/leaf", "mode": "Required"},
+        template_spec={"affinity": user_affinity},
+    )
+    own = {
+        "labelSelector": {"matchLabels": {"training.kubedl.io/job-name": "llm"}},
+        "topologyKey": "network.example.com/leaf",
+    }
+    affinity = _pod(job)["spec"]["affinity"]
+    assert affinity["nodeAffinity"] == user_affinity["nodeAffinity"]
+    assert affinity["podAffinity"] == {"requiredDuringSchedulingIgnoredDuringExecution": [user_term, own]}
+    preferred = _pod(_job(placement={"topologyKey": "network.example.com/leaf"}))["spec"]["affinity"]
+    assert preferred == {
+        "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": own}]}
+    }
+
+
+def test_gang_pods_point_at_the_podgroup_and_the_template_wins() -> None:
+    policy = {"minAvailable": 3, "queue": "training", "priorityClassName": "high"}
+    job = _job(schedulingPolicy=policy)
+    pod = _pod(job, gang=Gang("volcano"))
+    assert pod["spec"]["schedulerName"] == "volcano"
+    assert pod["spec"]["priorityClassName"] == "high"
+    assert pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "llm"
+    pod = _pod(job, gang=Gang("scheduler-plugins"))
+    assert pod["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
+    assert pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "llm"
+    assert "annotations" not in pod["metadata"]
+    job = _job(template_spec={"schedulerName": "my-volcano", "priorityClassName": "low"}, schedulingPolicy=policy)
+    pod = _pod(job, gang=Gang("volcano", "ignored-for-this-template"))
+    assert (pod["spec"]["schedulerName"], pod["spec"]["priorityClassName"]) == ("my-volcano", "low")
+    assert _pod(_job(), gang=Gang("scheduler-plugins", "default-scheduler"))["spec"]["schedulerName"] == (
+        "default-scheduler"
+    )
+
+
+def test_podgroups_of_both_schedulers() -> None:
+    job = _job(schedulingPolicy={"minAvailable": 3, "queue": "training", "priorityClassName": "high"})
+    owner = owner_reference(job)
+    volcano = build_podgroup(job, Gang("volcano"), owner)
+    assert volcano == {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": "llm",
+            "namespace": "ml",
+            "labels": {"training.kubedl.io/controller": "kubedl-py", "training.kubedl.io/job-name": "llm"},
+            "ownerReferences": [owner],
+        },
+        "spec": {"minMember": 3, "queue": "training", "priorityClassName": "high"},
+    }
+    plugins = build_podgroup(job, Gang("scheduler-plugins"), owner)
+    assert plugins["apiVersion"] == "scheduling.x-k8s.io/v1alpha1"
+    assert plugins["spec"] == {"minMember": 3}
+    assert min_member(_job()) == 4  # no minAvailable: the whole job (Master + 3 Workers)
+
+
+def test_tfjob_rdma_goes_to_the_tensorflow_container() -> None:
+    template = {"spec": {"containers": [{"name": "side", "image": "s"}, {"name": "tensorflow", "image": "tf"}]}}
+    job = parse_job(
+        {
+            "apiVersion": "training.kubedl.io/v1alpha1",
+            "kind": "TFJob",
+            "metadata": {"name": "tf", "namespace": "ml", "uid": "u"},
+            "spec": {
+                "tfReplicaSpecs": {"Worker": {"replicas": 2, "template": template}},
+                "rdma": {"devices": {HCA: 1}},
+            },
+        }
+    )
+    assert isinstance(job, TFJob)
+    pod = _pod(with_defaults(job))
+    side, tf = pod["spec"]["containers"]
+    assert tf["resources"]["limits"] == {HCA: "1"} and "resources" not in side
+    assert _env(tf)["NCCL_IB_DISABLE"] == "0"
+
+
+def test_controller_flags_reach_the_options(tmp_path: Path) -> None:
+    from kubedl_py.cli import _build_parser, _controller_options, _UsageError
+
+    defaults = tmp_path / "rdma.yaml"
+    defaults.write_text("devices:\n  rdma/hca: 1\nnccl:\n  NCCL_IB_HCA: mlx5\n  NCCL_IB_GID_INDEX: 3\n")
+    args = _build_parser().parse_args(
+        ["controller", "--gang-scheduler", "volcano", "--gang-scheduler-name", "vc", "--rdma-defaults", str(defaults)]
+    )
+    options = _controller_options(args)
+    assert options.gang == Gang("volcano", "vc")
+    assert options.rdma_defaults == RdmaSpec(devices={HCA: 1}, nccl={"NCCL_IB_HCA": "mlx5", "NCCL_IB_GID_INDEX": 3})
+    assert _controller_options(_build_parser().parse_args(["controller"])).gang is None
+    defaults.write_text("devices:\n  rdma/hca: none\n")
+    with pytest.raises(_UsageError, match=r"devices\.rdma/hca: must be an integer"):
+        _controller_options(_build_parser().parse_args(["controller", "--rdma-defaults", str(defaults)]))
+    with pytest.raises(_UsageError, match="needs --gang-scheduler"):
+        _controller_options(_build_parser().parse_args(["controller", "--gang-scheduler-name", "x"]))
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.mark.parametrize(
+    "name", ["pytorch-rdma-optin.yaml", "pytorch-rdma-spiderpool.yaml", "pytorch-gang-topology.yaml"]
+)
+def test_examples_validate_and_round_trip(name: str) -> None:
+    raw = yaml.safe_load((EXAMPLES / name).read_text())
+    (job,) = load_jobs_file(EXAMPLES / name)
+    assert job.to_dict() == raw
+    assert job.run_policy.rdma is not None
+
+
+def test_spiderpool_example_pods() -> None:
+    (job,) = load_jobs_file(EXAMPLES / "pytorch-rdma-spiderpool.yaml")
+    pod = _pod(_defaulted(job), "Worker", 3)
+    limits = pod["spec"]["containers"][0]["resources"]["limits"]
+    assert limits == {"nvidia.com/gpu": 8, **{f"spidernet.io/gpu{i}sriov": "1" for i in range(1, 9)}}
+    assert pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"].count("-sriov") == 8
+
+
+def test_rdma_defaults_example_parses() -> None:
+    defaults = parse_rdma(yaml.safe_load((EXAMPLES / "rdma-defaults.yaml").read_text()))
+    assert defaults.devices == {HCA: 1} and defaults.shm_size == "16Gi"

@@ -1,0 +1,274 @@
+"""RDMA jobs, gang scheduling and topology placement, end to end: the real controller against the embedded
+cluster over HTTP. Nodes: two network blocks (local-node-0/1 in block a, 2/3 in block b); only
+local-node-1 and local-node-3 have an RDMA NIC (``rdma/hca``)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from kubedl_py.controllers.gang import Gang
+from kubedl_py.kube.client import KubeClient
+from kubedl_py.kube.errors import Invalid, NotFound
+from kubedl_py.kube.resources import PODS, Resource
+from kubedl_py.local import LocalCluster
+
+from .conftest import (
+    CRDS,
+    NAMESPACE,
+    PYTORCHJOBS,
+    RunningController,
+    env_of,
+    events_for,
+    eventually,
+    fast_options,
+    install_crds,
+    pods_of,
+    pytorchjob,
+    replica,
+    wait_condition,
+)
+
+BLOCK = "network.kubedl.io/block"
+BLOCK_OF = {"local-node-0": "a", "local-node-1": "a", "local-node-2": "b", "local-node-3": "b"}
+VOLCANO = Gang("volcano").resource
+PLUGINS = Gang("scheduler-plugins").resource
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[LocalCluster]:
+    labels = [{BLOCK: BLOCK_OF[f"local-node-{i}"]} for i in range(4)]
+    resources = [{}, {"rdma/hca": "1"}, {}, {"rdma/hca": "1"}]
+    async with LocalCluster(nodes=4, runtime="simulated", node_labels=labels, node_resources=resources) as local:
+        yield local
+
+
+@pytest.fixture
+async def kube(cluster: LocalCluster) -> AsyncIterator[KubeClient]:
+    async with KubeClient(configuration=cluster.configuration) as client:
+        await install_crds(client)
+        yield client
+
+
+async def start(cluster: LocalCluster, **options: Any) -> RunningController:
+    running = RunningController(cluster, fast_options(**options))
+    await running.start()
+    return running
+
+
+def podgroup_crd(resource: Resource) -> dict[str, Any]:
+    """A minimal PodGroup CRD: the controller only needs the API to exist, not the scheduler behind it."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{resource.plural}.{resource.group}"},
+        "spec": {
+            "group": resource.group,
+            "scope": "Namespaced",
+            "names": {"kind": "PodGroup", "plural": "podgroups", "singular": "podgroup", "listKind": "PodGroupList"},
+            "versions": [
+                {
+                    "name": resource.version,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                }
+            ],
+        },
+    }
+
+
+async def install_podgroups(kube: KubeClient, resource: Resource) -> None:
+    await kube.create(CRDS, podgroup_crd(resource))
+
+    async def served() -> bool:
+        try:
+            await kube.list(resource, namespace=NAMESPACE)
+        except NotFound:
+            return False
+        return True
+
+    await eventually(served, what="podgroups to be served")
+
+
+async def podgroup(kube: KubeClient, resource: Resource, name: str) -> dict[str, Any] | None:
+    try:
+        return await kube.get(resource, name, namespace=NAMESPACE)
+    except NotFound:
+        return None
+
+
+def placed(pods: list[dict[str, Any]]) -> list[str] | None:
+    nodes = [pod["spec"].get("nodeName") for pod in pods]
+    return nodes if nodes and all(nodes) else None
+
+
+async def test_rdma_job_gets_its_devices_and_lands_only_where_the_nic_is(
+    cluster: LocalCluster, kube: KubeClient
+) -> None:
+    running = await start(cluster)
+    try:
+        job = pytorchjob(
+            "rdma",
+            replicas={"Master": replica(1, run_seconds=30), "Worker": replica(1, run_seconds=30)},
+            rdma={"devices": {"rdma/hca": 1}, "shmSize": "16Gi", "nccl": {"NCCL_IB_HCA": "mlx5"}},
+        )
+        await kube.create(PYTORCHJOBS, job, namespace=NAMESPACE)
+        stored = await kube.get(PYTORCHJOBS, "rdma", namespace=NAMESPACE)
+        assert stored["spec"]["rdma"]["devices"] == {"rdma/hca": 1}  # kept by the API server's pruning
+        pods = await eventually(lambda: _placed_pods(kube, "rdma", 2), what="rdma pods bound")
+        assert sorted(pod["spec"]["nodeName"] for pod in pods) == ["local-node-1", "local-node-3"]
+        for pod in pods:
+            main = pod["spec"]["containers"][0]
+            assert main["resources"]["limits"]["rdma/hca"] == "1"
+            assert main["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
+            assert env_of(pod)["NCCL_IB_HCA"] == "mlx5" and env_of(pod)["NCCL_SOCKET_IFNAME"] == "eth0"
+            assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}} in pod["spec"]["volumes"]
+        # The CRD schema refuses a malformed block before any controller sees it.
+        bad = pytorchjob("bad-rdma", rdma={"shmSize": "lots", "perGpu": {"count": 0, "resource": "x{index}"}})
+        with pytest.raises(Invalid) as refused:
+            await kube.create(PYTORCHJOBS, bad, namespace=NAMESPACE)
+        assert "spec.rdma.shmSize" in str(refused.value) and "spec.rdma.perGpu.count" in str(refused.value)
+    finally:
+        await running.stop()
+
+
+async def _placed_pods(kube: KubeClient, job: str, count: int) -> list[dict[str, Any]] | None:
+    pods = await pods_of(kube, job)
+    return pods if len(pods) == count and placed(pods) else None
+
+
+async def test_required_placement_packs_the_job_into_one_block(cluster: LocalCluster, kube: KubeClient) -> None:
+    running = await start(cluster)
+    try:
+        # A control job without placement: least-loaded spreading uses both blocks.
+        spread = pytorchjob(
+            "spread", replicas={"Master": replica(1, run_seconds=30), "Worker": replica(3, run_seconds=30)}
+        )
+        await kube.create(PYTORCHJOBS, spread, namespace=NAMESPACE)
+        nodes = await eventually(lambda: _nodes(kube, "spread", 4), what="spread pods bound")
+        assert {BLOCK_OF[n] for n in nodes} == {"a", "b"}
+        for mode in ("Required", "Preferred"):
+            name = f"packed-{mode.lower()}"
+            job = pytorchjob(
+                name,
+                replicas={"Master": replica(1, run_seconds=30), "Worker": replica(5, run_seconds=30)},
+                placement={"topologyKey": BLOCK, "mode": mode},
+            )
+            await kube.create(PYTORCHJOBS, job, namespace=NAMESPACE)
+            nodes = await eventually(lambda name=name: _nodes(kube, name, 6), what=f"{name} pods bound")  # type: ignore[misc]
+            assert len({BLOCK_OF[n] for n in nodes}) == 1, nodes
+            (pod, *_) = await pods_of(kube, name)
+            key = (
+                "requiredDuringSchedulingIgnoredDuringExecution"
+                if mode == "Required"
+                else ("preferredDuringSchedulingIgnoredDuringExecution")
+            )
+            assert key in pod["spec"]["affinity"]["podAffinity"]
+    finally:
+        await running.stop()
+
+
+async def _nodes(kube: KubeClient, job: str, count: int) -> list[str] | None:
+    pods = await _placed_pods(kube, job, count)
+    return [pod["spec"]["nodeName"] for pod in pods] if pods else None
+
+
+async def test_volcano_gang_podgroup_is_owned_pods_point_at_it_and_it_goes_when_the_job_ends(
+    cluster: LocalCluster, kube: KubeClient
+) -> None:
+    await install_podgroups(kube, VOLCANO)
+    running = await start(cluster, gang_scheduler="volcano")
+    try:
+        policy = {"minAvailable": 2, "queue": "training", "priorityClassName": "high"}
+        job = pytorchjob("gang", schedulingPolicy=policy, activeDeadlineSeconds=2)
+        created = await kube.create(PYTORCHJOBS, job, namespace=NAMESPACE)
+        group = await eventually(lambda: podgroup(kube, VOLCANO, "gang"), what="PodGroup")
+        assert group["spec"] == {"minMember": 2, "queue": "training", "priorityClassName": "high"}
+        (owner,) = group["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == (
+            "PyTorchJob",
+            "gang",
+            created["metadata"]["uid"],
+            True,
+        )
+        pods = await eventually(lambda: _pods(kube, "gang", 3), what="gang pods")
+        for pod in pods:
+            assert pod["spec"]["schedulerName"] == "volcano"
+            assert pod["spec"]["priorityClassName"] == "high"
+            assert pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "gang"
+            assert not pod["spec"].get("nodeName")  # no Volcano here: the embedded scheduler leaves them
+        await wait_condition(kube, PYTORCHJOBS, "gang", "Failed", within=10)
+        await eventually(lambda: _gone(kube, VOLCANO, "gang"), what="PodGroup deleted")
+    finally:
+        await running.stop()
+
+
+async def _pods(kube: KubeClient, job: str, count: int) -> list[dict[str, Any]] | None:
+    pods = await pods_of(kube, job)
+    return pods if len(pods) == count else None
+
+
+async def _gone(kube: KubeClient, resource: Resource, name: str) -> bool:
+    return await podgroup(kube, resource, name) is None
+
+
+async def test_scheduler_plugins_gang_job_runs_to_success_and_its_podgroup_is_deleted(
+    cluster: LocalCluster, kube: KubeClient
+) -> None:
+    await install_podgroups(kube, PLUGINS)
+    # The embedded scheduler stands in for a coscheduling-enabled default scheduler.
+    running = await start(cluster, gang_scheduler="scheduler-plugins", gang_scheduler_name="default-scheduler")
+    try:
+        job = pytorchjob(
+            "coscheduled", replicas={"Master": replica(1, exit_code=0, run_seconds=1), "Worker": replica(2)}
+        )
+        await kube.create(PYTORCHJOBS, job, namespace=NAMESPACE)
+        group = await eventually(lambda: podgroup(kube, PLUGINS, "coscheduled"), what="PodGroup")
+        assert group["spec"] == {"minMember": 3}
+        pods = await eventually(lambda: _pods(kube, "coscheduled", 3), what="pods")
+        assert {pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] for pod in pods} == {"coscheduled"}
+        await wait_condition(kube, PYTORCHJOBS, "coscheduled", "Succeeded")
+        await eventually(lambda: _gone(kube, PLUGINS, "coscheduled"), what="PodGroup deleted")
+    finally:
+        await running.stop()
+
+
+async def test_missing_podgroup_crd_holds_the_pods_back_with_an_event_until_it_is_installed(
+    cluster: LocalCluster, kube: KubeClient
+) -> None:
+    running = await start(cluster, gang_scheduler="volcano")
+    try:
+        await kube.create(PYTORCHJOBS, pytorchjob("early"), namespace=NAMESPACE)
+
+        async def warned() -> list[dict[str, Any]]:
+            return [e for e in await events_for(kube, "early") if e["reason"] == "PodGroupCreateFailed"]
+
+        (event, *_) = await eventually(warned, what="PodGroupCreateFailed event")
+        assert "is volcano installed" in event["message"]
+        assert await pods_of(kube, "early") == []
+        await install_podgroups(kube, VOLCANO)
+        await eventually(lambda: podgroup(kube, VOLCANO, "early"), what="PodGroup after the CRD came", within=15)
+        await eventually(lambda: _pods(kube, "early", 3), what="pods after the PodGroup")
+    finally:
+        await running.stop()
+
+
+async def test_without_the_flag_no_podgroup_and_no_scheduler_fields(cluster: LocalCluster, kube: KubeClient) -> None:
+    await install_podgroups(kube, VOLCANO)
+    running = await start(cluster)
+    try:
+        job = pytorchjob("plain", schedulingPolicy={"minAvailable": 3, "priorityClassName": "high"})
+        await kube.create(PYTORCHJOBS, job, namespace=NAMESPACE)
+        pods = await eventually(lambda: _pods(kube, "plain", 3), what="pods")
+        for pod in pods:
+            assert pod["spec"].get("schedulerName", "default-scheduler") == "default-scheduler"
+            assert "priorityClassName" not in pod["spec"]
+            assert "scheduling.k8s.io/group-name" not in (pod["metadata"].get("annotations") or {})
+        assert await podgroup(kube, VOLCANO, "plain") is None
+        listed = await kube.list(PODS, namespace=NAMESPACE)
+        assert len(listed.items) == 3
+    finally:
+        await running.stop()
