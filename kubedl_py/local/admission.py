@@ -163,8 +163,13 @@ def default_pod(pod: Obj, toleration_seconds: int) -> None:
             c.setdefault("terminationMessagePolicy", "File")
             c.setdefault("resources", {})
             res = c["resources"]
-            if isinstance(res, dict) and res.get("limits") and not res.get("requests"):
-                res["requests"] = dict(res["limits"])
+            # As the API server's defaulting: each resource with a limit but no request gets the limit as
+            # its request, key by key (a GPU limit next to an explicit cpu request still counts).
+            if isinstance(res, dict) and isinstance(res.get("limits"), dict) and res["limits"]:
+                requests = res.setdefault("requests", {})
+                if isinstance(requests, dict):
+                    for name, quantity in res["limits"].items():
+                        requests.setdefault(name, quantity)
             for p in c.get("ports") or []:
                 if isinstance(p, dict):
                     p.setdefault("protocol", "TCP")

@@ -148,3 +148,29 @@ async def test_extended_resource_lands_only_where_it_exists(blocks: Http) -> Non
     nodes = {await node_of(blocks, f"rdma-{i}") for i in range(2)}
     assert nodes == {"local-node-0", "local-node-3"}
     assert "Insufficient rdma/hca" in await unschedulable(blocks, "rdma-2")
+
+
+async def test_limits_default_requests_key_by_key() -> None:
+    """A limit without a request becomes the request for that resource, also when other requests exist."""
+    from kubedl_py.kube.client import KubeClient
+    from kubedl_py.kube.resources import PODS
+    from kubedl_py.local import LocalCluster
+
+    async with LocalCluster(nodes=1) as cluster, KubeClient(configuration=cluster.configuration) as kube:
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "default"},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "x",
+                        "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "2", "nvidia.com/gpu": "1"}},
+                    }
+                ]
+            },
+        }
+        created = await kube.create(PODS, pod, namespace="default")
+        resources = created["spec"]["containers"][0]["resources"]
+        assert resources["requests"] == {"cpu": "1", "nvidia.com/gpu": "1"}
