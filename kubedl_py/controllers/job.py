@@ -44,7 +44,7 @@ from kubedl_py.controllers.failures import classify
 from kubedl_py.controllers.gang import Gang, build_podgroup, podgroup_name
 from kubedl_py.controllers.hostnetwork import HostNetwork
 from kubedl_py.controllers.pods import addressing_for, build_pod, build_service, owner_reference
-from kubedl_py.controllers.rendezvous import replica_name
+from kubedl_py.controllers.rendezvous import Addressing, replica_name
 from kubedl_py.controllers.success import is_succeeded
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
@@ -62,6 +62,18 @@ Job = PyTorchJob | TFJob
 EXPECTATION_TIMEOUT = 30.0
 # How many pod/Service writes one reconcile keeps in flight.
 WRITE_CONCURRENCY = 32
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """The API server refused one of the objects we build (422): the job's spec cannot work as written.
+
+    Returned, not raised, so a batch of creates can tell it from a failure that a retry may fix."""
+
+    error: errors.Invalid
+
+    def __str__(self) -> str:
+        return str(self.error)
 
 
 @dataclass
@@ -144,6 +156,10 @@ class Observation:
     @property
     def key(self) -> str:
         return f"{self.job.namespace}/{self.job.name}"
+
+    def pod_key(self, replica: Replica) -> str:
+        """``ns/<job>-<type>-<i>``: the key of a replica's pod in caches and expectations."""
+        return f"{self.job.namespace}/{replica_name(self.job.name, replica.replica_type, replica.index)}"
 
     def want_requeue(self, seconds: float) -> None:
         self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
@@ -410,9 +426,7 @@ class JobReconciler:
         missing = [
             r
             for r in seen.replicas.values()
-            if r.pod is None
-            and not r.terminating
-            and not self.expectations.pending_create(f"{job.namespace}/{replica_name(job.name, *_slot(r))}")
+            if r.pod is None and not r.terminating and not self.expectations.pending_create(seen.pod_key(r))
         ]
         ports: dict[tuple[str, int], int] = {}
         if host and missing:
@@ -433,31 +447,32 @@ class JobReconciler:
             and (r in missing or r.pod is not None)
             and (not host or _slot(r) in host_ports)
         ]
-        await self._gather(
+        service_results = await self._gather(
             self._create(SERVICES, build_service(job, r.replica_type, r.index, addressing)) for r in need_service
         )
-        if not missing:
+        if not missing and not any(isinstance(result, Refusal) for result in service_results):
             return
         # One pod of each type first: a template the API server refuses fails the job before the rest.
         firsts: dict[str, Replica] = {}
         for replica in missing:
             firsts.setdefault(replica.replica_type, replica)
         rest = [r for r in missing if firsts.get(r.replica_type) is not r]
+        if any(isinstance(result, Refusal) for result in service_results):
+            firsts, rest = {}, missing  # a refused Service fails the job: no pod is made
         results = await self._gather(self._create_pod(seen, r, addressing) for r in firsts.values())
-        refusals = [str(result) for result in results if isinstance(result, errors.Invalid)]
+        refusals = [str(result) for result in [*service_results, *results] if isinstance(result, Refusal)]
         if refusals:
             for replica in rest:
-                self.hostnetwork.creation_failed(
-                    f"{job.namespace}/{replica_name(job.name, *_slot(replica))}", host_ports.get(_slot(replica))
-                )
-            self._set_failed(seen, "InvalidSpec", f"{job.kind} {seen.key}: the API server refused a pod: {refusals[0]}")
+                self.hostnetwork.creation_failed(seen.pod_key(replica), host_ports.get(_slot(replica)))
+            self._set_failed(
+                seen, "InvalidSpec", f"{job.kind} {seen.key}: the API server refused a pod or Service: {refusals[0]}"
+            )
             await self.recorder.warning(seen.raw, "InvalidSpec", refusals[0])
             return
         await self._gather(self._create_pod(seen, r, addressing) for r in rest)
 
-    async def _create_pod(self, seen: Observation, replica: Replica, addressing: Any) -> Exception | None:
+    async def _create_pod(self, seen: Observation, replica: Replica, addressing: Addressing) -> Refusal | None:
         job = seen.job
-        name = replica_name(job.name, *_slot(replica))
         pod = build_pod(
             job,
             replica.replica_type,
@@ -466,19 +481,21 @@ class JobReconciler:
             rdma_defaults=self.options.rdma_defaults,
             gang=self.options.gang,
         )
-        pod_key = f"{job.namespace}/{name}"
+        pod_key = seen.pod_key(replica)
         self.expectations.expect_create(pod_key)
         try:
-            await self._create(PODS, pod)
-        except errors.Invalid as exc:
-            self.expectations.creates.pop(pod_key, None)
-            self.hostnetwork.creation_failed(pod_key, addressing.host_ports.get(_slot(replica)))
-            return exc
-        except Exception:
-            self.expectations.creates.pop(pod_key, None)
-            self.hostnetwork.creation_failed(pod_key, addressing.host_ports.get(_slot(replica)))
+            refused = await self._create(PODS, pod)
+        except BaseException:
+            self._not_created(pod_key, addressing, replica)
             raise
-        return None
+        if refused is not None:
+            self._not_created(pod_key, addressing, replica)
+        return refused
+
+    def _not_created(self, pod_key: str, addressing: Addressing, replica: Replica) -> None:
+        """A pod that was not made: nothing to expect, and its host port is free again."""
+        self.expectations.creates.pop(pod_key, None)
+        self.hostnetwork.creation_failed(pod_key, addressing.host_ports.get(_slot(replica)))
 
     # ----------------------------------------------------------------------------------------- finished
 
@@ -569,7 +586,7 @@ class JobReconciler:
     # ------------------------------------------------------------------------------------------- report
 
     async def _report(self, seen: Observation) -> None:
-        job, status = seen.job, seen.status
+        status = seen.status
         if not st.is_finished(status):
             self._update_replica_statuses(seen)
             self._update_conditions(seen)
@@ -577,10 +594,8 @@ class JobReconciler:
             message = self.hostnetwork.exhausted_message(seen)
             if st.set_condition(status, st.RUNNING, true=False, reason="HostPortsExhausted", message=message):
                 await self.recorder.warning(seen.raw, "HostPortsExhausted", message)
+        # A job that just finished is woken by the watch event of this write; _finish then times the TTL.
         await self._write_status(seen)
-        if st.is_finished(status) and seen.job.run_policy.ttl_seconds_after_finished is not None:
-            seen.want_requeue(float(seen.job.run_policy.ttl_seconds_after_finished))
-        del job
 
     def _update_replica_statuses(self, seen: Observation) -> None:
         statuses = seen.status.setdefault("replicaStatuses", {})
@@ -589,10 +604,9 @@ class JobReconciler:
             for replica in seen.replicas.values():
                 if replica.replica_type != replica_type:
                     continue
-                pod_key = f"{seen.job.namespace}/{replica_name(seen.job.name, *_slot(replica))}"
                 if replica.pod is None:
                     # Just created and not in the cache yet: it is on its way to active.
-                    if self.expectations.pending_create(pod_key):
+                    if self.expectations.pending_create(seen.pod_key(replica)):
                         counts["active"] += 1
                     continue
                 phase = replica.phase
@@ -678,22 +692,27 @@ class JobReconciler:
             async with self._writes:
                 return await call
 
+        # Every call runs to its end (no half-cancelled batch); then the first failure is raised.
         results = await asyncio.gather(*(bounded(call) for call in calls), return_exceptions=True)
         for result in results:
-            if isinstance(result, BaseException) and not isinstance(result, errors.Invalid):
+            if isinstance(result, BaseException):
                 raise result
         return results
 
-    async def _create(self, resource: Resource, body: Object) -> None:
-        """Create; AlreadyExists is success (deterministic names), Invalid is raised for the caller."""
+    async def _create(self, resource: Resource, body: Object) -> Refusal | None:
+        """Create; AlreadyExists is success (deterministic names). A refusal of the object itself (422) is
+        returned, not raised: it means the job's spec cannot work, which the caller turns into InvalidSpec."""
         meta = body["metadata"]
         try:
             await self.client.create(resource, body, namespace=meta["namespace"])
         except errors.AlreadyExists:
             pass  # an earlier reconcile (or one racing a lagging cache) already made it
+        except errors.Invalid as exc:
+            return Refusal(exc)
         except (errors.NotFound, errors.Forbidden) as exc:
             # The namespace is going away, or the job was deleted: nothing to do.
             logger.info("%s/%s: not created: %s", meta["namespace"], meta["name"], exc)
+        return None
 
     async def _delete_pod(self, pod: Object) -> None:
         meta = pod.get("metadata") or {}

@@ -42,6 +42,16 @@ LABEL_NAMED = {"namespaces"}
 DNS1035_NAMED = {"services"}
 
 
+def _iana_svc_name(name: Any) -> bool:
+    """A named container port: an IANA service name (RFC 6335), as the API server validates it."""
+    return (
+        isinstance(name, str)
+        and bool(IANA_SVC_NAME.match(name))
+        and "--" not in name
+        and any(ch.isalpha() for ch in name)
+    )
+
+
 def check_name(plural: str, name: str, field: str = "metadata.name") -> list[FieldError]:
     if plural in DNS1035_NAMED:
         if len(name) > 63 or not DNS_1035.match(name):
@@ -240,6 +250,17 @@ def validate_pod(pod: Obj) -> list[FieldError]:
                 if not isinstance(p, dict):
                     errs.append(FieldError("FieldValueInvalid", pbase, "must be an object", p))
                     continue
+                port_name = p.get("name")
+                if port_name is not None and not _iana_svc_name(port_name):
+                    errs.append(
+                        FieldError(
+                            "FieldValueInvalid",
+                            f"{pbase}.name",
+                            "must be no more than 15 characters, contain only lowercase alphanumeric characters "
+                            "or '-', contain at least one letter, and not start, end or have two '-' in a row",
+                            port_name,
+                        )
+                    )
                 cp = p.get("containerPort")
                 if not isinstance(cp, int) or isinstance(cp, bool) or not 1 <= cp <= 65535:
                     errs.append(
@@ -412,9 +433,11 @@ def validate_service(svc: Obj) -> list[FieldError]:
         if len(ports or []) > 1 and not name:
             errs.append(FieldError("FieldValueRequired", f"{base}.name"))
         if name:
-            if name in names:
+            if not isinstance(name, str) or len(name) > 63 or not DNS_LABEL.match(name):
+                errs.append(FieldError("FieldValueInvalid", f"{base}.name", _LABEL_MSG, name))
+            elif name in names:
                 errs.append(FieldError("FieldValueDuplicate", f"{base}.name", "", name))
-            names.add(name)
+            names.add(str(name))
         port = p.get("port")
         if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
             errs.append(

@@ -129,12 +129,8 @@ async def test_exit_code_policy_retries_signals_until_backoff_limit(
     cond = condition(failed, "Failed")
     assert cond is not None and cond["reason"] == "BackoffLimitExceeded", cond
     assert failed["status"]["replicaStatuses"]["Worker"]["restarts"] == 2
-    creates = [
-        r
-        for r in controller.cluster.request_log.find(verb="create", resource="pods", status=201)
-        if r.path.endswith("/pods")
-    ]
-    del creates
+    # PS once, the worker once plus two replacements: the limit stops the third.
+    assert len(controller.cluster.request_log.find(verb="create", resource="pods", status=201)) == 4
     events = await events_for(kube, "retry")
     assert sum(1 for e in events if e["reason"] == "JobRestarting") >= 1
 
@@ -235,6 +231,20 @@ async def test_invalid_spec_fails_without_pods_and_others_proceed(
     assert await pods_of(kube, "badpod") == []
     events = await events_for(kube, "twomasters")
     assert any(e["reason"] == "InvalidSpec" and e["type"] == "Warning" for e in events)
+
+
+async def test_a_service_the_server_refuses_fails_the_job_before_any_pod(
+    kube: KubeClient, controller: RunningController
+) -> None:
+    job = pytorchjob("badport", replicas={"Master": replica(1)})
+    container = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    container["ports"] = [{"name": "Not_A_Port_Name", "containerPort": 8080}]
+    await kube.create(PYTORCHJOBS, job, namespace=NAMESPACE)
+    failed = await wait_condition(kube, PYTORCHJOBS, "badport", "Failed")
+    cond = condition(failed, "Failed")
+    assert cond is not None and cond["reason"] == "InvalidSpec"
+    assert await pods_of(kube, "badport") == []
+    assert await services_of(kube, "badport") == []
 
 
 async def test_lowering_replicas_removes_surplus(kube: KubeClient, controller: RunningController) -> None:
