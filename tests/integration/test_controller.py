@@ -9,7 +9,7 @@ from typing import Any
 
 from kubedl_py.api import constants as c
 from kubedl_py.kube.client import KubeClient
-from kubedl_py.kube.resources import PODS
+from kubedl_py.kube.resources import NAMESPACES, PODS
 from kubedl_py.local import LocalCluster
 from tests.integration.conftest import (
     NAMESPACE,
@@ -334,10 +334,7 @@ async def test_two_controllers_with_leader_election_act_once(cluster: LocalClust
     from kubedl_py.kube.leader import LeaderElectionSettings
     from kubedl_py.kube.resources import LEASES
 
-    await kube.create(
-        __import__("kubedl_py.kube.resources", fromlist=["NAMESPACES"]).NAMESPACES,
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kubedl-system"}},
-    )
+    await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kubedl-system"}})
     settings = LeaderElectionSettings(
         name="kubedl-py-controller", namespace="kubedl-system", lease_duration=3.0, renew_deadline=2.0, retry_period=0.5
     )
