@@ -75,17 +75,8 @@ async def run(kubeconfig: Path) -> int:
     losses: list[tuple[int, float]] = []
     shown: list[JobDescription] = []
     async with AsyncTrainingClient(kubeconfig=kubeconfig) as client:
-        deadline = time.monotonic() + 30
-        while True:  # the controller installs the CRDs right after the API server answers
-            try:
-                await client.submit(str(JOB_FILE))
-                break
-            except TrainingError as exc:
-                if time.monotonic() > deadline:
-                    raise
-                if getattr(exc, "status", 0) != 404:  # 404: the kind is not served yet
-                    raise
-                await asyncio.sleep(0.2)
+        # `local up` writes the kubeconfig only once the CRDs are served and the controller runs.
+        await client.submit(str(JOB_FILE))
         print(f"submitted PyTorchJob default/{JOB} (Master + 1 Worker, kubedl.io/network-mode: host)\n", flush=True)
 
         async def follow() -> None:

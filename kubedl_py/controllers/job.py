@@ -546,7 +546,19 @@ class JobReconciler:
         try:
             await self.client.create(gang.resource, body, namespace=seen.job.namespace)
         except errors.AlreadyExists:
-            pass  # made before a controller restart, or by a racing reconcile
+            # Ours if made before a controller restart or by a racing reconcile; but a job deleted and
+            # resubmitted under the same name finds its predecessor's group, which the garbage collector
+            # is about to remove: adopting it would leave the new pods waiting for a group that vanishes.
+            existing = await self.client.get(gang.resource, podgroup_name(seen.job), namespace=seen.job.namespace)
+            owners = {ref.get("uid") for ref in (existing.get("metadata") or {}).get("ownerReferences") or []}
+            if not owners:
+                # Orphaned (its job deleted with propagationPolicy=Orphan): nobody will remove it; adopt it.
+                patch = {"metadata": {"ownerReferences": [owner_reference(seen.job)]}, "spec": body["spec"]}
+                await self.client.patch(gang.resource, podgroup_name(seen.job), patch, namespace=seen.job.namespace)
+            elif uid not in owners:
+                logger.info("%s: PodGroup still belongs to a previous job of this name; waiting for it to go", seen.key)
+                seen.backoff = True
+                return False
         except (errors.NotFound, errors.Forbidden) as exc:
             # The PodGroup CRD is not installed (404) or RBAC lacks it (403): the pods would wait forever
             # for a group that never comes, so none are made; retried with backoff until it works.

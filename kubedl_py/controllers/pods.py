@@ -85,7 +85,7 @@ def build_pod(
 ) -> dict[str, Any]:
     """The pod of one replica (``job`` already defaulted); ``rdma_defaults`` and ``gang`` are the controller's."""
     spec = job.replica_specs[replica_type]
-    template = copy.deepcopy(spec.template.to_dict())
+    template = spec.template.to_dict()  # a fresh structure on every call (model_dump), ours to edit
     metadata = template.get("metadata") or {}
     pod_spec = template["spec"]
     name = replica_name(job.name, replica_type, index)
@@ -95,7 +95,8 @@ def build_pod(
     # ExitCode is decided by the controller, so the kubelet must not restart the container itself.
     pod_spec["restartPolicy"] = "Never" if spec.restart_policy == "ExitCode" else spec.restart_policy
     containers = pod_spec["containers"]
-    main = containers[default_container_index(containers, job.framework)]
+    main_index = default_container_index(containers, job.framework)
+    main = containers[main_index]
     port = addressing.service_port(replica_type)
     _ensure_port(main, job.framework.port_name, port)
 
@@ -121,8 +122,8 @@ def build_pod(
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": pod_metadata, "spec": pod_spec}
     rdma = resolve_rdma(job.run_policy.rdma, rdma_defaults)
     if rdma is not None:
-        main_index = default_container_index(containers, job.framework)
-        apply_rdma(pod, rdma, main_index=main_index, host_network=host_port is not None)
+        # The pod's own network, also when the template asks for the host network itself.
+        apply_rdma(pod, rdma, main_index=main_index, host_network=bool(pod_spec.get("hostNetwork")))
     if job.run_policy.placement is not None:
         apply_placement(pod_spec, job.name, job.run_policy.placement)
     if gang is not None:

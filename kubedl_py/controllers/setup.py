@@ -142,7 +142,7 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
         )
     )
     transitions = manager.metrics.counter(
-        "kubedl_jobs_total", "Job lifecycle transitions, by kind and condition", ["kind", "condition"]
+        "jobs_total", "Job lifecycle transitions, by kind and condition", ["kind", "condition"]
     )
 
     def on_transition(kind: str, condition: str) -> None:

@@ -143,6 +143,9 @@ def test_host_network_mode_excludes_the_nodes_virtual_interfaces_for_nccl() -> N
     # A job's own interface choice beats the mode's default.
     pod = _pod(_job(rdma={"nccl": {"NCCL_SOCKET_IFNAME": "=bond0"}}, host=True))
     assert _env(pod["spec"]["containers"][0])["NCCL_SOCKET_IFNAME"] == "=bond0"
+    # A template that puts itself on the host network (no annotation) gets the host's default too.
+    pod = _pod(_job(rdma={}, template_spec={"hostNetwork": True}))
+    assert _env(pod["spec"]["containers"][0])["NCCL_SOCKET_IFNAME"] == HOST_NETWORK_IFNAME
 
 
 def test_spiderpool_per_gpu_resources_and_networks() -> None:

@@ -67,6 +67,11 @@ async def test_pytorch_job_runs_to_success(kube: KubeClient, controller: Running
     assert running["status"] == "False"
     assert status["startTime"] and status["completionTime"]
     assert status["replicaStatuses"]["Master"]["succeeded"] == 1
+    # The documented metric, under its documented name.
+    assert controller.manager is not None
+    metrics = controller.manager.metrics
+    assert metrics.value("kubedl_jobs_total", {"kind": "PyTorchJob", "condition": "Succeeded"}) == 1.0
+    assert metrics.value("kubedl_jobs_total", {"kind": "PyTorchJob", "condition": "Created"}) == 1.0
 
 
 async def test_tf_job_success_by_worker_zero_and_running_cleanup(

@@ -206,6 +206,56 @@ async def test_volcano_gang_podgroup_is_owned_pods_point_at_it_and_it_goes_when_
         await running.stop()
 
 
+async def test_a_resubmitted_job_does_not_adopt_its_predecessors_podgroup(
+    cluster: LocalCluster, kube: KubeClient
+) -> None:
+    """The predecessor's group (owned by a job that is gone) is about to be garbage-collected; the new job
+    must wait for that and make its own, not point its pods at a group that vanishes."""
+    await install_podgroups(kube, VOLCANO)
+    stale_owner = {
+        "apiVersion": "training.kubedl.io/v1alpha1",
+        "kind": "PyTorchJob",
+        "name": "again",
+        "uid": "uid-of-the-deleted-job",
+        "controller": True,
+    }
+    leftover = {
+        "apiVersion": VOLCANO.api_version,
+        "kind": "PodGroup",
+        # A finalizer holds it while the garbage collector deletes it, as a slow deletion would.
+        "metadata": {
+            "name": "again",
+            "namespace": NAMESPACE,
+            "ownerReferences": [stale_owner],
+            "finalizers": ["test.kubedl.io/hold"],
+        },
+        "spec": {"minMember": 1},
+    }
+    running = await start(cluster, gang_scheduler="volcano")
+    try:
+        await kube.create(VOLCANO, leftover, namespace=NAMESPACE)
+        created = await kube.create(PYTORCHJOBS, pytorchjob("again"), namespace=NAMESPACE)
+
+        # While the old group lingers, no pod may be made (they would point at a group that vanishes).
+        async def tried_to_create() -> bool:
+            return cluster.request_log.count(verb="create", resource="podgroups") >= 2
+
+        await eventually(tried_to_create, what="the controller retrying its PodGroup")
+        assert await pods_of(kube, "again") == []
+        await kube.patch(VOLCANO, "again", {"metadata": {"finalizers": None}}, namespace=NAMESPACE)
+
+        async def owned_by_the_new_job() -> dict[str, Any] | None:
+            group = await podgroup(kube, VOLCANO, "again")
+            refs = ((group or {}).get("metadata") or {}).get("ownerReferences") or []
+            return group if [ref["uid"] for ref in refs] == [created["metadata"]["uid"]] else None
+
+        group = await eventually(owned_by_the_new_job, within=15, what="a PodGroup of the new job")
+        assert group["spec"]["minMember"] == 3
+        await eventually(lambda: _pods(kube, "again", 3), what="pods once their group is the job's own")
+    finally:
+        await running.stop()
+
+
 async def _pods(kube: KubeClient, job: str, count: int) -> list[dict[str, Any]] | None:
     pods = await pods_of(kube, job)
     return pods if len(pods) == count else None
