@@ -22,7 +22,7 @@ from . import discovery, tables
 from .errors import ApiError, bad_request, expired, method_not_allowed, not_found
 from .faults import Faults, RequestInfo, RequestLog, RequestRecord
 from .podlogs import PodLogs
-from .registry import Registry, now_iso
+from .registry import RETURN_DELETED, Registry, now_iso
 from .resources import Catalogue, ResourceType
 from .selection import parse_field_selector, parse_label_selector
 from .store import Event, Obj, Store, Watcher
@@ -357,7 +357,7 @@ class ApiServer:
                 raise method_not_allowed()
             opts = await self._delete_options(request, req)
             obj, gone = self.registry.delete(rt, ns, req.name, opts)
-            if gone and rt.key not in (("", "pods"), ("", "services")) and not rt.custom:
+            if gone and rt.key not in RETURN_DELETED and not rt.custom:
                 return _json_response(
                     _status_ok(
                         {"name": req.name, "group": rt.group, "kind": rt.plural, "uid": obj["metadata"].get("uid")}
@@ -560,7 +560,7 @@ class ApiServer:
         if since is not None and (
             self.store.too_old(rt.key, since) or self.faults.pick(info, "expire-watch") is not None
         ):
-            gone = expired(f"too old resource version: {since} ({self.store.compacted.get(rt.key, 0) + 1})")
+            gone = expired(f"too old resource version: {since} ({self.store.window_start(rt.key) + 1})")
             resp = web.StreamResponse(status=200, headers={"Content-Type": JSON_CT})
             resp.enable_chunked_encoding()
             await resp.prepare(request)

@@ -175,6 +175,10 @@ class CRDController:
                 key = (ev.obj["spec"]["group"], ev.obj["spec"]["names"]["plural"])
             except (KeyError, TypeError):
                 return
+            served = self.catalogue.types.get(key)
+            name = (ev.obj.get("metadata") or {}).get("name")
+            if served is None or not served.custom or served.crd_name != name:
+                return  # a built-in kind, or a type this CRD never served
             self.catalogue.remove(key)
             asyncio.get_running_loop().call_soon(self._purge, key)
         else:

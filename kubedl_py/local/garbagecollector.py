@@ -56,8 +56,6 @@ class GarbageCollector:
             # A dependent went away: a foreground owner may be free now.
             for ref in md.get("ownerReferences") or []:
                 self.queue.put_nowait(("owner-check", ref.get("uid")))
-            if ev.rkey == ("", "namespaces"):
-                return
             return
         fins = md.get("finalizers") or ()
         if md.get("deletionTimestamp") and ("foregroundDeletion" in fins or "orphan" in fins):
@@ -110,7 +108,8 @@ class GarbageCollector:
         if not present:
             if obj["metadata"].get("deletionTimestamp"):
                 return
-            # Dependents of a foreground-deleted owner are deleted in the foreground too.
+            # Every owner is gone: delete the dependent, its own dependents in the background (as the real
+            # collector does for a dangling dependent; foreground owners are handled in _check_owner).
             self.registry.delete(rt, ns, name, {"propagationPolicy": "Background"})
             return
         if len(present) < len(refs):
@@ -232,11 +231,13 @@ class NamespaceController:
                         self.registry.delete(rt, ns, obj["metadata"]["name"], {})
         if left:
             return False
-        new = deepcopy_json(nso)
-        new["spec"]["finalizers"] = []
-        if new["metadata"].get("finalizers"):
-            new["metadata"]["resourceVersion"] = str(self.store.next_rv())
-            self.store.put(("", "namespaces"), new, nso)
+        if nso["metadata"].get("finalizers"):
+            # Held by a metadata finalizer: clear spec.finalizers once, then wait without writing.
+            if (nso.get("spec") or {}).get("finalizers"):
+                new = deepcopy_json(nso)
+                new.setdefault("spec", {})["finalizers"] = []
+                new["metadata"]["resourceVersion"] = str(self.store.next_rv())
+                self.store.put(("", "namespaces"), new, nso)
             return False
         self.store.remove(("", "namespaces"), nso)
         return True

@@ -374,8 +374,7 @@ class Kubelets:
             restarts = next((s.get("restartCount", 0) for s in statuses if s["name"] == container), 0)
             backoff = min(self.max_backoff, self.restart_backoff * (2**restarts))
             run.timers[container] = asyncio.get_running_loop().call_later(backoff, self._restart, run, container)
-        elif run.done and not (pod.get("spec") or {}).get("hostNetwork"):
-            pass  # a terminal pod keeps its IP in status until deleted, as in the real cluster
+        # A terminal pod keeps its IP in status until deleted, as in the real cluster.
 
     def _restart(self, run: PodRun, container: str) -> None:
         run.timers.pop(container, None)

@@ -42,8 +42,8 @@ _GEN_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 
 # Kinds whose metadata.generation is maintained.
 _GENERATION = {("", "pods"), ("apiextensions.k8s.io", "customresourcedefinitions")}
-# Kinds whose DELETE answers with the object rather than a success Status.
-_RETURN_DELETED = {("", "pods"), ("", "services")}
+# Built-in kinds whose DELETE answers with the object rather than a success Status (custom resources always do).
+RETURN_DELETED = frozenset({("", "pods"), ("", "services")})
 # Kinds that PUT may create (AllowCreateOnUpdate in the real strategies).
 _CREATE_ON_UPDATE = {("", "endpoints"), ("coordination.k8s.io", "leases"), ("", "events")}
 
@@ -270,7 +270,10 @@ class Registry:
         self._validate(rt, obj, None)
         self._size_check(obj)
         if rt.key == ("", "services"):
-            self._allocate_service(obj)
+            ip, ports = self._allocate_service(obj)
+            if dry_run:  # show what would be allocated, but keep nothing
+                self.ips.release(ip)
+                self.node_ports.difference_update(ports)
         if dry_run:
             return obj
         return self._commit(rt, obj, None)
@@ -294,12 +297,13 @@ class Registry:
         elif rt.plural == "secrets":
             admission.default_secret(obj)
 
-    def _allocate_service(self, svc: Obj) -> None:
+    def _allocate_service(self, svc: Obj) -> tuple[str | None, set[int]]:
+        """Reserve the ClusterIP and node ports of a new Service; returns what was reserved."""
         spec = svc["spec"]
         name = svc["metadata"]["name"]
         ip = spec.get("clusterIP")
         if spec.get("type") == "ExternalName":
-            return
+            return None, set()
         if ip == "None":
             spec["clusterIPs"] = ["None"]
         elif ip:
@@ -317,12 +321,59 @@ class Registry:
             spec["clusterIPs"] = [ip]
         spec.setdefault("ipFamilies", ["IPv4"])
         spec.setdefault("ipFamilyPolicy", "SingleStack")
-        if spec.get("type") in ("NodePort", "LoadBalancer"):
-            for p in spec.get("ports") or []:
-                if "nodePort" not in p:
-                    port = next(p for p in range(30000, 32768) if p not in self.node_ports)
-                    self.node_ports.add(port)
-                    p["nodePort"] = port
+        claimed_ip = ip if ip != "None" else None
+        try:
+            ports = self._claim_node_ports(svc, set())
+        except ApiError:
+            self.ips.release(claimed_ip)
+            raise
+        return claimed_ip, ports
+
+    @staticmethod
+    def _node_ports_of(svc: Obj) -> set[int]:
+        return {
+            p["nodePort"]
+            for p in (svc.get("spec") or {}).get("ports") or []
+            if isinstance(p, dict) and isinstance(p.get("nodePort"), int) and p["nodePort"]
+        }
+
+    def _claim_node_ports(self, svc: Obj, held: set[int]) -> set[int]:
+        """Reserve the node ports a NodePort/LoadBalancer Service needs beyond ``held`` (those its stored
+        version already owns): an explicit one must be in range and free (422 otherwise, as the real server),
+        a missing one is allocated. Returns the newly reserved ports; nothing stays reserved on error."""
+        spec = svc["spec"]
+        if spec.get("type") not in ("NodePort", "LoadBalancer"):
+            return set()
+        ports = [p for p in spec.get("ports") or [] if isinstance(p, dict)]
+        claimed: set[int] = set()
+
+        def refuse(i: int, value: Any, why: str) -> ApiError:
+            self.node_ports.difference_update(claimed)
+            field = f"spec.ports[{i}].nodePort"
+            return invalid(
+                "Service", "", "services", svc["metadata"]["name"], [FieldError("FieldValueInvalid", field, why, value)]
+            )
+
+        for i, p in enumerate(ports):
+            np = p.get("nodePort")
+            if not np or np in held or np in claimed:
+                continue
+            if not isinstance(np, int) or isinstance(np, bool) or not 30000 <= np <= 32767:
+                raise refuse(i, np, "provided port is not in the valid range. The range of valid ports is 30000-32767")
+            if np in self.node_ports:
+                raise refuse(i, np, "provided port is already allocated")
+            self.node_ports.add(np)
+            claimed.add(np)
+        for p in ports:
+            if not p.get("nodePort"):
+                free = next((n for n in range(30000, 32768) if n not in self.node_ports), None)
+                if free is None:
+                    self.node_ports.difference_update(claimed)
+                    raise ApiError(500, "failed to allocate a nodePort: range is full", "InternalError")
+                self.node_ports.add(free)
+                claimed.add(free)
+                p["nodePort"] = free
+        return claimed
 
     # ---- update -------------------------------------------------------------------------------------------
 
@@ -421,8 +472,16 @@ class Registry:
             obj["metadata"]["generation"] = int(omd["generation"]) + 1
         self._validate(rt, obj, old)
         self._size_check(obj)
+        freed: set[int] = set()
+        if rt.key == ("", "services") and subresource is None:
+            held = self._node_ports_of(old)
+            claimed = self._claim_node_ports(obj, held)
+            if dry_run:
+                self.node_ports.difference_update(claimed)
+            freed = held - self._node_ports_of(obj)
         if dry_run:
             return obj
+        self.node_ports.difference_update(freed)
         if omd.get("deletionTimestamp") and not obj["metadata"].get("finalizers") and self._may_finish(rt, obj):
             self.store.remove(rt.key, obj)
             return obj
@@ -459,6 +518,7 @@ class Registry:
                 p.setdefault("protocol", "TCP")
                 if "targetPort" not in p and "port" in p:
                     p["targetPort"] = p["port"]
+        self._patch_node_ports(spec, ospec)
         if spec.get("clusterIP") != ospec.get("clusterIP"):
             raise invalid(
                 "Service",
@@ -471,6 +531,26 @@ class Registry:
                     )
                 ],
             )
+
+    @staticmethod
+    def _patch_node_ports(spec: dict[str, Any], ospec: dict[str, Any]) -> None:
+        """As the real server on update: keep a port's node port (by port name) when the client left it out, and
+        drop unchanged node ports when the type no longer needs them."""
+        needs = ("NodePort", "LoadBalancer")
+        new_ports = [p for p in spec.get("ports") or [] if isinstance(p, dict)]
+        old_ports = [p for p in ospec.get("ports") or [] if isinstance(p, dict)]
+        if ospec.get("type") in needs and spec.get("type") in needs:
+            used = {p.get("nodePort") for p in new_ports} & {p.get("nodePort") for p in old_ports}
+            by_name = {p.get("name"): p.get("nodePort") for p in old_ports}
+            for p in new_ports:
+                old_np = by_name.get(p.get("name"))
+                if not p.get("nodePort") and old_np and old_np not in used:
+                    p["nodePort"] = old_np
+        elif ospec.get("type") in needs and [p.get("nodePort") for p in new_ports] == [
+            p.get("nodePort") for p in old_ports
+        ]:
+            for p in new_ports:
+                p.pop("nodePort", None)
 
     # ---- patch --------------------------------------------------------------------------------------------
 

@@ -19,8 +19,9 @@ plugin scores; with weight-100 terms on a lightly loaded cluster the choice is t
 nor any placed pod has affinity terms.
 
 Unschedulable pods get ``PodScheduled=False``/``Unschedulable`` and a ``FailedScheduling`` event and are
-retried whenever pods or nodes change. It works on the store directly (in-process), in batches, so a burst
-of 1,600 pods costs one pass over the cluster per batch.
+retried whenever nodes change, a pod goes away or finishes, or the pod's own spec or labels change. It
+works on the store directly (in-process), in batches, so a burst of 1,600 pods costs one pass over the
+cluster per batch.
 """
 
 from __future__ import annotations
@@ -329,7 +330,7 @@ class Scheduler:
                 self._retry_unschedulable()
                 return
             if self._wants(ev.obj):
-                if key not in self.unschedulable:
+                if key not in self.unschedulable or self._pod_changed(ev):
                     self.pending[key] = None
                     self.wake.set()
             else:
@@ -341,6 +342,16 @@ class Scheduler:
                     self._retry_unschedulable()
         elif ev.rkey == NODES:
             self._retry_unschedulable()
+
+    @staticmethod
+    @staticmethod
+    def _pod_changed(ev: Event) -> bool:
+        """The pod itself changed in a way that may make it fit (a toleration added, a label its own affinity
+        terms need) -- not the scheduler's own status writes."""
+        if ev.old is None:
+            return True
+        old_labels, labels = ev.old["metadata"].get("labels"), ev.obj["metadata"].get("labels")
+        return ev.old.get("spec") != ev.obj.get("spec") or old_labels != labels
 
     async def _run(self) -> None:
         while True:

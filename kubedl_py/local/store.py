@@ -92,6 +92,7 @@ class Store:
         self.dependents: dict[str, set[tuple[RKey, str, str]]] = {}  # owner uid -> dependents
         self.history: dict[RKey, deque[Event]] = {}
         self.compacted: dict[RKey, int] = {}  # highest rv no longer in history (per resource)
+        self.restored_rv = 0  # rv at load: no history before it survives a restart, for any resource
         self.watchers: dict[RKey, set[Watcher]] = {}
         self.listeners: list[Callable[[Event], None]] = []
         self.data_dir = Path(data_dir) if data_dir is not None else None
@@ -229,8 +230,12 @@ class Store:
 
     # ---- watch --------------------------------------------------------------------------------------------
 
+    def window_start(self, rkey: RKey) -> int:
+        """The oldest resourceVersion a watch on ``rkey`` can resume from."""
+        return max(self.compacted.get(rkey, 0), self.restored_rv)
+
     def too_old(self, rkey: RKey, rv: int) -> bool:
-        return rv < self.compacted.get(rkey, 0)
+        return rv < self.window_start(rkey)
 
     def expire_history(self, rkey: RKey | None = None) -> None:
         """Drop watch history (a test hook: the next resumption from an older rv gets 410)."""
@@ -300,9 +305,9 @@ class Store:
                 else:
                     self._restore(group, plural, obj)
                 self.rv = max(self.rv, int(rv))
-        # Everything before a restart is outside the watch window, as after an apiserver restart.
-        for rkey in self.data:
-            self.compacted[rkey] = self.rv
+        # Everything before a restart is outside the watch window, as after an apiserver restart -- also for
+        # resource types with no objects left (their deletions are history too).
+        self.restored_rv = self.rv
         self._write_snapshot()
         self._wal = wal.open("wb")
 

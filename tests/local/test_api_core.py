@@ -277,3 +277,58 @@ async def test_services_cluster_ip(http: Http) -> None:
         svcs, {"metadata": {"name": "taken"}, "spec": {"clusterIP": b["spec"]["clusterIP"], "ports": [{"port": 1}]}}
     )
     assert r.status == 422
+
+
+async def test_service_dry_run_reserves_nothing(cluster: LocalCluster, http: Http) -> None:
+    svcs = "/api/v1/namespaces/default/services"
+    spec = {"type": "NodePort", "ports": [{"port": 80}]}
+    ips, ports = set(cluster.registry.ips.used), set(cluster.registry.node_ports)
+    dry = await http.post(f"{svcs}?dryRun=All", {"metadata": {"name": "d"}, "spec": spec})
+    assert dry.status == 201 and dry.body["spec"]["clusterIP"] and dry.body["spec"]["ports"][0]["nodePort"]
+    assert cluster.registry.ips.used == ips and cluster.registry.node_ports == ports
+    assert (await http.get(f"{svcs}/d")).status == 404
+    explicit = {
+        "type": "NodePort",
+        "clusterIP": dry.body["spec"]["clusterIP"],
+        "ports": [{"port": 80, "nodePort": 31000}],
+    }
+    assert (await http.post(f"{svcs}?dryRun=All", {"metadata": {"name": "e"}, "spec": explicit})).status == 201
+    assert (await http.post(svcs, {"metadata": {"name": "e"}, "spec": explicit})).status == 201
+
+
+async def test_service_explicit_node_port_is_reserved(http: Http) -> None:
+    svcs = "/api/v1/namespaces/default/services"
+
+    def svc(name: str, node_port: int | None = None) -> dict[str, Any]:
+        port: dict[str, Any] = {"port": 80} if node_port is None else {"port": 80, "nodePort": node_port}
+        return {"metadata": {"name": name}, "spec": {"type": "NodePort", "ports": [port]}}
+
+    assert (await http.post(svcs, svc("a", 30000))).body["spec"]["ports"][0]["nodePort"] == 30000
+    r = await http.post(svcs, svc("b", 30000))
+    assert r.status == 422 and r.body["details"]["causes"][0] == {
+        "reason": "FieldValueInvalid",
+        "message": "Invalid value: 30000: provided port is already allocated",
+        "field": "spec.ports[0].nodePort",
+    }
+    r = await http.post(svcs, svc("c", 80))
+    assert r.status == 422 and "valid range" in r.body["details"]["causes"][0]["message"]
+    assert (await http.post(svcs, svc("d"))).body["spec"]["ports"][0]["nodePort"] != 30000
+    # the refused creates left nothing behind: the port comes free with "a"
+    assert (await http.delete(f"{svcs}/a")).status == 200
+    assert (await http.post(svcs, svc("b", 30000))).status == 201
+
+
+async def test_service_update_to_node_port_allocates_and_back_releases(cluster: LocalCluster, http: Http) -> None:
+    svcs = "/api/v1/namespaces/default/services"
+    await http.post(svcs, {"metadata": {"name": "s"}, "spec": {"ports": [{"name": "http", "port": 80}]}})
+    r = await http.patch(f"{svcs}/s", {"spec": {"type": "NodePort"}})
+    assert r.status == 200
+    np = r.body["spec"]["ports"][0]["nodePort"]
+    assert 30000 <= np <= 32767 and np in cluster.registry.node_ports
+    # a replace without the node port keeps it (matched by port name)
+    body = r.body
+    del body["spec"]["ports"][0]["nodePort"]
+    assert (await http.put(f"{svcs}/s", body)).body["spec"]["ports"][0]["nodePort"] == np
+    r = await http.patch(f"{svcs}/s", {"spec": {"type": "ClusterIP"}})
+    assert r.status == 200 and "nodePort" not in r.body["spec"]["ports"][0]
+    assert np not in cluster.registry.node_ports

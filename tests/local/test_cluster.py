@@ -87,6 +87,21 @@ async def test_state_survives_restart(tmp_path: Path) -> None:
         assert (await http.get("/api/v1/namespaces/default/services/kubernetes")).status == 200  # re-bootstrapped
 
 
+async def test_restart_expires_history_of_emptied_resource_types(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    secrets = "/api/v1/namespaces/default/secrets"
+    async with LocalCluster(data_dir=data) as c, aiohttp.ClientSession() as s:
+        http = Http(s, c.url)
+        rv = int((await http.get(secrets)).body["metadata"]["resourceVersion"])
+        await http.post(secrets, {"metadata": {"name": "s"}, "data": {}})
+        assert (await http.delete(f"{secrets}/s")).status == 200
+        assert c.store.count(("", "secrets")) == 0
+    async with LocalCluster(data_dir=data) as c2, aiohttp.ClientSession() as s:
+        http = Http(s, c2.url)
+        r = await http.get(f"{secrets}?watch=1&resourceVersion={rv}&timeoutSeconds=1")
+        assert r.body is not None and r.body["type"] == "ERROR" and r.body["object"]["code"] == 410
+
+
 async def test_local_up_cli(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kc" / "config"
     proc = await asyncio.create_subprocess_exec(

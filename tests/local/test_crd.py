@@ -9,7 +9,7 @@ from typing import Any
 
 from kubedl_py.local import LocalCluster
 
-from .conftest import Http
+from .conftest import Http, eventually
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 JOBS = "/apis/test.kubedl.io/v1/namespaces/default/trainjobs"
@@ -188,10 +188,11 @@ async def test_deleting_crd_removes_objects_and_stops_serving(cluster: LocalClus
     await http.post(JOBS, job("d"))
     r = await http.delete(f"{CRDS}/trainjobs.test.kubedl.io")
     assert r.status == 200
-    for _ in range(100):
-        if cluster.store.count(("test.kubedl.io", "trainjobs")) == 0:
-            break
-        await asyncio.sleep(0.01)
+
+    async def purged() -> bool:
+        return cluster.store.count(("test.kubedl.io", "trainjobs")) == 0
+
+    await eventually(purged)
     assert (await http.get(JOBS)).status == 404
     assert "test.kubedl.io" not in [g["name"] for g in (await http.get("/apis")).body["groups"]]
     await http.post(CRDS, crd())  # recreated: empty
@@ -207,3 +208,19 @@ async def test_invalid_crd_rejected(http: Http) -> None:
     del bad["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["type"]
     r = await http.post(CRDS, bad)
     assert r.status == 422
+
+
+async def test_deleting_crd_named_like_a_builtin_keeps_the_builtin(http: Http) -> None:
+    leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l"}, "spec": {}}
+    assert (await http.post(leases, lease)).status == 201
+    shadow = crd()
+    shadow["metadata"]["name"] = "leases.coordination.k8s.io"
+    shadow["spec"]["group"] = "coordination.k8s.io"
+    shadow["spec"]["names"] = {"plural": "leases", "singular": "lease", "kind": "Lease"}
+    assert (await http.post(CRDS, shadow)).status == 201
+    assert (await http.delete(f"{CRDS}/leases.coordination.k8s.io")).status == 200
+    await asyncio.sleep(0.1)  # the purge would run on the next loop iteration
+    r = await http.get(f"{leases}/l")
+    assert r.status == 200 and r.body["kind"] == "Lease"
+    assert (await http.get(leases)).status == 200

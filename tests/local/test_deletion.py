@@ -3,6 +3,7 @@ namespace deletion and DELETE on a collection."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from kubedl_py.local import LocalCluster
@@ -93,8 +94,9 @@ async def test_gc_orphan(http: Http) -> None:
     await http.post(CMS, owned("od", owner))
     await http.delete(f"{CMS}/oo?propagationPolicy=Orphan")
     await eventually(lambda: gone(http, f"{CMS}/oo"))
-    d = (await http.get(f"{CMS}/od")).body
-    assert "ownerReferences" not in d["metadata"]
+    r = await http.get(f"{CMS}/od")
+    assert r.status == 200 and r.body["kind"] == "ConfigMap"  # orphaned, not collected
+    assert "ownerReferences" not in r.body["metadata"]
 
 
 async def test_dangling_owner_collects_dependent(http: Http) -> None:
@@ -124,6 +126,23 @@ async def test_namespace_deletion_removes_contents(http: Http) -> None:
     await eventually(lambda: gone(http, "/api/v1/namespaces/tmp"), timeout=10)
     assert await gone(http, "/api/v1/namespaces/tmp/configmaps/c")
     assert await gone(http, "/api/v1/namespaces/tmp/pods/p")
+
+
+async def test_namespace_held_by_finalizer_is_not_rewritten(http: Http) -> None:
+    ns = "/api/v1/namespaces/held"
+    await http.post("/api/v1/namespaces", {"metadata": {"name": "held", "finalizers": ["test/hold"]}})
+    assert (await http.delete(ns)).status == 202
+
+    async def emptied() -> Any:
+        r = await http.get(ns)
+        return r.body if r.body["spec"]["finalizers"] == [] else None
+
+    rv = (await eventually(emptied))["metadata"]["resourceVersion"]
+    await asyncio.sleep(0.7)  # several namespace-controller passes
+    r = await http.get(ns)
+    assert r.status == 200 and r.body["metadata"]["resourceVersion"] == rv
+    assert (await http.patch(ns, {"metadata": {"finalizers": None}})).status == 200
+    await eventually(lambda: gone(http, ns))
 
 
 async def test_delete_collection_with_selector(http: Http) -> None:

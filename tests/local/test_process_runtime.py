@@ -7,13 +7,12 @@ the proxy, deletion with a grace period. No process outlives a test (checked at 
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -23,18 +22,12 @@ from kubedl_py.kube.errors import NotFound
 from kubedl_py.kube.resources import EVENTS, PODS, SERVICES
 from kubedl_py.local import LocalCluster
 
+from .conftest import eventually
+
 NS = "default"
 
 
-async def eventually(probe: Callable[[], Awaitable[Any]], *, within: float = 20.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + within
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await probe()
-        if last:
-            return last
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out after {within}s waiting for {what}; last: {last!r}")
+SLOW = 20.0  # real processes start and stop more slowly than the simulated kubelet
 
 
 def _descendants() -> set[int]:
@@ -93,7 +86,7 @@ async def test_env_downward_api_and_var_expansion(kube: KubeClient) -> None:
         container={"env": env, "workingDir": "/tmp"},
     )
     await kube.create(PODS, spec, namespace=NS)
-    done = await eventually(lambda: phase_of(kube, "envpod", "Succeeded", "Failed"), what="envpod to finish")
+    done = await eventually(lambda: phase_of(kube, "envpod", "Succeeded", "Failed"), timeout=SLOW)
     assert done["status"]["phase"] == "Succeeded"
     term = done["status"]["containerStatuses"][0]["state"]["terminated"]
     assert (term["exitCode"], term["reason"]) == (0, "Completed")
@@ -111,7 +104,7 @@ async def test_exit_codes_restarts_and_previous_logs(kube: KubeClient) -> None:
         await kube.create(
             PODS, pod("flaky", script.format(d=d), hostNetwork=True, restartPolicy="OnFailure"), namespace=NS
         )
-        done = await eventually(lambda: phase_of(kube, "flaky", "Succeeded", "Failed"), what="flaky to finish")
+        done = await eventually(lambda: phase_of(kube, "flaky", "Succeeded", "Failed"), timeout=SLOW)
     finally:
         for f in os.listdir(f"/tmp/{d}"):
             os.unlink(f"/tmp/{d}/{f}")
@@ -126,7 +119,7 @@ async def test_exit_codes_restarts_and_previous_logs(kube: KubeClient) -> None:
     # Never: a non-zero exit fails the pod, 128+N for a process killed by signal N. ("$$$$": the kubelet's
     # $(VAR) expansion turns "$$" into "$", as in Kubernetes.)
     await kube.create(PODS, pod("killed", "kill -9 $$$$", hostNetwork=True, restartPolicy="Never"), namespace=NS)
-    failed = await eventually(lambda: phase_of(kube, "killed", "Failed"), what="killed to fail")
+    failed = await eventually(lambda: phase_of(kube, "killed", "Failed"), timeout=SLOW)
     assert failed["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137
 
 
@@ -135,7 +128,7 @@ async def test_logs_follow_and_tail(kube: KubeClient) -> None:
     await kube.create(PODS, pod("talker", script, hostNetwork=True), namespace=NS)
     await eventually(
         lambda: _log_has(kube, "talker", "line 5"),
-        what="the log to hold five lines",
+        timeout=SLOW,
     )
     assert await kube.read_log("talker", namespace=NS, tail_lines=2) == "line 4\nline 5\n"
     lines = []
@@ -156,7 +149,7 @@ async def test_deletion_sigterm_grace_then_sigkill(kube: KubeClient) -> None:
     # The process ignores SIGTERM: it is killed when the grace period (1s) runs out, then the pod is gone.
     script = "trap 'echo got TERM' TERM; echo ready; while true; do sleep 0.05; done"
     await kube.create(PODS, pod("stubborn", script, hostNetwork=True, terminationGracePeriodSeconds=1), namespace=NS)
-    await eventually(lambda: _log_has(kube, "stubborn", "ready"), what="stubborn to start")
+    await eventually(lambda: _log_has(kube, "stubborn", "ready"), timeout=SLOW)
     started = time.monotonic()
     await kube.delete(PODS, "stubborn", namespace=NS)
 
@@ -167,7 +160,7 @@ async def test_deletion_sigterm_grace_then_sigkill(kube: KubeClient) -> None:
             return True
         return False
 
-    await eventually(gone, what="the pod to be deleted")
+    await eventually(gone, timeout=SLOW)
     assert 0.9 <= time.monotonic() - started < 10
 
 
@@ -195,7 +188,7 @@ async def test_service_proxy_and_hosts_follow_the_target_port(kube: KubeClient, 
 
     async def answer(name: str) -> str:
         await kube.create(PODS, pod(name, ask, hostNetwork=True, restartPolicy="OnFailure"), namespace=NS)
-        await eventually(lambda: phase_of(kube, name, "Succeeded"), what=f"{name} to reach the Service")
+        await eventually(lambda: phase_of(kube, name, "Succeeded"), timeout=SLOW)
         return await kube.read_log(name, namespace=NS)
 
     assert await answer("ask1") == f"{ports[0]}\n"
@@ -220,11 +213,11 @@ async def test_pod_network_pod_without_a_network_fails_clearly(cluster: LocalClu
     holder_bridge = cluster.process_bridge
     if os.geteuid() == 0:  # the first cluster takes the bridge with a pod-network pod of its own
         await kube.create(PODS, pod("holder", "exec sleep 30"), namespace=NS)
-        await eventually(lambda: phase_of(kube, "holder", "Running"), what="the bridge holder to run")
+        await eventually(lambda: phase_of(kube, "holder", "Running"), timeout=SLOW)
     other = LocalCluster(runtime="process", process_bridge=holder_bridge)
     async with other, KubeClient(configuration=other.configuration) as other_kube:
         await other_kube.create(PODS, pod("netless", "echo should not run"), namespace=NS)
-        failed = await eventually(lambda: phase_of(other_kube, "netless", "Failed"), what="netless to fail")
+        failed = await eventually(lambda: phase_of(other_kube, "netless", "Failed"), timeout=SLOW)
         assert failed["status"]["reason"] == "PodNetworkUnavailable"
         assert failed["status"]["message"]
         assert await other_kube.list(EVENTS, namespace=NS, field_selector="reason=FailedCreatePodSandBox")

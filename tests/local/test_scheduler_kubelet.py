@@ -249,3 +249,24 @@ async def test_remove_node_force_deletes_its_pods(cluster: LocalCluster, http: H
 
 async def _gone(http: Http, name: str) -> bool:
     return (await http.get(f"{PODS}/{name}")).status == 404
+
+
+async def test_unschedulable_pod_retried_when_its_spec_changes(http: Http) -> None:
+    taint = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
+    r = await http.patch("/api/v1/nodes/local-node-0", {"spec": {"taints": [taint]}})
+    assert r.status == 200
+    await http.post(PODS, pod("t"))
+
+    async def unschedulable() -> bool:
+        q = await get_pod(http, "t")
+        return any(x.get("reason") == "Unschedulable" for x in q["status"].get("conditions") or [])
+
+    await eventually(unschedulable)
+    r = await http.patch(
+        f"{PODS}/t",
+        [{"op": "add", "path": "/spec/tolerations/-", "value": {**taint, "operator": "Equal"}}],
+        content_type="application/json-patch+json",
+    )
+    assert r.status == 200, r.body
+    p = await eventually(phase_is(http, "t", "Running"))
+    assert p["spec"]["nodeName"] == "local-node-0"
