@@ -11,6 +11,10 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+#: ``--gang-scheduler`` choices: ``kubedl_py.controllers.gang.GANG_SCHEDULERS`` (a test keeps them equal),
+#: spelled out here so that building the parser (``--help``, ``manifests``) does not import the controller
+_GANG_SCHEDULERS = ("volcano", "scheduler-plugins")
+
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kubedl-py", description=__doc__)
@@ -53,14 +57,10 @@ def _add_local(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def _run_local_up(args: argparse.Namespace) -> int:
     import asyncio
-    import logging
     import os
 
     from kubedl_py.local import LocalUpOptions, run_local_up
 
-    logging.basicConfig(
-        level=logging.DEBUG if args.debug else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
     if args.nodes < 1:
         print("kubedl-py: --nodes must be at least 1", file=sys.stderr)
         return 2
@@ -165,7 +165,7 @@ def _add_controller(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument(
         "--gang-scheduler",
-        choices=["volcano", "scheduler-plugins"],
+        choices=_GANG_SCHEDULERS,
         default=None,
         help="give every job a PodGroup of this gang scheduler and point its pods at it (default: none)",
     )
@@ -273,7 +273,7 @@ def _add_manifests(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     p.add_argument("--crds-only", action="store_true", help="print only the CustomResourceDefinitions")
     p.add_argument(
         "--gang-scheduler",
-        choices=["volcano", "scheduler-plugins"],
+        choices=_GANG_SCHEDULERS,
         default=None,
         help="also grant access to this gang scheduler's PodGroups and pass the flag to the controller",
     )
@@ -325,7 +325,9 @@ def _add_job_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("file", metavar="FILE", help="YAML/JSON file with one or more jobs ('-' reads stdin)")
     p.add_argument("--wait", action="store_true", help="wait until the jobs succeed (exit 1 if one fails)")
     p.add_argument("--follow", action="store_true", help="stream the jobs' logs until they finish (implies --wait)")
-    p.add_argument("--timeout", type=float, default=None, help="seconds to wait at most (exit 3 when over)")
+    p.add_argument(
+        "--timeout", type=float, default=None, help="seconds to wait at most for each job, in turn (exit 3 when over)"
+    )
     p.set_defaults(handler=_run_submit)
 
     p = sub.add_parser("get", parents=[common], help="list jobs, or show one")
@@ -424,22 +426,43 @@ def _run_submit(args: argparse.Namespace) -> int:
     jobs = _read_jobs_or_fail(args)
     if isinstance(jobs, int):
         return jobs
+    mismatch = _namespace_mismatch(jobs, args.namespace)
+    if mismatch:
+        return _fail(mismatch, _EXIT_USAGE, False)
 
     async def body(client: Any) -> int:
-        created = [await client.submit(job) for job in jobs]
+        # A document's own namespace wins (it equals -n, if given); -n (else the context's) fills the gaps.
+        created = [await client.submit(job, namespace=job.metadata.namespace or args.namespace) for job in jobs]
         for job in created:
             print(f"{_resource_name(job)}/{job.name} created", flush=True)
         if not (args.wait or args.follow):
             return 0
+        # --timeout bounds each job's wait in turn (the jobs run meanwhile: a later one may be done already).
         for job in created:
             if args.follow:
                 await _follow_then_wait(client, job, args.timeout)
             else:
-                await _wait_with_progress(client, job.name, job.kind, ["Succeeded"], args.timeout)
+                await _wait_with_progress(
+                    client, job.name, job.kind, ["Succeeded"], args.timeout, namespace=job.namespace
+                )
             print(f"{_resource_name(job)}/{job.name} succeeded", flush=True)
         return 0
 
     return _with_client(args, body)
+
+
+def _namespace_mismatch(jobs: Sequence[Any], namespace: str | None) -> str | None:
+    """As kubectl: a document naming another namespace than ``-n`` is refused, not silently sent elsewhere."""
+    if not namespace:
+        return None
+    for job in jobs:
+        own = job.metadata.namespace
+        if own and own != namespace:
+            return (
+                f'{job.kind} "{job.name}" is in namespace "{own}" but -n says "{namespace}": '
+                f"pass -n {own}, or drop metadata.namespace from the file"
+            )
+    return None
 
 
 def _read_jobs_or_fail(args: argparse.Namespace) -> list[Any] | int:
@@ -478,7 +501,9 @@ async def _follow_then_wait(client: Any, job: Any, seconds: float | None) -> Non
     await client.wait(job.name, kind=job.kind, timeout=remaining, namespace=job.namespace)
 
 
-async def _wait_with_progress(client: Any, name: str, kind: str | None, until: list[str], seconds: float | None) -> Any:
+async def _wait_with_progress(
+    client: Any, name: str, kind: str | None, until: list[str], seconds: float | None, *, namespace: str | None = None
+) -> Any:
     """``client.wait`` with a live progress line on stderr when it is a terminal."""
     import asyncio
     import contextlib
@@ -507,7 +532,7 @@ async def _wait_with_progress(client: Any, name: str, kind: str | None, until: l
 
     ticker = asyncio.create_task(tick()) if live else None
     try:
-        return await client.wait(name, until, kind=kind, timeout=seconds, on_progress=show)
+        return await client.wait(name, until, kind=kind, timeout=seconds, namespace=namespace, on_progress=show)
     finally:
         if ticker is not None:
             ticker.cancel()

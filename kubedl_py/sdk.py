@@ -35,8 +35,9 @@ from kubedl_py.api.jobs import JOB_MODELS, Job, PyTorchJob, TFJob
 from kubedl_py.api.loading import load_jobs_file
 from kubedl_py.api.validation import JobValidationError, parse_job, validate_job
 from kubedl_py.kube import errors as kerrors
-from kubedl_py.kube.client import ClientSettings, KubeClient, WatchEvent
+from kubedl_py.kube.client import ClientSettings, KubeClient, WatchEvent, in_cluster_available
 from kubedl_py.kube.resources import EVENTS, PODS, SERVICES, Resource
+from kubedl_py.kube.retry import backoff_delay, is_retryable
 
 __all__ = [
     "CONDITION_TYPES",
@@ -90,6 +91,9 @@ _KIND_ALIASES: Final = {
 CONDITION_TYPES: Final = ("Created", "Running", "Restarting", "Succeeded", "Failed")
 _FINAL: Final = ("Succeeded", "Failed")
 _SERVICE_ACCOUNT_NAMESPACE: Final = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+#: a watch that ends sooner than this without a single event failed (back off); one that lasted longer
+#: ended normally (resume at once). The Informer's ``min_watch_duration``.
+_MIN_WATCH_DURATION: Final = 1.0
 
 
 # --------------------------------------------------------------------------------------------- errors
@@ -166,10 +170,19 @@ def _translated() -> Iterator[None]:
     """Turn the machinery's error tree into the SDK's, keeping the server's message."""
     try:
         yield
-    except kerrors.ApiError as exc:
-        raise _from_api_error(exc) from exc
-    except kerrors.TransportError as exc:
-        raise ClusterUnreachableError(f"cannot reach the API server: {exc}") from exc
+    except kerrors.KubeError as exc:
+        raise _translate(exc) from exc
+
+
+def _translate(exc: kerrors.KubeError, context: str = "") -> ClusterError:
+    """The SDK's exception for a machinery error; ``context`` (what was being done) prefixes the message."""
+    prefix = f"{context}: " if context else ""
+    if isinstance(exc, kerrors.ApiError):
+        error = _from_api_error(exc)
+        if prefix:
+            error = type(error)(prefix + error.message, status=error.status, reason=error.reason, causes=error.causes)
+        return error
+    return ClusterUnreachableError(f"{prefix}cannot reach the API server: {exc}")
 
 
 def _from_api_error(exc: kerrors.ApiError) -> ClusterError:
@@ -203,12 +216,6 @@ def local_kubeconfig_path() -> Path:
     return Path(os.path.expanduser(c.LOCAL_KUBECONFIG))
 
 
-def _in_cluster() -> bool:
-    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.exists(
-        "/var/run/secrets/kubernetes.io/serviceaccount/token"
-    )
-
-
 def resolve_config(
     kubeconfig: str | os.PathLike[str] | None = None, context: str | None = None, namespace: str | None = None
 ) -> ResolvedConfig:
@@ -223,7 +230,7 @@ def resolve_config(
         missing = next(p for p in candidates if p not in existing)
         raise ConfigurationError(f"kubeconfig {missing} does not exist")
     if not existing:
-        if _in_cluster():
+        if in_cluster_available():
             ns = namespace
             if ns is None:
                 with contextlib.suppress(OSError):
@@ -835,19 +842,33 @@ class AsyncTrainingClient:
         label_selector: str | None = None,
     ) -> AsyncGenerator[WatchEvent, None]:
         """List, then watch from the list's resourceVersion, for ever: a ``SYNC`` event carries every listed
-        object (``object["items"]``), then the watch's events follow. A watch that ends or breaks resumes
-        from the last resourceVersion seen; a 410 (history expired) lists again."""
+        object (``object["items"]``), then the watch's events follow.
+
+        A watch that ends (the server's timeout) or breaks after delivering events or lasting a while resumes
+        at once from the last resourceVersion seen; a 410 (history expired) lists again. A watch that fails
+        at once, with a retryable error (5xx, 429, no answer: :func:`kubedl_py.kube.retry.is_retryable`) or
+        by ending without a single event (a failing server or proxy, not a timeout: reopening it at once
+        would spin), is retried with the backoff of the client's ``settings.retry``, and given up after its
+        ``attempts`` failures in a row or its ``deadline``. Every error that escapes is one of the SDK's
+        (:class:`ClusterError` and subclasses), never the machinery's."""
         kube = await self._client()
+        retry = self._settings.retry
+        what = f"watch of {resource} in {namespace}"
         version: str | None = None
         failures = 0
+        failing_since = 0.0
         while True:
+            fresh_list = version is None
             if version is None:
-                with _translated():
+                with _translated():  # a list is retried inside the client already
                     listed = await kube.list(
                         resource, namespace=namespace, field_selector=field_selector, label_selector=label_selector
                     )
                 version = listed.resource_version
                 yield WatchEvent("SYNC", {"items": listed.items})
+            started = time.monotonic()
+            progressed = False
+            failure: kerrors.KubeError
             try:
                 async with contextlib.aclosing(
                     kube.watch(
@@ -859,18 +880,38 @@ class AsyncTrainingClient:
                     )
                 ) as stream:
                     async for event in stream:
-                        failures = 0
+                        progressed = True
                         version = (event.object.get("metadata") or {}).get("resourceVersion") or version
                         if event.type != "BOOKMARK":
                             yield event
-            except kerrors.Gone:
-                logger.debug("watch of %s in %s expired; listing again", resource, namespace)
+            except kerrors.Gone as exc:
+                logger.debug("%s: resourceVersion %s expired; listing again", what, version)
                 version = None
-            except kerrors.TransportError as exc:
-                failures += 1
-                if failures > 5:
-                    raise ClusterUnreachableError(f"watch of {resource} keeps failing: {exc}") from exc
-                await asyncio.sleep(min(0.2 * 2**failures, 5.0))
+                if progressed or not fresh_list:
+                    failures = 0
+                    continue
+                failure = exc  # the list's own resourceVersion expired at once: back off before listing again
+            except kerrors.KubeError as exc:
+                if not is_retryable(exc):
+                    raise _translate(exc, what) from exc
+                if progressed or time.monotonic() - started >= _MIN_WATCH_DURATION:
+                    logger.debug("%s broke after %.1fs (%s); resuming", what, time.monotonic() - started, exc)
+                    failures = 0
+                    continue
+                failure = exc
+            else:
+                if progressed or time.monotonic() - started >= _MIN_WATCH_DURATION:
+                    failures = 0
+                    continue
+                failure = kerrors.TransportError(f"{what} ended at once without events")
+            if failures == 0:
+                failing_since = time.monotonic()
+            failures += 1
+            if failures >= retry.attempts or time.monotonic() - failing_since >= retry.deadline:
+                raise _translate(failure, f"{what} failed {failures} times in a row") from failure
+            delay = backoff_delay(retry, failures, failure)
+            logger.info("%s failed (%s); retrying in %.2fs (failure %d)", what, failure, delay, failures)
+            await asyncio.sleep(delay)
 
     # --------------------------------------------------------------------------------------------- logs
 
@@ -1046,6 +1087,10 @@ class AsyncTrainingClient:
                 await coro
             except asyncio.CancelledError:
                 raise
+            except kerrors.KubeError as exc:  # a log stream's failure: the SDK's error, not the machinery's
+                error = _translate(exc)
+                error.__cause__ = exc
+                await queue.put(error)
             except BaseException as exc:
                 await queue.put(exc)
 

@@ -8,7 +8,14 @@ The names below are the public surface; the modules' other names are internal.
 """
 
 from kubedl_py.kube import errors
-from kubedl_py.kube.client import ClientSettings, KubeClient, ObjectList, PatchType, WatchEvent
+from kubedl_py.kube.client import (
+    ClientSettings,
+    KubeClient,
+    ObjectList,
+    PatchType,
+    WatchEvent,
+    in_cluster_available,
+)
 from kubedl_py.kube.events import EventRecorder, EventType
 from kubedl_py.kube.health import HealthServer, parse_addr
 from kubedl_py.kube.informer import (
@@ -91,6 +98,7 @@ __all__ = [
     "by_owner_uid",
     "drop_managed_fields",
     "errors",
+    "in_cluster_available",
     "label_key",
     "object_key",
     "own_key",

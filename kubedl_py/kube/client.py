@@ -60,6 +60,7 @@ __all__ = [
     "Resource",
     "WatchEvent",
     "dumps",
+    "in_cluster_available",
     "loads",
 ]
 
@@ -134,10 +135,15 @@ class ObjectList:
     resource_version: str
 
 
-def _in_cluster() -> bool:
-    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.exists(
-        "/var/run/secrets/kubernetes.io/serviceaccount/token"
-    )
+#: where a pod's service account token is mounted
+SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+
+def in_cluster_available() -> bool:
+    """True inside a pod that can use its service account: ``KUBERNETES_SERVICE_HOST`` set and a token mounted.
+
+    The one test of "are we in a cluster" (the SDK's configuration lookup asks it too)."""
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.exists(SERVICE_ACCOUNT_TOKEN)
 
 
 class KubeClient:
@@ -202,7 +208,9 @@ class KubeClient:
         if self._configuration is not None:
             return self._configuration
         configuration = k8s_client.Configuration()
-        in_cluster = self._in_cluster if self._in_cluster is not None else (self._kubeconfig is None and _in_cluster())
+        in_cluster = self._in_cluster
+        if in_cluster is None:
+            in_cluster = self._kubeconfig is None and in_cluster_available()
         if in_cluster:
             k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         else:

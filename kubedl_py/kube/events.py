@@ -39,6 +39,17 @@ class _Seen:
     count: int
 
 
+class _KeyLock:
+    """The lock of one aggregation key, and how many calls hold or await it (a lock's own ``locked()``
+    is False between a release and the next waiter's wake-up, so it cannot tell "unused")."""
+
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.users = 0
+
+
 def _timestamp(now: datetime) -> str:
     return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -61,8 +72,9 @@ class EventRecorder:
         self._cache_size = cache_size
         self._now = now
         self._seen: OrderedDict[tuple[str, ...], _Seen] = OrderedDict()
-        # One lock per aggregation key: two concurrent repeats must not both create a new Event.
-        self._locks: dict[tuple[str, ...], asyncio.Lock] = {}
+        # One lock per aggregation key: two concurrent repeats must not both create a new Event. A key
+        # keeps its lock while it is in _seen or in use; see event().
+        self._locks: dict[tuple[str, ...], _KeyLock] = {}
 
     async def normal(self, obj: Mapping[str, Any], reason: str, message: str) -> None:
         """Record a Normal event about ``obj``."""
@@ -92,14 +104,23 @@ class EventRecorder:
             reason,
             message,
         )
-        lock = self._locks.setdefault(key, asyncio.Lock())
+        entry = self._locks.get(key)
+        if entry is None:
+            entry = self._locks[key] = _KeyLock()
+        entry.users += 1
         try:
-            async with lock:
+            async with entry.lock:
                 await self._record(key, involved, type=type, reason=reason, message=message)
         except KubeError as exc:
             logger.warning(
                 "event %s %s on %s/%s not recorded: %s", type, reason, involved["namespace"], involved["name"], exc
             )
+        finally:
+            entry.users -= 1
+            # Nobody holds or awaits it, and nothing to aggregate into (the create failed, or the key was
+            # evicted): drop it, or keys whose Events are never created would pile up for ever.
+            if entry.users == 0 and key not in self._seen and self._locks.get(key) is entry:
+                del self._locks[key]
 
     async def _record(
         self, key: tuple[str, ...], involved: dict[str, Any], *, type: str, reason: str, message: str
@@ -145,6 +166,7 @@ class EventRecorder:
         self._seen.move_to_end(key)
         while len(self._seen) > self._cache_size:
             evicted, _ = self._seen.popitem(last=False)
-            old_lock = self._locks.get(evicted)
-            if old_lock is not None and not old_lock.locked():
+            old = self._locks.get(evicted)
+            if old is not None and old.users == 0:
                 del self._locks[evicted]
+            # (in use: its last user drops it, the key being no longer in _seen)

@@ -20,6 +20,7 @@ loops (:func:`forever`), so there is exactly one notion of "backing off" in the 
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -32,13 +33,11 @@ from tenacity import (
     stop_after_delay,
     stop_any,
     stop_never,
-    wait_exponential,
-    wait_random,
 )
 
 from kubedl_py.kube.errors import ServerError, TooManyRequests, TransportError
 
-__all__ = ["RetryPolicy", "RetrySettings", "forever", "is_retryable"]
+__all__ = ["RetryPolicy", "RetrySettings", "backoff_delay", "forever", "is_retryable"]
 
 logger = logging.getLogger(__name__)
 
@@ -66,23 +65,29 @@ def is_retryable(exc: BaseException) -> bool:
     return isinstance(exc, ServerError | TooManyRequests | TransportError)
 
 
+def backoff_delay(settings: RetrySettings, attempt: int, exc: BaseException | None = None) -> float:
+    """How long to wait after failure number ``attempt`` (1 for the first): ``initial_delay * 2**(attempt-1)``
+    capped at ``max_delay``, plus up to ``jitter`` at random, and never shorter than a 429's Retry-After
+    (itself capped at ``max_delay``). For loops that cannot use :class:`RetryPolicy` or :func:`forever`,
+    such as one that yields watch events between failures."""
+    exponent = min(max(attempt - 1, 0), 64)  # 2**1100 overflows a float long before anyone waits that long
+    delay = float(min(settings.initial_delay * 2**exponent, settings.max_delay))
+    if settings.jitter > 0:
+        delay += random.uniform(0.0, settings.jitter)
+    if isinstance(exc, TooManyRequests) and exc.retry_after is not None:
+        delay = max(delay, min(exc.retry_after, settings.max_delay))
+    return delay
+
+
 class _WaitHonouringRetryAfter:
-    """Exponential backoff with jitter, but never shorter than a 429's Retry-After."""
+    """Exponential backoff with jitter, but never shorter than a 429's Retry-After (see :func:`backoff_delay`)."""
 
     def __init__(self, settings: RetrySettings) -> None:
         self._settings = settings
-        # wait_exponential + wait_random rather than wait_exponential_jitter, whose arguments were
-        # renamed between tenacity releases.
-        self._backoff = wait_exponential(multiplier=settings.initial_delay, max=settings.max_delay) + wait_random(
-            0, settings.jitter
-        )
 
     def __call__(self, state: RetryCallState) -> float:
-        delay = float(self._backoff(state))
         exc = state.outcome.exception() if state.outcome is not None else None
-        if isinstance(exc, TooManyRequests) and exc.retry_after is not None:
-            delay = max(delay, min(exc.retry_after, self._settings.max_delay))
-        return delay
+        return backoff_delay(self._settings, state.attempt_number, exc)
 
 
 class RetryPolicy:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kubedl_py.kube import client as client_module
 from kubedl_py.kube import errors
-from kubedl_py.kube.client import CONFIGMAPS, PODS, ClientSettings, KubeClient, WatchEvent
+from kubedl_py.kube.client import CONFIGMAPS, PODS, ClientSettings, KubeClient, WatchEvent, in_cluster_available
 from kubedl_py.kube.retry import RetrySettings
 
 
@@ -156,3 +158,16 @@ async def test_transport_error_when_nothing_listens() -> None:
         with pytest.raises(errors.TransportError):
             await kube.get(CONFIGMAPS, "x", namespace="default")
         assert kube.retry.retries == 1
+
+
+def test_in_cluster_available_needs_the_service_host_and_a_token(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    token = tmp_path / "token"
+    monkeypatch.setattr(client_module, "SERVICE_ACCOUNT_TOKEN", str(token))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    assert not in_cluster_available()  # no token mounted
+    token.write_text("t")
+    assert in_cluster_available()
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST")
+    assert not in_cluster_available()

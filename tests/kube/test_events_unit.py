@@ -6,7 +6,9 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from kubedl_py.kube import errors
+import pytest
+
+from kubedl_py.kube import errors, events
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.events import EventRecorder
 from kubedl_py.kube.resources import Resource
@@ -120,3 +122,54 @@ async def test_failures_are_swallowed() -> None:
     assert api.events == {}
     await rec.normal(JOB, "Running", "job is running")
     assert len(api.events) == 1
+
+
+async def test_a_key_whose_create_fails_leaves_no_lock_behind() -> None:
+    api = FakeEvents()
+    rec = recorder(api)
+    for i in range(20):
+        api.fail_next = errors.ServerError("etcdserver: request timed out", status=503)
+        await rec.warning(JOB, "BackOff", f"restart {i}")  # every message its own key, never created
+    assert api.events == {}
+    assert rec._locks == {}, "locks of keys that never made an Event must not pile up"
+    await rec.warning(JOB, "BackOff", "restarting")
+    assert len(rec._locks) == 1  # kept while the key is remembered for aggregation
+
+
+async def test_one_lock_per_key_not_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[asyncio.Lock] = []
+    real = asyncio.Lock
+
+    def counting_lock() -> asyncio.Lock:
+        lock = real()
+        made.append(lock)
+        return lock
+
+    api = FakeEvents()
+    rec = recorder(api)
+    monkeypatch.setattr(events.asyncio, "Lock", counting_lock)
+    for _ in range(5):
+        await rec.warning(JOB, "BackOff", "restarting")
+    monkeypatch.undo()
+    assert len(made) == 1
+    [event] = api.events.values()
+    assert event["count"] == 5
+
+
+async def test_concurrent_repeats_after_a_failed_create_still_aggregate() -> None:
+    api = FakeEvents()
+    api.fail_next = errors.ServerError("etcdserver: request timed out", status=503)
+    rec = recorder(api)
+    await asyncio.gather(*(rec.warning(JOB, "BackOff", "restarting") for _ in range(10)))
+    [event] = api.events.values()
+    assert event["count"] == 9  # the first was lost; the rest waited on the same lock: one create, 8 patches
+    assert api.writes.count("create") == 2
+
+
+async def test_evicted_keys_drop_their_locks() -> None:
+    api = FakeEvents()
+    rec = EventRecorder(cast(KubeClient, api), component="kubedl-py", host="node-1", now=Clock(), cache_size=2)
+    for i in range(5):
+        await rec.normal(JOB, "Step", f"step {i}")
+    assert len(rec._seen) == 2
+    assert set(rec._locks) == set(rec._seen)

@@ -7,6 +7,7 @@ the server's answers are exact, so each branch of the list/watch loop is pinned 
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncGenerator
 from typing import Any, cast
 
@@ -54,6 +55,7 @@ class FakeApi:
         self.watches = watches
         self.list_calls = 0
         self.watch_calls: list[dict[str, Any]] = []
+        self.watch_times: list[float] = []
         self.hang = asyncio.Event()
 
     async def list(self, resource: Any, **kwargs: Any) -> ObjectList:
@@ -62,6 +64,7 @@ class FakeApi:
 
     async def watch(self, resource: Any, **kwargs: Any) -> AsyncGenerator[WatchEvent, None]:
         self.watch_calls.append(kwargs)
+        self.watch_times.append(asyncio.get_running_loop().time())
         script = self.watches.pop(0) if self.watches else None
         if script is None:
             await self.hang.wait()  # a quiet, healthy watch
@@ -172,6 +175,40 @@ async def test_cut_watch_resumes_from_last_version_without_relisting() -> None:
     assert [c["resource_version"] for c in api.watch_calls[:4]] == ["10", "11", "11", "12"]
     assert api.list_calls == 1
     assert recorder.log == [("add", "a", "11"), ("update", "a", "12")]
+    await stop(task)
+
+
+async def test_a_watch_that_ends_at_once_without_events_backs_off_instead_of_spinning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # FAST has min_watch_duration=0.0, where every ended watch counts as a normal end; here it is on.
+    settings = InformerSettings(
+        backoff=RetrySettings(initial_delay=0.02, max_delay=1.0, jitter=0.0), min_watch_duration=5.0
+    )
+    api = FakeApi(
+        [ObjectList([], "10")],
+        [[], [], [], [WatchEvent("ADDED", pod("a", 11))]],  # three watches closed at once, then a working one
+    )
+    informer = Informer(cast(KubeClient, api), PODS, namespace="ns", settings=settings)
+    sleeps: list[float] = []
+    log_failure = informer._log_failure
+
+    def before_sleep(state: Any) -> None:
+        sleeps.append(state.next_action.sleep)
+        log_failure(state)
+
+    monkeypatch.setattr(informer, "_log_failure", before_sleep)
+    task = asyncio.create_task(informer.run())
+    await eventually(lambda: len(api.watch_calls) >= 5, what="the watch after the working one")
+    assert sleeps == pytest.approx([0.02, 0.04, 0.08])
+    gaps = [b - a for a, b in itertools.pairwise(api.watch_times)]
+    assert gaps[0] >= 0.02 and gaps[1] >= 0.04 and gaps[2] >= 0.08
+    # The working watch made progress, so its end resumed at once, without backoff.
+    assert len(sleeps) == 3 and gaps[3] < 0.08
+    # No re-list: every retry resumed from the same resourceVersion.
+    assert api.list_calls == 1
+    assert [c["resource_version"] for c in api.watch_calls] == ["10", "10", "10", "10", "11"]
+    assert informer.get("a", namespace="ns") is not None
     await stop(task)
 
 

@@ -55,12 +55,14 @@ class Reconciles:
 
     def __init__(self) -> None:
         self.calls: list[str] = []
+        self.times: dict[str, list[float]] = {}
         self.answers: dict[str, list[Result | Exception]] = {}
         self.gate: asyncio.Event | None = None
         self.finished: list[str] = []
 
     async def reconcile(self, key: str) -> Result | None:
         self.calls.append(key)
+        self.times.setdefault(key, []).append(asyncio.get_running_loop().time())
         if self.gate is not None:
             await self.gate.wait()
         answers = self.answers.get(key)
@@ -126,6 +128,12 @@ async def test_errors_back_off_and_requeue_after_waits() -> None:
     )
     controller = manager.controllers[0]
     assert controller.queue.num_requeues("ns/broken") == 0  # forgotten after the success
+    # Each retry came after its delay, not at once: errors back off (0.01s, then 0.02s) and
+    # requeue_after waits its 0.05s.
+    broken, timer = reconciler.times["ns/broken"], reconciler.times["ns/timer"]
+    slack = 0.001  # the loop's timers may fire up to its clock resolution early
+    assert broken[1] - broken[0] >= 0.01 - slack and broken[2] - broken[1] >= 0.02 - slack
+    assert timer[1] - timer[0] >= 0.05 - slack
     m = manager.metrics
     assert m.value("kubedl_reconcile_total", {"controller": "pytorchjob", "result": "error"}) == 2
     assert m.value("kubedl_reconcile_total", {"controller": "pytorchjob", "result": "requeue_after"}) == 1
@@ -142,7 +150,10 @@ async def test_stop_lets_in_flight_reconciles_finish() -> None:
     run = asyncio.create_task(manager.run())
     await eventually(lambda: reconciler.calls == ["ns/slow"], what="reconcile start")
     manager.stop()
-    await asyncio.sleep(0)
+    controller = manager.controllers[0]
+    await eventually(lambda: controller.queue.shutting_down, what="the queue to shut down")
+    # Stopped, and the in-flight reconcile is neither cancelled nor abandoned: run() waits for it.
+    assert controller.queue.processing == frozenset({"ns/slow"})
     assert not run.done()
     assert reconciler.finished == []
     reconciler.gate.set()

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from kubedl_py.kube import errors
-from kubedl_py.kube.retry import RetryPolicy, RetrySettings
+from kubedl_py.kube.retry import RetryPolicy, RetrySettings, backoff_delay
 
 FAST = RetrySettings(attempts=4, initial_delay=0.001, max_delay=0.01, jitter=0.001, deadline=5.0)
 
@@ -69,3 +69,13 @@ async def test_retry_after_is_capped() -> None:
     started = time.monotonic()
     assert await policy.call(flaky) == "ok"
     assert time.monotonic() - started < 1.0
+
+
+def test_backoff_delay_doubles_is_capped_and_honours_retry_after() -> None:
+    settings = RetrySettings(initial_delay=0.1, max_delay=1.0, jitter=0.0)
+    assert [backoff_delay(settings, n) for n in (1, 2, 3, 4, 5)] == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.0])
+    assert backoff_delay(settings, 10_000) == 1.0  # no overflow however long it has been failing
+    slow_down = errors.TooManyRequests("slow down", status=429, retry_after=0.7)
+    assert backoff_delay(settings, 1, slow_down) == pytest.approx(0.7)
+    jittery = RetrySettings(initial_delay=0.1, max_delay=1.0, jitter=0.05)
+    assert all(0.1 <= backoff_delay(jittery, 1) <= 0.15 for _ in range(20))

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import yaml
 
+from kubedl_py.kube.client import KubeClient
+from kubedl_py.kube.resources import NAMESPACES
 from kubedl_py.local import LocalCluster
 from kubedl_py.sdk import AsyncTrainingClient
 from tests.sdk.helpers import failing, running_forever, succeeding
@@ -146,3 +148,44 @@ async def test_cli_without_configuration_points_at_local_up(tmp_path: Path) -> N
     run = await kubedl(None, "get", env=env)
     assert run.code == 2
     assert "kubedl-py local up --kubeconfig" in one_line(run.err)
+
+
+async def test_cli_submit_uses_the_files_namespace_and_refuses_a_different_n(
+    cluster: LocalCluster, kube: KubeClient, client: AsyncTrainingClient, tmp_path: Path
+) -> None:
+    for namespace in ("team-a", "team-b"):
+        await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    in_team_a = succeeding("cli-team").to_dict()
+    in_team_a["metadata"]["namespace"] = "team-a"
+    path = write(tmp_path, "team.yaml", in_team_a)
+    submitted = await kubedl(cluster, "submit", path, "--wait", "--timeout", "30")
+    assert submitted.code == 0, submitted.err
+    assert submitted.out.splitlines() == [
+        "pytorchjob.training.kubedl.io/cli-team created",
+        "pytorchjob.training.kubedl.io/cli-team succeeded",
+    ]
+    assert (await client.get("cli-team", namespace="team-a")).namespace == "team-a"
+
+    # A file saying team-a with -n team-b is refused before anything is sent (as kubectl does).
+    other = succeeding("cli-elsewhere").to_dict()
+    other["metadata"]["namespace"] = "team-a"
+    refused = await kubedl(cluster, "submit", write(tmp_path, "other.yaml", other), "-n", "team-b", "--wait")
+    assert refused.code == 2
+    line = one_line(refused.err)
+    assert '"team-a"' in line and '"team-b"' in line and "cli-elsewhere" in line
+    for namespace in ("team-a", "team-b"):
+        assert "cli-elsewhere" not in [j.name for j in await client.list(namespace=namespace)]
+
+    # A document without a namespace goes where -n says, and is waited for there.
+    bare = succeeding("cli-bare").to_dict()
+    assert "namespace" not in bare["metadata"]
+    placed = await kubedl(cluster, "submit", write(tmp_path, "bare.yaml", bare), "-n", "team-b", "--wait")
+    assert placed.code == 0, placed.err
+    assert (await client.get("cli-bare", namespace="team-b")).namespace == "team-b"
+
+
+def test_cli_gang_scheduler_choices_are_the_controllers() -> None:
+    from kubedl_py.cli import _GANG_SCHEDULERS
+    from kubedl_py.controllers.gang import GANG_SCHEDULERS
+
+    assert tuple(_GANG_SCHEDULERS) == tuple(GANG_SCHEDULERS)

@@ -10,6 +10,7 @@ import yaml
 
 from kubedl_py import AsyncTrainingClient, JobFailedError, JobTimeoutError, PyTorchJob, TFJob, TrainingClient
 from kubedl_py.api import constants as c
+from kubedl_py.kube import client as kube_client
 from kubedl_py.local import LocalCluster
 from kubedl_py.sdk import (
     ConfigurationError,
@@ -17,8 +18,10 @@ from kubedl_py.sdk import (
     JobNotFoundError,
     JobProgress,
     JobValidationError,
+    ResolvedConfig,
     job_state,
     replica_counts,
+    resolve_config,
     tf_job,
 )
 from tests.integration.conftest import RunningController
@@ -47,7 +50,7 @@ async def test_success_submit_wait_logs_describe_delete(client: AsyncTrainingCli
     described = await client.describe("ok")
     assert [p.name for p in described.pods] == ["ok-master-0", "ok-worker-0"]
     for pod in described.pods:
-        assert pod.node.startswith("node") or pod.node
+        assert pod.node.startswith("local-node-")
         assert pod.phase == "Succeeded"
         assert pod.host_port is not None and pod.service == pod.name and pod.target_port == pod.host_port
     assert described.events, "the controller records events on the job and pods"
@@ -180,3 +183,16 @@ def test_configuration_is_found_like_kubectl(tmp_path: Path, monkeypatch: pytest
     local.write_text(yaml.safe_dump(config))
     with pytest.raises(ConfigurationError, match=f"export KUBECONFIG={local}"):
         AsyncTrainingClient()
+
+
+def test_resolve_config_falls_back_to_the_service_account(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("t")
+    monkeypatch.setattr(kube_client, "SERVICE_ACCOUNT_TOKEN", str(token))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))
+    resolved = resolve_config(namespace="team-a")
+    assert resolved == ResolvedConfig(None, None, "team-a", in_cluster=True)
+    token.unlink()
+    with pytest.raises(ConfigurationError, match="not in a pod"):
+        resolve_config()
