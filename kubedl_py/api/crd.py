@@ -169,6 +169,40 @@ def _apply_constraints(schema: Schema, metadata: list[Any]) -> None:
             _apply_constraints(schema, item.metadata)
 
 
+def _int_or_string(integer: Schema, string: Schema) -> Schema:
+    """An int-or-string node. A structural schema allows exactly ``anyOf: [{type: integer}, {type: string}]``
+    there, with nothing else inside the alternatives (the API server refuses the whole CRD otherwise), so
+    each alternative's constraints move into one CEL rule that tests the value's type first."""
+    schema: Schema = {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}]}
+    int_checks, int_words = _cel_checks(integer)
+    str_checks, str_words = _cel_checks(string)
+    if int_checks or str_checks:
+        rule = f"type(self) == int ? ({' && '.join(int_checks) or 'true'}) : ({' && '.join(str_checks) or 'true'})"
+        message = f"must be an integer{int_words} or a string{str_words}"
+        schema["x-kubernetes-validations"] = [{"rule": rule, "message": message}]
+    return schema
+
+
+def _cel_checks(alternative: Schema) -> tuple[list[str], str]:
+    """CEL conditions on ``self`` for one alternative's value constraints, and the same in words."""
+    checks: list[str] = []
+    words: list[str] = []
+    if "minimum" in alternative:
+        checks.append(f"self >= {alternative['minimum']}")
+        words.append(f">= {alternative['minimum']}")
+    if "maximum" in alternative:
+        checks.append(f"self <= {alternative['maximum']}")
+        words.append(f"<= {alternative['maximum']}")
+    if "pattern" in alternative:
+        pattern = str(alternative["pattern"]).replace("\\", "\\\\").replace("'", "\\'")
+        checks.append(f"self.matches('{pattern}')")
+        words.append(f"matching {alternative['pattern']}")
+    if "enum" in alternative:
+        checks.append("self in [" + ", ".join(f"'{value}'" for value in alternative["enum"]) + "]")
+        words.append("one of " + ", ".join(str(value) for value in alternative["enum"]))
+    return checks, (" " + " and ".join(words)) if words else ""
+
+
 def _type_schema(annotation: Any) -> Schema:
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
@@ -182,7 +216,7 @@ def _type_schema(annotation: Any) -> Schema:
             return _type_schema(members[0])
         alternatives = [_type_schema(member) for member in members]
         if sorted(alt.get("type", "") for alt in alternatives) == ["integer", "string"]:
-            return {"x-kubernetes-int-or-string": True, "anyOf": alternatives}
+            return _int_or_string(*sorted(alternatives, key=lambda alt: str(alt["type"])))
         raise TypeError(f"cannot express {annotation!r} in a structural schema")
     if origin is Literal:
         return {"type": "string", "enum": list(args)}

@@ -5,37 +5,16 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import jsonschema
 import pytest
 
 from kubedl_py.api import JobValidationError, parse_job
 from kubedl_py.api.crd import all_crds, crd_for
-from kubedl_py.api.jobs import PYTORCH, TENSORFLOW
+from kubedl_py.api.jobs import TENSORFLOW
+from kubedl_py.kube import errors
+from kubedl_py.kube.client import KubeClient
+from tests.tiers import EMBEDDED
 
 CONTAINER = {"name": "pytorch", "image": "img", "resources": {"limits": {"rdma/hca": 1}}}
-
-
-def _strict(schema: Any) -> Any:
-    """The schema as a JSON Schema, with the API server's strict field validation (what kubectl asks for):
-    a closed object rejects unknown fields, an object with x-kubernetes-preserve-unknown-fields keeps them."""
-    if isinstance(schema, list):
-        return [_strict(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {key: _strict(value) for key, value in schema.items() if not key.startswith("x-kubernetes-")}
-    if (
-        schema.get("type") == "object"
-        and "properties" in schema
-        and "additionalProperties" not in schema
-        and not schema.get("x-kubernetes-preserve-unknown-fields")
-    ):
-        out["additionalProperties"] = False
-    return out
-
-
-def _schema(kind: str) -> Any:
-    framework = PYTORCH if kind == "PyTorchJob" else TENSORFLOW
-    return _strict(crd_for(framework)["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
 
 
 def _job(kind: str = "PyTorchJob", **spec: Any) -> dict[str, Any]:
@@ -65,6 +44,7 @@ def _with(document: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
 
 
 _DELETE = object()
+_REPLICA = {"template": {"spec": {"containers": [CONTAINER]}}}
 MASTER = "spec.pytorchReplicaSpecs.Master"
 VALID = [
     _job(),
@@ -82,58 +62,99 @@ VALID = [
     _job("TFJob", successPolicy="AllWorkers"),
     _job("TFJob", successPolicy=""),
 ]
+# Each invalid document with the field the API server names in its 422 (every one also fails the models).
 INVALID = [
-    _with(_job(), f"{MASTER}.replicas", -1),
-    _with(_job(), f"{MASTER}.replicas", 100_000),
-    _with(_job(), f"{MASTER}.replicas", "one"),
-    _with(_job(), f"{MASTER}.restartPolicy", "Sometimes"),
-    _with(_job(), f"{MASTER}.template.spec.containers", []),
-    _with(_job(), f"{MASTER}.template.spec.containers.0.image", _DELETE),
-    _with(_job(), f"{MASTER}.template.spec.containers.0.ports", [{"containerPort": 70000}]),
-    _with(_job(), f"{MASTER}.template", _DELETE),
-    _with(_job(), "spec.pytorchReplicaSpecs", {}),
-    _job(cleanPodPolicy="Sometimes"),
-    _job(backoffLimit=-1),
-    _job(activeDeadlineSeconds=0),
-    _job(nprocPerNode="lots"),
-    _job(nprocPerNode=0),
-    _job(backofLimit=3),
-    _job(elasticPolicy={"rdzvPort": 0}),
-    _job("TFJob", successPolicy="Everyone"),
-    _with(_job(), "spec", _DELETE),
+    (_with(_job(), f"{MASTER}.replicas", -1), f"{MASTER}.replicas"),
+    (_with(_job(), f"{MASTER}.replicas", 100_000), f"{MASTER}.replicas"),
+    (_with(_job(), f"{MASTER}.replicas", "one"), f"{MASTER}.replicas"),
+    (_with(_job(), f"{MASTER}.restartPolicy", "Sometimes"), f"{MASTER}.restartPolicy"),
+    (_with(_job(), f"{MASTER}.template.spec.containers", []), f"{MASTER}.template.spec.containers"),
+    (
+        _with(_job(), f"{MASTER}.template.spec.containers.0.image", _DELETE),
+        f"{MASTER}.template.spec.containers[0].image",
+    ),
+    (
+        _with(_job(), f"{MASTER}.template.spec.containers.0.ports", [{"containerPort": 70000}]),
+        f"{MASTER}.template.spec.containers[0].ports[0].containerPort",
+    ),
+    (_with(_job(), f"{MASTER}.template", _DELETE), f"{MASTER}.template"),
+    (_with(_job(), "spec.pytorchReplicaSpecs", {}), "spec.pytorchReplicaSpecs"),
+    (_job(cleanPodPolicy="Sometimes"), "spec.cleanPodPolicy"),
+    (_job(backoffLimit=-1), "spec.backoffLimit"),
+    (_job(activeDeadlineSeconds=0), "spec.activeDeadlineSeconds"),
+    (_job(nprocPerNode="lots"), "spec.nprocPerNode"),
+    (_job(nprocPerNode=0), "spec.nprocPerNode"),
+    (_job(elasticPolicy={"rdzvPort": 0}), "spec.elasticPolicy.rdzvPort"),
+    (_job("TFJob", successPolicy="Everyone"), "spec.successPolicy"),
+    (_with(_job(), "spec", _DELETE), "spec"),
 ]
-# Rules a structural schema cannot state; real API servers enforce them through the CRD's CEL rules,
-# the controller through InvalidSpec. Listed so the gap is explicit and tested.
+# What only the CRD's CEL rules can say (a map keyed by replica type), with the rule's message.
 CEL_ONLY = [
-    _with(_job(), f"{MASTER}.replicas", 2),
-    _with(_job(), "spec.pytorchReplicaSpecs.Wroker", {"template": {"spec": {"containers": [CONTAINER]}}}),
+    (_with(_job(), f"{MASTER}.replicas", 2), "a PyTorchJob has exactly one Master: set Master.replicas to 1"),
+    (
+        _with(_job(), "spec.pytorchReplicaSpecs.Wroker", _REPLICA),
+        "unknown replica type; use one of Master, Worker",
+    ),
+    (
+        _with(_with(_job("TFJob"), "spec.tfReplicaSpecs.Chief", _REPLICA), "spec.tfReplicaSpecs.Master", _REPLICA),
+        "a TFJob may have a Chief or a Master, not both",
+    ),
 ]
+# Fields whose constraints only CEL can state (int-or-string), which the embedded server does not evaluate yet.
+CEL_FIELDS = {"spec.nprocPerNode"}
+
+
+async def _dry_run_create(kube: KubeClient, document: dict[str, Any]) -> dict[str, Any]:
+    plural = "pytorchjobs" if document["kind"] == "PyTorchJob" else "tfjobs"
+    created: dict[str, Any] = await kube.request(
+        "POST",
+        f"/apis/training.kubedl.io/v1alpha1/namespaces/default/{plural}",
+        query={"dryRun": "All", "fieldValidation": "Strict"},
+        body=document,
+    )
+    return created
 
 
 @pytest.mark.parametrize("document", VALID)
-def test_valid_documents_pass_both(document: dict[str, Any]) -> None:
-    jsonschema.validate(document, _schema(document["kind"]))
+async def test_valid_documents_are_accepted_unpruned(api: KubeClient, document: dict[str, Any]) -> None:
     assert parse_job(document).to_dict() == document
+    created = await _dry_run_create(api, document)
+    assert created["spec"] == document["spec"]  # nothing of ours pruned or rewritten by the schema
 
 
-@pytest.mark.parametrize("document", INVALID)
-def test_invalid_documents_fail_both(document: dict[str, Any]) -> None:
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(document, _schema(document["kind"]))
+@pytest.mark.parametrize("document,field", INVALID)
+async def test_invalid_documents_are_refused_naming_the_field(
+    api: KubeClient, api_tier: str, document: dict[str, Any], field: str
+) -> None:
     with pytest.raises(JobValidationError):
         parse_job(document)
+    if api_tier == EMBEDDED and field in CEL_FIELDS:
+        pytest.xfail("the embedded server does not evaluate CEL rules (docs/local-cluster.md)")
+    with pytest.raises(errors.Invalid) as refused:
+        await _dry_run_create(api, document)
+    assert field in {cause.field for cause in refused.value.causes}, refused.value
 
 
-@pytest.mark.parametrize("document", CEL_ONLY)
-def test_rules_beyond_the_schema_are_cel_and_controller(document: dict[str, Any]) -> None:
-    jsonschema.validate(document, _schema(document["kind"]))
+async def test_unknown_fields_are_refused_by_strict_decoding(api: KubeClient) -> None:
+    with pytest.raises(errors.BadRequest) as refused:
+        await _dry_run_create(api, _job(backofLimit=3))
+    assert 'unknown field "spec.backofLimit"' in str(refused.value)
+
+
+@pytest.mark.parametrize("document,message", CEL_ONLY)
+async def test_cel_rules_refuse_at_create(
+    api: KubeClient, api_tier: str, document: dict[str, Any], message: str
+) -> None:
     with pytest.raises(JobValidationError):
         parse_job(document)
-    rules = crd_for(PYTORCH)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"][
-        "pytorchReplicaSpecs"
-    ]["x-kubernetes-validations"]
-    assert any("Master.replicas == 1" in rule["rule"] for rule in rules)
-    assert any("'Worker'" in rule["rule"] for rule in rules)
+    if api_tier == EMBEDDED:
+        pytest.xfail("the embedded server does not evaluate CEL rules (docs/local-cluster.md)")
+    with pytest.raises(errors.Invalid) as refused:
+        await _dry_run_create(api, document)
+    replica_field = "spec.pytorchReplicaSpecs" if document["kind"] == "PyTorchJob" else "spec.tfReplicaSpecs"
+    assert [(cause.field, cause.message) for cause in refused.value.causes] == [
+        (replica_field, f"Invalid value: {message}")
+    ]
 
 
 def _walk(schema: Any, path: str = "") -> Any:
