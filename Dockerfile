@@ -1,6 +1,6 @@
-# The controller image (`kubedl-py controller`), also used by `make e2e-kind` to run the e2e job programs
-# (examples/ is copied to /app/examples). Slim Python base, runs as a non-root user (uid 65532, the uid the
-# rendered Deployment's securityContext asks for).
+# The controller image (entrypoint `kubedl-py`; the Deployment's args start with `controller`), also used by
+# `make e2e-kind` to run the e2e job programs (examples/ is copied to /app/examples). Slim Python base, runs as
+# a non-root user (uid 65532, the uid the rendered Deployment's securityContext asks for).
 #
 #   docker build -t kubedl-py:0.1.0 .
 #   docker build --build-arg WITH_TORCH=1 -t kubedl-py:e2e .    # + PyTorch CPU for the DDP e2e scenarios
@@ -18,4 +18,5 @@ RUN pip install . \
 COPY examples ./examples
 
 USER 65532:65532
-ENTRYPOINT ["kubedl-py", "controller"]
+# The Deployment passes the subcommand (`controller ...`) as args, so the entrypoint is the bare command.
+ENTRYPOINT ["kubedl-py"]

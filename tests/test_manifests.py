@@ -87,3 +87,27 @@ def test_cli_prints_the_same_stream() -> None:
         check=True,
     )
     assert result.stdout == render_manifests(ManifestOptions(crds_only=True))
+
+
+def _entrypoint() -> list[str]:
+    """The image's ENTRYPOINT, as the container runtime reads it (the exec form is a JSON array)."""
+    import json
+
+    lines = [line for line in (ROOT / "Dockerfile").read_text().splitlines() if line.startswith("ENTRYPOINT ")]
+    assert len(lines) == 1, "the Dockerfile must have exactly one ENTRYPOINT"
+    entrypoint: list[str] = json.loads(lines[0].removeprefix("ENTRYPOINT "))
+    return entrypoint
+
+
+def test_container_command_line_is_what_the_cli_accepts() -> None:
+    """The image entrypoint followed by the Deployment's args is one valid ``kubedl-py`` command line (an
+    entrypoint that already said ``controller`` made every real install crash-loop with exit 2)."""
+    from kubedl_py.cli import _build_parser
+
+    deployment = next(doc for doc in _docs(render_manifests()) if doc["kind"] == "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert "command" not in container  # the image's entrypoint is used
+    argv = _entrypoint() + container["args"]
+    assert argv[0] == "kubedl-py"
+    parsed = _build_parser().parse_args(argv[1:])  # exits 2 (SystemExit) on an unknown argument
+    assert parsed.command == "controller"
