@@ -44,6 +44,7 @@ from kubedl_py.controllers.failures import classify
 from kubedl_py.controllers.gang import Gang, build_podgroup, podgroup_name
 from kubedl_py.controllers.hostnetwork import HostNetwork
 from kubedl_py.controllers.pods import addressing_for, build_pod, build_service, owner_reference
+from kubedl_py.controllers.refusals import Outcome, Refusal, classify_refusal
 from kubedl_py.controllers.rendezvous import Addressing, replica_name
 from kubedl_py.controllers.success import is_succeeded
 from kubedl_py.kube import errors
@@ -62,18 +63,6 @@ Job = PyTorchJob | TFJob
 EXPECTATION_TIMEOUT = 30.0
 # How many pod/Service writes one reconcile keeps in flight.
 WRITE_CONCURRENCY = 32
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """The API server refused one of the objects we build (422): the job's spec cannot work as written.
-
-    Returned, not raised, so a batch of creates can tell it from a failure that a retry may fix."""
-
-    error: errors.Invalid
-
-    def __str__(self) -> str:
-        return str(self.error)
 
 
 @dataclass
@@ -452,24 +441,36 @@ class JobReconciler:
         )
         if not missing and not any(isinstance(result, Refusal) for result in service_results):
             return
-        # One pod of each type first: a template the API server refuses fails the job before the rest.
+        # One pod of each type first: a template the API server refuses is found before the rest is sent.
         firsts: dict[str, Replica] = {}
         for replica in missing:
             firsts.setdefault(replica.replica_type, replica)
         rest = [r for r in missing if firsts.get(r.replica_type) is not r]
         if any(isinstance(result, Refusal) for result in service_results):
-            firsts, rest = {}, missing  # a refused Service fails the job: no pod is made
+            firsts, rest = {}, missing  # a refused Service: no pod is made
         results = await self._gather(self._create_pod(seen, r, addressing) for r in firsts.values())
-        refusals = [str(result) for result in [*service_results, *results] if isinstance(result, Refusal)]
+        refusals = [result for result in [*service_results, *results] if isinstance(result, Refusal)]
         if refusals:
             for replica in rest:
                 self.hostnetwork.creation_failed(seen.pod_key(replica), host_ports.get(_slot(replica)))
-            self._set_failed(
-                seen, "InvalidSpec", f"{job.kind} {seen.key}: the API server refused a pod or Service: {refusals[0]}"
-            )
-            await self.recorder.warning(seen.raw, "InvalidSpec", refusals[0])
+            await self._refused(seen, refusals)
             return
         await self._gather(self._create_pod(seen, r, addressing) for r in rest)
+
+    async def _refused(self, seen: Observation, refusals: list[Refusal]) -> None:
+        """The API server refused a pod or Service (see refusals.py): fail the job when it cannot run as
+        written, else say why in a Warning event and retry with backoff. Never a silent retry loop."""
+        final = next((r for r in refusals if r.outcome is Outcome.FAIL), None)
+        if final is not None:
+            self._set_failed(
+                seen, final.reason, f"{seen.job.kind} {seen.key}: the API server refused a pod or Service: {final}"
+            )
+            await self.recorder.warning(seen.raw, final.reason, final.message)
+            return
+        first = refusals[0]
+        logger.warning("%s: the API server refused a pod or Service (retrying): %s", seen.key, first)
+        await self.recorder.warning(seen.raw, first.reason, first.message)
+        seen.backoff = True
 
     async def _create_pod(self, seen: Observation, replica: Replica, addressing: Addressing) -> Refusal | None:
         job = seen.job
@@ -712,16 +713,17 @@ class JobReconciler:
         return results
 
     async def _create(self, resource: Resource, body: Object) -> Refusal | None:
-        """Create; AlreadyExists is success (deterministic names). A refusal of the object itself (422) is
-        returned, not raised: it means the job's spec cannot work, which the caller turns into InvalidSpec."""
+        """Create; AlreadyExists is success (deterministic names). A refusal of the object (400, 403, 422) is
+        returned classified, not raised, so a batch of creates can tell it from a failure a retry may fix."""
         meta = body["metadata"]
         try:
             await self.client.create(resource, body, namespace=meta["namespace"])
         except errors.AlreadyExists:
             pass  # an earlier reconcile (or one racing a lagging cache) already made it
-        except errors.Invalid as exc:
-            return Refusal(exc)
-        except (errors.NotFound, errors.Forbidden) as exc:
+        except (errors.Invalid, errors.BadRequest, errors.Forbidden, errors.NotFound) as exc:
+            refusal = classify_refusal(exc)
+            if refusal.outcome is not Outcome.GONE:
+                return refusal
             # The namespace is going away, or the job was deleted: nothing to do.
             logger.info("%s/%s: not created: %s", meta["namespace"], meta["name"], exc)
         return None
