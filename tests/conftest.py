@@ -7,16 +7,15 @@ down is a leak (a watch nobody stops, a controller left running) and fails the t
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from kubedl_py.kube.client import KubeClient
-from kubedl_py.kube.errors import NotFound
 from kubedl_py.kube.resources import Resource
-from kubedl_py.local.kubernetes import KubernetesControlPlane
+from kubedl_py.local.faultproxy import FaultProxy
+from kubedl_py.local.kubernetes.cluster import KubernetesCluster, KubernetesClusterOptions
 from tests.tiers import KUBERNETES, LoopThread, require_tier
 
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False)
@@ -42,51 +41,39 @@ async def no_leftover_tasks() -> AsyncIterator[None]:
 # ------------------------------------------------------------------------------------ the real control plane
 
 
-class RealControlPlane:
-    """The session's real Kubernetes control plane (see tests/tiers.py), with the CRDs installed."""
+class RealCluster:
+    """The session's real Kubernetes cluster (tests/tiers.py): control plane, CRDs, the controller's
+    identity from deploy/, and a fault proxy in front of the API server for the controller under test."""
 
-    def __init__(self, loop: LoopThread, control_plane: KubernetesControlPlane) -> None:
+    def __init__(self, loop: LoopThread, cluster: KubernetesCluster, controller_kubeconfig: Path) -> None:
         self.loop = loop
-        self.control_plane = control_plane
+        self.cluster = cluster
+        self.controller_kubeconfig = controller_kubeconfig
 
     @property
     def admin_kubeconfig(self) -> Path:
-        return self.control_plane.admin_kubeconfig
+        return self.cluster.admin_kubeconfig
+
+    @property
+    def proxy(self) -> FaultProxy:
+        assert self.cluster.proxy is not None
+        return self.cluster.proxy
 
     def client(self) -> KubeClient:
-        """An administrator's client for the calling test's own event loop."""
+        """An administrator's client for the calling test's own event loop, straight to the API server."""
         return KubeClient(kubeconfig=self.admin_kubeconfig)
 
 
-async def _install_crds(kubeconfig: Path) -> None:
-    from kubedl_py.api.crd import all_crds
-
-    async with KubeClient(kubeconfig=kubeconfig) as kube:
-        for crd in all_crds():
-            await kube.create(CRDS, crd)
-        deadline = time.monotonic() + 60
-        for crd in all_crds():
-            names, version = crd["spec"]["names"], crd["spec"]["versions"][0]["name"]
-            resource = Resource(crd["spec"]["group"], version, names["plural"], "")
-            while True:
-                try:
-                    await kube.list(resource, namespace="default")
-                    break
-                except NotFound:
-                    if time.monotonic() > deadline:
-                        raise
-                    await asyncio.sleep(0.05)
-
-
 @pytest.fixture(scope="session")
-def real_control_plane() -> Iterator[RealControlPlane]:
+def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
     require_tier(KUBERNETES)
-    loop = LoopThread("kubernetes-control-plane")
-    control_plane = KubernetesControlPlane()
+    loop = LoopThread("kubernetes-cluster")
+    cluster = KubernetesCluster(KubernetesClusterOptions(fault_proxy=True))
     try:
-        loop.run(control_plane.start(), timeout=900)  # the first run may build the binaries
-        loop.run(_install_crds(control_plane.admin_kubeconfig), timeout=120)
-        yield RealControlPlane(loop, control_plane)
+        loop.run(cluster.start(), timeout=1200)  # the first run may build the binaries
+        kubeconfig = tmp_path_factory.mktemp("controller") / "kubeconfig"
+        loop.run(cluster.controller_kubeconfig(kubeconfig), timeout=60)
+        yield RealCluster(loop, cluster, kubeconfig)
     finally:
-        loop.run(control_plane.stop(), timeout=120)
+        loop.run(cluster.stop(), timeout=120)
         loop.close()

@@ -23,7 +23,7 @@ def api_tier(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 async def api(api_tier: str, request: pytest.FixtureRequest) -> AsyncIterator[KubeClient]:
     if api_tier == KUBERNETES:
-        real = request.getfixturevalue("real_control_plane")
+        real = request.getfixturevalue("real_cluster")
         async with real.client() as kube:
             yield kube
         return
