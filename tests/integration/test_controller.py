@@ -1,20 +1,21 @@
-"""The controller against the embedded cluster: pods, Services, settings, status and run policies."""
+"""The controller against both control planes: pods, Services, settings, status and run policies."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from typing import Any
 
 from kubedl_py.api import constants as c
-from kubedl_py.kube.client import KubeClient
+from kubedl_py.kube.errors import AlreadyExists
 from kubedl_py.kube.resources import NAMESPACES, PODS
-from kubedl_py.local import LocalCluster
 from tests.integration.conftest import (
-    NAMESPACE,
     PYTORCHJOBS,
     TFJOBS,
+    Env,
+    Kube,
     RunningController,
     condition,
     env_of,
@@ -31,7 +32,7 @@ from tests.integration.conftest import (
 )
 
 
-async def test_pytorch_job_runs_to_success(kube: KubeClient, controller: RunningController) -> None:
+async def test_pytorch_job_runs_to_success(kube: Kube, controller: RunningController) -> None:
     job = pytorchjob(
         "ddp",
         replicas={
@@ -39,7 +40,7 @@ async def test_pytorch_job_runs_to_success(kube: KubeClient, controller: Running
             "Worker": replica(2, exit_code=0, run_seconds=0.5),
         },
     )
-    created = await kube.create(PYTORCHJOBS, job, namespace=NAMESPACE)
+    created = await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
     pods = await eventually(lambda: _count(pods_of(kube, "ddp"), 3), what="3 pods")
     assert [p["metadata"]["name"] for p in pods] == ["ddp-master-0", "ddp-worker-0", "ddp-worker-1"]
     for pod in pods:
@@ -74,9 +75,7 @@ async def test_pytorch_job_runs_to_success(kube: KubeClient, controller: Running
     assert metrics.value("kubedl_jobs_total", {"kind": "PyTorchJob", "condition": "Created"}) == 1.0
 
 
-async def test_tf_job_success_by_worker_zero_and_running_cleanup(
-    kube: KubeClient, controller: RunningController
-) -> None:
+async def test_tf_job_success_by_worker_zero_and_running_cleanup(kube: Kube, controller: RunningController) -> None:
     job = tfjob(
         "mnist",
         replicas={
@@ -84,14 +83,14 @@ async def test_tf_job_success_by_worker_zero_and_running_cleanup(
             "Worker": replica(2, name="tensorflow", exit_code=0, run_seconds=0.3),
         },
     )
-    await kube.create(TFJOBS, job, namespace=NAMESPACE)
+    await kube.create(TFJOBS, job, namespace=kube.ns)
     pods = await eventually(lambda: _count(pods_of(kube, "mnist"), 3), what="3 pods")
     worker1 = next(p for p in pods if p["metadata"]["name"] == "mnist-worker-1")
     config = json.loads(env_of(worker1)["TF_CONFIG"])
     assert config == {
         "cluster": {
-            "ps": ["mnist-ps-0.default.svc:2222"],
-            "worker": ["mnist-worker-0.default.svc:2222", "mnist-worker-1.default.svc:2222"],
+            "ps": [f"mnist-ps-0.{kube.ns}.svc:2222"],
+            "worker": [f"mnist-worker-0.{kube.ns}.svc:2222", f"mnist-worker-1.{kube.ns}.svc:2222"],
         },
         "task": {"type": "worker", "index": 1},
         "environment": "cloud",
@@ -106,21 +105,19 @@ async def test_tf_job_success_by_worker_zero_and_running_cleanup(
     await eventually(ps_gone, what="PS pod cleaned up")
 
 
-async def test_never_policy_fails_the_job_with_the_exit_code(kube: KubeClient, controller: RunningController) -> None:
+async def test_never_policy_fails_the_job_with_the_exit_code(kube: Kube, controller: RunningController) -> None:
     job = pytorchjob(
         "crash",
         replicas={"Master": replica(1), "Worker": replica(1, restart_policy="Never", exit_code=3, run_seconds=0.2)},
     )
-    await kube.create(PYTORCHJOBS, job, namespace=NAMESPACE)
+    await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
     failed = await wait_condition(kube, PYTORCHJOBS, "crash", "Failed")
     cond = condition(failed, "Failed")
     assert cond is not None and cond["reason"] == "ReplicaFailed"
     assert "Worker 0 exited with code 3" in cond["message"]
 
 
-async def test_exit_code_policy_retries_signals_until_backoff_limit(
-    kube: KubeClient, controller: RunningController
-) -> None:
+async def test_exit_code_policy_retries_signals_until_backoff_limit(kube: Kube, controller: RunningController) -> None:
     job = tfjob(
         "retry",
         backoffLimit=2,
@@ -129,7 +126,7 @@ async def test_exit_code_policy_retries_signals_until_backoff_limit(
             "Worker": replica(1, name="tensorflow", restart_policy="ExitCode", exit_code=137, run_seconds=0.2),
         },
     )
-    await kube.create(TFJOBS, job, namespace=NAMESPACE)
+    await kube.create(TFJOBS, job, namespace=kube.ns)
     failed = await wait_condition(kube, TFJOBS, "retry", "Failed", within=30)
     cond = condition(failed, "Failed")
     assert cond is not None and cond["reason"] == "BackoffLimitExceeded", cond
@@ -140,7 +137,7 @@ async def test_exit_code_policy_retries_signals_until_backoff_limit(
     assert sum(1 for e in events if e["reason"] == "JobRestarting") >= 1
 
 
-async def test_exit_code_policy_fails_fast_on_a_program_error(kube: KubeClient, controller: RunningController) -> None:
+async def test_exit_code_policy_fails_fast_on_a_program_error(kube: Kube, controller: RunningController) -> None:
     job = tfjob(
         "bug",
         backoffLimit=5,
@@ -149,7 +146,7 @@ async def test_exit_code_policy_fails_fast_on_a_program_error(kube: KubeClient, 
             "Worker": replica(1, name="tensorflow", restart_policy="ExitCode", exit_code=1, run_seconds=0.2),
         },
     )
-    await kube.create(TFJOBS, job, namespace=NAMESPACE)
+    await kube.create(TFJOBS, job, namespace=kube.ns)
     failed = await wait_condition(kube, TFJOBS, "bug", "Failed")
     cond = condition(failed, "Failed")
     assert cond is not None and "not retryable under restartPolicy ExitCode" in cond["message"]
@@ -157,14 +154,14 @@ async def test_exit_code_policy_fails_fast_on_a_program_error(kube: KubeClient, 
 
 
 async def test_on_failure_restarts_in_place_and_counts_toward_backoff(
-    kube: KubeClient, controller: RunningController
+    kube: Kube, controller: RunningController
 ) -> None:
     job = pytorchjob(
         "flaky",
         backoffLimit=1,
         replicas={"Master": replica(1, restart_policy="OnFailure", exit_code=1, run_seconds=0.1)},
     )
-    await kube.create(PYTORCHJOBS, job, namespace=NAMESPACE)
+    await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
     failed = await wait_condition(kube, PYTORCHJOBS, "flaky", "Failed", within=30)
     cond = condition(failed, "Failed")
     assert cond is not None and cond["reason"] == "BackoffLimitExceeded"
@@ -172,9 +169,9 @@ async def test_on_failure_restarts_in_place_and_counts_toward_backoff(
     assert (failed["status"]["replicaStatuses"]["Master"].get("restarts") or 0) == 0
 
 
-async def test_active_deadline_fails_by_timer_and_stops_pods(kube: KubeClient, controller: RunningController) -> None:
+async def test_active_deadline_fails_by_timer_and_stops_pods(kube: Kube, controller: RunningController) -> None:
     await kube.create(
-        PYTORCHJOBS, pytorchjob("slow", activeDeadlineSeconds=1, cleanPodPolicy="None"), namespace=NAMESPACE
+        PYTORCHJOBS, pytorchjob("slow", activeDeadlineSeconds=1, cleanPodPolicy="None"), namespace=kube.ns
     )
     failed = await wait_condition(kube, PYTORCHJOBS, "slow", "Failed", within=15)
     cond = condition(failed, "Failed")
@@ -186,9 +183,9 @@ async def test_active_deadline_fails_by_timer_and_stops_pods(kube: KubeClient, c
     await eventually(pods_stopped, what="pods of the expired job deleted")
 
 
-async def test_ttl_deletes_the_finished_job(kube: KubeClient, controller: RunningController) -> None:
+async def test_ttl_deletes_the_finished_job(kube: Kube, controller: RunningController) -> None:
     job = pytorchjob("short", ttlSecondsAfterFinished=1, replicas={"Master": replica(1, exit_code=0, run_seconds=0.1)})
-    await kube.create(PYTORCHJOBS, job, namespace=NAMESPACE)
+    await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
     await wait_condition(kube, PYTORCHJOBS, "short", "Succeeded")
 
     async def gone() -> bool:
@@ -197,13 +194,13 @@ async def test_ttl_deletes_the_finished_job(kube: KubeClient, controller: Runnin
     await eventually(gone, within=15, what="job deleted by TTL")
 
 
-async def test_clean_pod_policy_all_removes_pods_and_services(kube: KubeClient, controller: RunningController) -> None:
+async def test_clean_pod_policy_all_removes_pods_and_services(kube: Kube, controller: RunningController) -> None:
     job = pytorchjob(
         "tidy",
         cleanPodPolicy="All",
         replicas={"Master": replica(1, exit_code=0, run_seconds=0.2), "Worker": replica(1)},
     )
-    await kube.create(PYTORCHJOBS, job, namespace=NAMESPACE)
+    await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
     await wait_condition(kube, PYTORCHJOBS, "tidy", "Succeeded")
 
     async def clean() -> bool:
@@ -212,17 +209,15 @@ async def test_clean_pod_policy_all_removes_pods_and_services(kube: KubeClient, 
     await eventually(clean, what="pods and services removed")
 
 
-async def test_invalid_spec_fails_without_pods_and_others_proceed(
-    kube: KubeClient, controller: RunningController
-) -> None:
+async def test_invalid_spec_fails_without_pods_and_others_proceed(kube: Kube, controller: RunningController) -> None:
     # Two masters: the CRD schema lets it through (a CEL rule would stop it on a real API server).
     bad = pytorchjob("twomasters", replicas={"Master": replica(2), "Worker": replica(1)})
-    await kube.create(PYTORCHJOBS, bad, namespace=NAMESPACE)
+    await kube.create(PYTORCHJOBS, bad, namespace=kube.ns)
     # A template the API server refuses as a pod: a container name that is not a DNS label.
     refused = pytorchjob("badpod", replicas={"Master": replica(1, name="Not_A_Label")})
-    await kube.create(PYTORCHJOBS, refused, namespace=NAMESPACE)
+    await kube.create(PYTORCHJOBS, refused, namespace=kube.ns)
     good = pytorchjob("fine", replicas={"Master": replica(1, exit_code=0, run_seconds=0.1)})
-    await kube.create(PYTORCHJOBS, good, namespace=NAMESPACE)
+    await kube.create(PYTORCHJOBS, good, namespace=kube.ns)
 
     failed = await wait_condition(kube, PYTORCHJOBS, "twomasters", "Failed")
     cond = condition(failed, "Failed")
@@ -239,12 +234,12 @@ async def test_invalid_spec_fails_without_pods_and_others_proceed(
 
 
 async def test_a_service_the_server_refuses_fails_the_job_before_any_pod(
-    kube: KubeClient, controller: RunningController
+    kube: Kube, controller: RunningController
 ) -> None:
     job = pytorchjob("badport", replicas={"Master": replica(1)})
     container = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
     container["ports"] = [{"name": "Not_A_Port_Name", "containerPort": 8080}]
-    await kube.create(PYTORCHJOBS, job, namespace=NAMESPACE)
+    await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
     failed = await wait_condition(kube, PYTORCHJOBS, "badport", "Failed")
     cond = condition(failed, "Failed")
     assert cond is not None and cond["reason"] == "InvalidSpec"
@@ -252,13 +247,13 @@ async def test_a_service_the_server_refuses_fails_the_job_before_any_pod(
     assert await services_of(kube, "badport") == []
 
 
-async def test_lowering_replicas_removes_surplus(kube: KubeClient, controller: RunningController) -> None:
+async def test_lowering_replicas_removes_surplus(kube: Kube, controller: RunningController) -> None:
     await kube.create(
-        PYTORCHJOBS, pytorchjob("shrink", replicas={"Master": replica(1), "Worker": replica(3)}), namespace=NAMESPACE
+        PYTORCHJOBS, pytorchjob("shrink", replicas={"Master": replica(1), "Worker": replica(3)}), namespace=kube.ns
     )
     await eventually(lambda: _count(pods_of(kube, "shrink"), 4), what="4 pods")
     await kube.patch(
-        PYTORCHJOBS, "shrink", {"spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 1}}}}, namespace=NAMESPACE
+        PYTORCHJOBS, "shrink", {"spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 1}}}}, namespace=kube.ns
     )
 
     async def shrunk() -> list[str] | None:
@@ -269,13 +264,11 @@ async def test_lowering_replicas_removes_surplus(kube: KubeClient, controller: R
     await eventually(shrunk, what="surplus pods and services removed")
 
 
-async def test_deleted_pod_is_recreated_without_counting_a_restart(
-    kube: KubeClient, controller: RunningController
-) -> None:
-    await kube.create(PYTORCHJOBS, pytorchjob("heal"), namespace=NAMESPACE)
+async def test_deleted_pod_is_recreated_without_counting_a_restart(kube: Kube, controller: RunningController) -> None:
+    await kube.create(PYTORCHJOBS, pytorchjob("heal"), namespace=kube.ns)
     pods = await eventually(lambda: _count(pods_of(kube, "heal"), 3), what="3 pods")
     old_uid = pods[1]["metadata"]["uid"]
-    await kube.delete(PODS, "heal-worker-0", namespace=NAMESPACE)
+    await kube.delete(PODS, "heal-worker-0", namespace=kube.ns)
 
     async def replaced() -> bool:
         pods = await pods_of(kube, "heal")
@@ -284,15 +277,15 @@ async def test_deleted_pod_is_recreated_without_counting_a_restart(
     await eventually(replaced, what="worker-0 recreated")
 
 
-async def test_controller_restart_mid_creation_makes_no_duplicates(cluster: LocalCluster, kube: KubeClient) -> None:
-    first = RunningController(cluster, fast_options(workers=1))
+async def test_controller_restart_mid_creation_makes_no_duplicates(cluster: Env, kube: Kube) -> None:
+    first = RunningController(cluster, fast_options(namespace=kube.ns, workers=1))
     await first.start()
     await kube.create(
-        PYTORCHJOBS, pytorchjob("big", replicas={"Master": replica(1), "Worker": replica(59)}), namespace=NAMESPACE
+        PYTORCHJOBS, pytorchjob("big", replicas={"Master": replica(1), "Worker": replica(59)}), namespace=kube.ns
     )
     await eventually(lambda: _at_least(pods_of(kube, "big"), 5), what="some pods")
     await first.stop(crash=True)
-    second = RunningController(cluster, fast_options(workers=2))
+    second = RunningController(cluster, fast_options(namespace=kube.ns, workers=2))
     await second.start()
     try:
         pods = await eventually(lambda: _count(pods_of(kube, "big"), 60), what="60 pods")
@@ -304,16 +297,16 @@ async def test_controller_restart_mid_creation_makes_no_duplicates(cluster: Loca
         await second.stop()
 
 
-async def test_settled_jobs_cost_zero_writes_on_resync(cluster: LocalCluster, kube: KubeClient) -> None:
+async def test_settled_jobs_cost_zero_writes_on_resync(cluster: Env, kube: Kube) -> None:
     from kubedl_py.kube.informer import InformerSettings
 
     running = RunningController(
-        cluster, fast_options(informer=InformerSettings(watch_timeout_seconds=30, resync_period=0.2))
+        cluster, fast_options(namespace=kube.ns, informer=InformerSettings(watch_timeout_seconds=30, resync_period=0.2))
     )
     await running.start()
     try:
         for i in range(3):
-            await kube.create(PYTORCHJOBS, pytorchjob(f"idle-{i}"), namespace=NAMESPACE)
+            await kube.create(PYTORCHJOBS, pytorchjob(f"idle-{i}"), namespace=kube.ns)
         for i in range(3):
             await wait_condition(kube, PYTORCHJOBS, f"idle-{i}", "Running")
         log = cluster.request_log
@@ -335,32 +328,35 @@ async def test_settled_jobs_cost_zero_writes_on_resync(cluster: LocalCluster, ku
         await running.stop()
 
 
-async def test_two_controllers_with_leader_election_act_once(cluster: LocalCluster, kube: KubeClient) -> None:
+async def test_two_controllers_with_leader_election_act_once(cluster: Env, kube: Kube) -> None:
     from kubedl_py.kube.leader import LeaderElectionSettings
     from kubedl_py.kube.resources import LEASES
 
-    await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kubedl-system"}})
+    with contextlib.suppress(AlreadyExists):  # the real tier's install made it
+        await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kubedl-system"}})
+    lease_name = f"kubedl-py-{kube.ns}"  # a lease of its own: tests share the real tier's kubedl-system
     settings = LeaderElectionSettings(
-        name="kubedl-py-controller", namespace="kubedl-system", lease_duration=3.0, renew_deadline=2.0, retry_period=0.5
+        name=lease_name, namespace="kubedl-system", lease_duration=3.0, renew_deadline=2.0, retry_period=0.5
     )
-    a = RunningController(cluster, fast_options(leader_elect=True, leader_election=settings))
-    b = RunningController(cluster, fast_options(leader_elect=True, leader_election=settings))
+    options = fast_options(namespace=kube.ns, leader_elect=True, leader_election=settings)
+    a = RunningController(cluster, options)
+    b = RunningController(cluster, options)
     task_a = asyncio.create_task(a.start())
     task_b = asyncio.create_task(b.start())
     done, _pending = await asyncio.wait([task_a, task_b], return_when=asyncio.FIRST_COMPLETED)
     leader, standby, standby_task = (a, b, task_b) if task_a in done else (b, a, task_a)
     try:
-        await kube.create(PYTORCHJOBS, pytorchjob("elected"), namespace=NAMESPACE)
+        await kube.create(PYTORCHJOBS, pytorchjob("elected"), namespace=kube.ns)
         await eventually(lambda: _count(pods_of(kube, "elected"), 3), what="3 pods")
         assert not standby_task.done(), "the standby started acting while the leader held the lease"
-        lease = await kube.get(LEASES, "kubedl-py-controller", namespace="kubedl-system")
+        lease = await kube.get(LEASES, lease_name, namespace="kubedl-system")
         assert lease["spec"]["holderIdentity"]
         killed = time.monotonic()
         await leader.stop(crash=True)  # no graceful release: the standby must wait for the lease to expire
         await asyncio.wait_for(standby_task, timeout=10)
         handover = time.monotonic() - killed
         assert handover <= settings.lease_duration + settings.retry_period + 1.0, f"handover took {handover:.1f}s"
-        await kube.create(PYTORCHJOBS, pytorchjob("after"), namespace=NAMESPACE)
+        await kube.create(PYTORCHJOBS, pytorchjob("after"), namespace=kube.ns)
         await eventually(lambda: _count(pods_of(kube, "after"), 3), what="the new leader acts")
         created = cluster.request_log.find(verb="create", resource="pods", status=201)
         assert len(created) == 6

@@ -8,20 +8,20 @@ import os
 from collections import Counter
 from typing import Any
 
+import pytest
+
 from kubedl_py.api import constants as c
-from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.resources import PODS
-from kubedl_py.local import LocalCluster
 from tests.integration.conftest import (
-    NAMESPACE,
     PYTORCHJOBS,
     TFJOBS,
+    Env,
+    Kube,
     RunningController,
     env_of,
     events_for,
     eventually,
     fast_options,
-    install_crds,
     job_state,
     pods_of,
     pytorchjob,
@@ -42,18 +42,18 @@ def target_port(service: dict[str, Any]) -> int:
     return int(port["targetPort"])
 
 
-async def _n_pods(kube: KubeClient, job: str, n: int) -> list[dict[str, Any]] | None:
+async def _n_pods(kube: Kube, job: str, n: int) -> list[dict[str, Any]] | None:
     pods = await pods_of(kube, job)
     return pods if len(pods) == n else None
 
 
 async def test_tfjob_gets_host_ports_forwarding_services_and_real_tf_config(
-    kube: KubeClient, controller: RunningController
+    kube: Kube, controller: RunningController
 ) -> None:
     job = tfjob(
         "hps", host=True, replicas={"PS": replica(2, name="tensorflow"), "Worker": replica(3, name="tensorflow")}
     )
-    await kube.create(TFJOBS, job, namespace=NAMESPACE)
+    await kube.create(TFJOBS, job, namespace=kube.ns)
     pods = await eventually(lambda: _n_pods(kube, "hps", 5), what="5 pods")
     ports = {p["metadata"]["name"]: host_port(p) for p in pods}
     assert len(set(ports.values())) == 5
@@ -74,22 +74,22 @@ async def test_tfjob_gets_host_ports_forwarding_services_and_real_tf_config(
     ps1 = next(p for p in pods if p["metadata"]["name"] == "hps-ps-1")
     config = json.loads(env_of(ps1)["TF_CONFIG"])
     assert config["cluster"]["ps"] == [
-        "hps-ps-0.default.svc:2222",
-        f"hps-ps-1.default.svc:{ports['hps-ps-1']}",
+        f"hps-ps-0.{kube.ns}.svc:2222",
+        f"hps-ps-1.{kube.ns}.svc:{ports['hps-ps-1']}",
     ]
-    assert config["cluster"]["worker"] == [f"hps-worker-{i}.default.svc:2222" for i in range(3)]
+    assert config["cluster"]["worker"] == [f"hps-worker-{i}.{kube.ns}.svc:2222" for i in range(3)]
     assert config["task"] == {"type": "ps", "index": 1}
 
 
-async def _n_services(kube: KubeClient, job: str, n: int) -> list[dict[str, Any]] | None:
+async def _n_services(kube: Kube, job: str, n: int) -> list[dict[str, Any]] | None:
     services = await services_of(kube, job)
     return services if len(services) == n else None
 
 
 async def test_pytorch_master_listens_on_its_host_port_workers_use_the_service(
-    kube: KubeClient, controller: RunningController
+    kube: Kube, controller: RunningController
 ) -> None:
-    await kube.create(PYTORCHJOBS, pytorchjob("hddp", host=True), namespace=NAMESPACE)
+    await kube.create(PYTORCHJOBS, pytorchjob("hddp", host=True), namespace=kube.ns)
     pods = await eventually(lambda: _n_pods(kube, "hddp", 3), what="3 pods")
     master = next(p for p in pods if p["metadata"]["name"] == "hddp-master-0")
     worker = next(p for p in pods if p["metadata"]["name"] == "hddp-worker-1")
@@ -101,15 +101,15 @@ async def test_pytorch_master_listens_on_its_host_port_workers_use_the_service(
 
 
 async def test_failover_gets_a_new_port_and_the_service_is_repointed_first(
-    cluster: LocalCluster, kube: KubeClient, controller: RunningController
+    cluster: Env, kube: Kube, controller: RunningController
 ) -> None:
-    await kube.create(PYTORCHJOBS, pytorchjob("fo", host=True), namespace=NAMESPACE)
+    await kube.create(PYTORCHJOBS, pytorchjob("fo", host=True), namespace=kube.ns)
     pods = await eventually(lambda: _n_pods(kube, "fo", 3), what="3 pods")
     await eventually(lambda: _n_services(kube, "fo", 3), what="3 services")
     old = next(p for p in pods if p["metadata"]["name"] == "fo-worker-0")
     peer_env = env_of(next(p for p in pods if p["metadata"]["name"] == "fo-worker-1"))
     cluster.request_log.clear()
-    await kube.delete(PODS, "fo-worker-0", namespace=NAMESPACE)
+    await kube.delete(PODS, "fo-worker-0", namespace=kube.ns)
 
     async def replaced() -> dict[str, Any] | None:
         for pod in await pods_of(kube, "fo"):
@@ -137,18 +137,16 @@ async def test_failover_gets_a_new_port_and_the_service_is_repointed_first(
     assert changed and f"from host port {host_port(old)} to {host_port(new)}" in changed[0]["message"]
 
 
-async def test_port_exhaustion_waits_with_a_reason_and_proceeds_when_ports_free(
-    cluster: LocalCluster, kube: KubeClient
-) -> None:
-    running = RunningController(cluster, fast_options(host_port_range=(21000, 21002)))
+async def test_port_exhaustion_waits_with_a_reason_and_proceeds_when_ports_free(cluster: Env, kube: Kube) -> None:
+    running = RunningController(cluster, fast_options(namespace=kube.ns, host_port_range=(21000, 21002)))
     await running.start()
     try:
-        await kube.create(PYTORCHJOBS, pytorchjob("first", host=True), namespace=NAMESPACE)
+        await kube.create(PYTORCHJOBS, pytorchjob("first", host=True), namespace=kube.ns)
         await eventually(lambda: _n_pods(kube, "first", 3), what="3 pods of the first job")
         await kube.create(
             PYTORCHJOBS,
             pytorchjob("second", host=True, replicas={"Master": replica(1), "Worker": replica(1)}),
-            namespace=NAMESPACE,
+            namespace=kube.ns,
         )
 
         async def exhausted() -> dict[str, Any] | None:
@@ -163,7 +161,7 @@ async def test_port_exhaustion_waits_with_a_reason_and_proceeds_when_ports_free(
         assert await pods_of(kube, "second") == []
         assert any(e["reason"] == "HostPortsExhausted" for e in await events_for(kube, "second"))
 
-        await kube.delete(PYTORCHJOBS, "first", namespace=NAMESPACE, propagation_policy="Foreground")
+        await kube.delete(PYTORCHJOBS, "first", namespace=kube.ns, propagation_policy="Foreground")
         pods = await eventually(lambda: _n_pods(kube, "second", 2), within=30, what="second job's pods")
         assert {host_port(p) for p in pods} <= {21000, 21001, 21002}
         assert len({host_port(p) for p in pods}) == 2
@@ -171,11 +169,11 @@ async def test_port_exhaustion_waits_with_a_reason_and_proceeds_when_ports_free(
         await running.stop()
 
 
-async def test_controller_restart_changes_no_port(cluster: LocalCluster, kube: KubeClient) -> None:
-    first = RunningController(cluster, fast_options())
+async def test_controller_restart_changes_no_port(cluster: Env, kube: Kube) -> None:
+    first = RunningController(cluster, fast_options(namespace=kube.ns))
     await first.start()
     for name in ("keep-a", "keep-b"):
-        await kube.create(PYTORCHJOBS, pytorchjob(name, host=True), namespace=NAMESPACE)
+        await kube.create(PYTORCHJOBS, pytorchjob(name, host=True), namespace=kube.ns)
     before: dict[str, int] = {}
     for name in ("keep-a", "keep-b"):
         pods = await eventually(lambda name=name: _n_pods(kube, name, 3), what="3 pods")
@@ -183,7 +181,7 @@ async def test_controller_restart_changes_no_port(cluster: LocalCluster, kube: K
         before.update({p["metadata"]["name"]: host_port(p) for p in pods})
     await first.stop(crash=True)
     cluster.request_log.clear()
-    second = RunningController(cluster, fast_options())
+    second = RunningController(cluster, fast_options(namespace=kube.ns))
     manager = await second.start()
     try:
 
@@ -204,13 +202,11 @@ async def test_controller_restart_changes_no_port(cluster: LocalCluster, kube: K
         await second.stop()
 
 
-async def test_changing_the_network_mode_of_a_running_job_is_refused(
-    kube: KubeClient, controller: RunningController
-) -> None:
-    await kube.create(PYTORCHJOBS, pytorchjob("switch"), namespace=NAMESPACE)
+async def test_changing_the_network_mode_of_a_running_job_is_refused(kube: Kube, controller: RunningController) -> None:
+    await kube.create(PYTORCHJOBS, pytorchjob("switch"), namespace=kube.ns)
     await eventually(lambda: _n_pods(kube, "switch", 3), what="3 pods")
     await kube.patch(
-        PYTORCHJOBS, "switch", {"metadata": {"annotations": {c.ANNOTATION_NETWORK_MODE: "host"}}}, namespace=NAMESPACE
+        PYTORCHJOBS, "switch", {"metadata": {"annotations": {c.ANNOTATION_NETWORK_MODE: "host"}}}, namespace=kube.ns
     )
 
     async def refused() -> bool:
@@ -223,7 +219,7 @@ async def test_changing_the_network_mode_of_a_running_job_is_refused(
     labels = {"controller": "pytorchjobs", "result": "success"}
     before = metrics.value("kubedl_reconcile_total", labels) or 0.0
     for value in ("a", "b", "c"):
-        await kube.patch(PYTORCHJOBS, "switch", {"metadata": {"labels": {"poke": value}}}, namespace=NAMESPACE)
+        await kube.patch(PYTORCHJOBS, "switch", {"metadata": {"labels": {"poke": value}}}, namespace=kube.ns)
 
     async def reconciled_again() -> bool:
         return (metrics.value("kubedl_reconcile_total", labels) or 0.0) >= before + 3
@@ -239,24 +235,23 @@ async def test_changing_the_network_mode_of_a_running_job_is_refused(
 HOSTNET_JOBS = int(os.environ.get("HOSTNET_JOBS", "40"))
 
 
-async def test_many_host_jobs_never_share_a_port_on_a_node(kube: KubeClient) -> None:
+@pytest.mark.nodes(10)
+async def test_many_host_jobs_never_share_a_port_on_a_node(cluster: Env, kube: Kube) -> None:
     """HOSTNET_JOBS host-network jobs x 8 replicas on 10 nodes with the default port range: no two live pods
     on one node share a port, no job has two pods with the same port. CI runs 40 jobs; ``make soak`` the
     issue's full 1,000 (8,000 pods)."""
-    async with LocalCluster(nodes=10) as cluster, KubeClient(configuration=cluster.configuration) as client:
-        await install_crds(client)
-        await _many_host_jobs(cluster, client, HOSTNET_JOBS)
+    await _many_host_jobs(cluster, kube, HOSTNET_JOBS)
 
 
-async def _many_host_jobs(cluster: LocalCluster, kube: KubeClient, jobs: int) -> None:
-    running = RunningController(cluster, fast_options(workers=16))
+async def _many_host_jobs(cluster: Env, kube: Kube, jobs: int) -> None:
+    running = RunningController(cluster, fast_options(namespace=kube.ns, workers=16))
     await running.start()
     try:
         semaphore = asyncio.Semaphore(32)
 
         async def submit(body: dict[str, Any]) -> None:
             async with semaphore:
-                await kube.create(PYTORCHJOBS if body["kind"] == c.PYTORCH_KIND else TFJOBS, body, namespace=NAMESPACE)
+                await kube.create(PYTORCHJOBS if body["kind"] == c.PYTORCH_KIND else TFJOBS, body, namespace=kube.ns)
 
         await asyncio.gather(
             *(
@@ -274,7 +269,7 @@ async def _many_host_jobs(cluster: LocalCluster, kube: KubeClient, jobs: int) ->
         )
 
         async def all_running() -> list[dict[str, Any]] | None:
-            listed = await kube.list(PODS, namespace=NAMESPACE, label_selector=c.LABEL_JOB_NAME)
+            listed = await kube.list(PODS, namespace=kube.ns, label_selector=c.LABEL_JOB_NAME)
             running_pods = [p for p in listed.items if (p.get("status") or {}).get("phase") == "Running"]
             return listed.items if len(running_pods) == jobs * 8 else None
 

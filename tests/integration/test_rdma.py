@@ -1,30 +1,27 @@
-"""RDMA jobs, gang scheduling and topology placement, end to end: the real controller against the embedded
-cluster over HTTP. Nodes: two network blocks (local-node-0/1 in block a, 2/3 in block b); only
-local-node-1 and local-node-3 have an RDMA NIC (``rdma/hca``)."""
+"""RDMA jobs, gang scheduling and topology placement, end to end: the real controller against both control
+planes over HTTP. Nodes: two network blocks (nodes 0 and 1 in block a, 2 and 3 in block b); only nodes 1 and
+3 have an RDMA NIC (``rdma/hca``)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from kubedl_py.controllers.gang import Gang
-from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import Invalid, NotFound
 from kubedl_py.kube.resources import PODS, Resource
-from kubedl_py.local import LocalCluster
 
 from .conftest import (
     CRDS,
-    NAMESPACE,
     PYTORCHJOBS,
+    Env,
+    Kube,
     RunningController,
     env_of,
     events_for,
     eventually,
     fast_options,
-    install_crds,
     pods_of,
     pytorchjob,
     replica,
@@ -32,28 +29,20 @@ from .conftest import (
 )
 
 BLOCK = "network.kubedl.io/block"
-BLOCK_OF = {"local-node-0": "a", "local-node-1": "a", "local-node-2": "b", "local-node-3": "b"}
+BLOCKS = ["a", "a", "b", "b"]
 VOLCANO = Gang("volcano").resource
 PLUGINS = Gang("scheduler-plugins").resource
+pytestmark = pytest.mark.nodes(
+    4, labels=[{BLOCK: block} for block in BLOCKS], resources=[{}, {"rdma/hca": "1"}, {}, {"rdma/hca": "1"}]
+)
 
 
-@pytest.fixture
-async def cluster() -> AsyncIterator[LocalCluster]:
-    labels = [{BLOCK: BLOCK_OF[f"local-node-{i}"]} for i in range(4)]
-    resources = [{}, {"rdma/hca": "1"}, {}, {"rdma/hca": "1"}]
-    async with LocalCluster(nodes=4, runtime="simulated", node_labels=labels, node_resources=resources) as local:
-        yield local
+def block_of(cluster: Env) -> dict[str, str]:
+    return dict(zip(cluster.node_names, BLOCKS, strict=True))
 
 
-@pytest.fixture
-async def kube(cluster: LocalCluster) -> AsyncIterator[KubeClient]:
-    async with KubeClient(configuration=cluster.configuration) as client:
-        await install_crds(client)
-        yield client
-
-
-async def start(cluster: LocalCluster, **options: Any) -> RunningController:
-    running = RunningController(cluster, fast_options(**options))
+async def start(cluster: Env, **options: Any) -> RunningController:
+    running = RunningController(cluster, fast_options(namespace=cluster.namespace, **options))
     await running.start()
     return running
 
@@ -80,12 +69,12 @@ def podgroup_crd(resource: Resource) -> dict[str, Any]:
     }
 
 
-async def install_podgroups(kube: KubeClient, resource: Resource) -> None:
+async def install_podgroups(kube: Kube, resource: Resource) -> None:
     await kube.create(CRDS, podgroup_crd(resource))
 
     async def served() -> bool:
         try:
-            await kube.list(resource, namespace=NAMESPACE)
+            await kube.list(resource, namespace=kube.ns)
         except NotFound:
             return False
         return True
@@ -93,9 +82,9 @@ async def install_podgroups(kube: KubeClient, resource: Resource) -> None:
     await eventually(served, what="podgroups to be served")
 
 
-async def podgroup(kube: KubeClient, resource: Resource, name: str) -> dict[str, Any] | None:
+async def podgroup(kube: Kube, resource: Resource, name: str) -> dict[str, Any] | None:
     try:
-        return await kube.get(resource, name, namespace=NAMESPACE)
+        return await kube.get(resource, name, namespace=kube.ns)
     except NotFound:
         return None
 
@@ -105,9 +94,7 @@ def placed(pods: list[dict[str, Any]]) -> list[str] | None:
     return nodes if nodes and all(nodes) else None
 
 
-async def test_rdma_job_gets_its_devices_and_lands_only_where_the_nic_is(
-    cluster: LocalCluster, kube: KubeClient
-) -> None:
+async def test_rdma_job_gets_its_devices_and_lands_only_where_the_nic_is(cluster: Env, kube: Kube) -> None:
     running = await start(cluster)
     try:
         job = pytorchjob(
@@ -115,11 +102,11 @@ async def test_rdma_job_gets_its_devices_and_lands_only_where_the_nic_is(
             replicas={"Master": replica(1, run_seconds=30), "Worker": replica(1, run_seconds=30)},
             rdma={"devices": {"rdma/hca": 1}, "shmSize": "16Gi", "nccl": {"NCCL_IB_HCA": "mlx5"}},
         )
-        await kube.create(PYTORCHJOBS, job, namespace=NAMESPACE)
-        stored = await kube.get(PYTORCHJOBS, "rdma", namespace=NAMESPACE)
+        await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
+        stored = await kube.get(PYTORCHJOBS, "rdma", namespace=kube.ns)
         assert stored["spec"]["rdma"]["devices"] == {"rdma/hca": 1}  # kept by the API server's pruning
         pods = await eventually(lambda: _placed_pods(kube, "rdma", 2), what="rdma pods bound")
-        assert sorted(pod["spec"]["nodeName"] for pod in pods) == ["local-node-1", "local-node-3"]
+        assert sorted(pod["spec"]["nodeName"] for pod in pods) == [cluster.node_names[1], cluster.node_names[3]]
         for pod in pods:
             main = pod["spec"]["containers"][0]
             assert main["resources"]["limits"]["rdma/hca"] == "1"
@@ -129,27 +116,27 @@ async def test_rdma_job_gets_its_devices_and_lands_only_where_the_nic_is(
         # The CRD schema refuses a malformed block before any controller sees it.
         bad = pytorchjob("bad-rdma", rdma={"shmSize": "lots", "perGpu": {"count": 0, "resource": "x{index}"}})
         with pytest.raises(Invalid) as refused:
-            await kube.create(PYTORCHJOBS, bad, namespace=NAMESPACE)
+            await kube.create(PYTORCHJOBS, bad, namespace=kube.ns)
         assert "spec.rdma.shmSize" in str(refused.value) and "spec.rdma.perGpu.count" in str(refused.value)
     finally:
         await running.stop()
 
 
-async def _placed_pods(kube: KubeClient, job: str, count: int) -> list[dict[str, Any]] | None:
+async def _placed_pods(kube: Kube, job: str, count: int) -> list[dict[str, Any]] | None:
     pods = await pods_of(kube, job)
     return pods if len(pods) == count and placed(pods) else None
 
 
-async def test_required_placement_packs_the_job_into_one_block(cluster: LocalCluster, kube: KubeClient) -> None:
+async def test_required_placement_packs_the_job_into_one_block(cluster: Env, kube: Kube) -> None:
     running = await start(cluster)
     try:
         # A control job without placement: least-loaded spreading uses both blocks.
         spread = pytorchjob(
             "spread", replicas={"Master": replica(1, run_seconds=30), "Worker": replica(3, run_seconds=30)}
         )
-        await kube.create(PYTORCHJOBS, spread, namespace=NAMESPACE)
+        await kube.create(PYTORCHJOBS, spread, namespace=kube.ns)
         nodes = await eventually(lambda: _nodes(kube, "spread", 4), what="spread pods bound")
-        assert {BLOCK_OF[n] for n in nodes} == {"a", "b"}
+        assert {block_of(cluster)[n] for n in nodes} == {"a", "b"}
         for mode in ("Required", "Preferred"):
             name = f"packed-{mode.lower()}"
             job = pytorchjob(
@@ -157,9 +144,9 @@ async def test_required_placement_packs_the_job_into_one_block(cluster: LocalClu
                 replicas={"Master": replica(1, run_seconds=30), "Worker": replica(5, run_seconds=30)},
                 placement={"topologyKey": BLOCK, "mode": mode},
             )
-            await kube.create(PYTORCHJOBS, job, namespace=NAMESPACE)
+            await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
             nodes = await eventually(lambda name=name: _nodes(kube, name, 6), what=f"{name} pods bound")  # type: ignore[misc]
-            assert len({BLOCK_OF[n] for n in nodes}) == 1, nodes
+            assert len({block_of(cluster)[n] for n in nodes}) == 1, nodes
             (pod, *_) = await pods_of(kube, name)
             key = (
                 "requiredDuringSchedulingIgnoredDuringExecution"
@@ -171,20 +158,20 @@ async def test_required_placement_packs_the_job_into_one_block(cluster: LocalClu
         await running.stop()
 
 
-async def _nodes(kube: KubeClient, job: str, count: int) -> list[str] | None:
+async def _nodes(kube: Kube, job: str, count: int) -> list[str] | None:
     pods = await _placed_pods(kube, job, count)
     return [pod["spec"]["nodeName"] for pod in pods] if pods else None
 
 
 async def test_volcano_gang_podgroup_is_owned_pods_point_at_it_and_it_goes_when_the_job_ends(
-    cluster: LocalCluster, kube: KubeClient
+    cluster: Env, kube: Kube
 ) -> None:
     await install_podgroups(kube, VOLCANO)
     running = await start(cluster, gang_scheduler="volcano")
     try:
         policy = {"minAvailable": 2, "queue": "training", "priorityClassName": "high"}
         job = pytorchjob("gang", schedulingPolicy=policy, activeDeadlineSeconds=2)
-        created = await kube.create(PYTORCHJOBS, job, namespace=NAMESPACE)
+        created = await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
         group = await eventually(lambda: podgroup(kube, VOLCANO, "gang"), what="PodGroup")
         assert group["spec"] == {"minMember": 2, "queue": "training", "priorityClassName": "high"}
         (owner,) = group["metadata"]["ownerReferences"]
@@ -206,9 +193,7 @@ async def test_volcano_gang_podgroup_is_owned_pods_point_at_it_and_it_goes_when_
         await running.stop()
 
 
-async def test_a_resubmitted_job_does_not_adopt_its_predecessors_podgroup(
-    cluster: LocalCluster, kube: KubeClient
-) -> None:
+async def test_a_resubmitted_job_does_not_adopt_its_predecessors_podgroup(cluster: Env, kube: Kube) -> None:
     """The predecessor's group (owned by a job that is gone) is about to be garbage-collected; the new job
     must wait for that and make its own, not point its pods at a group that vanishes."""
     await install_podgroups(kube, VOLCANO)
@@ -225,7 +210,7 @@ async def test_a_resubmitted_job_does_not_adopt_its_predecessors_podgroup(
         # A finalizer holds it while the garbage collector deletes it, as a slow deletion would.
         "metadata": {
             "name": "again",
-            "namespace": NAMESPACE,
+            "namespace": kube.ns,
             "ownerReferences": [stale_owner],
             "finalizers": ["test.kubedl.io/hold"],
         },
@@ -233,8 +218,8 @@ async def test_a_resubmitted_job_does_not_adopt_its_predecessors_podgroup(
     }
     running = await start(cluster, gang_scheduler="volcano")
     try:
-        await kube.create(VOLCANO, leftover, namespace=NAMESPACE)
-        created = await kube.create(PYTORCHJOBS, pytorchjob("again"), namespace=NAMESPACE)
+        await kube.create(VOLCANO, leftover, namespace=kube.ns)
+        created = await kube.create(PYTORCHJOBS, pytorchjob("again"), namespace=kube.ns)
 
         # While the old group lingers, no pod may be made (they would point at a group that vanishes).
         async def tried_to_create() -> bool:
@@ -242,7 +227,7 @@ async def test_a_resubmitted_job_does_not_adopt_its_predecessors_podgroup(
 
         await eventually(tried_to_create, what="the controller retrying its PodGroup")
         assert await pods_of(kube, "again") == []
-        await kube.patch(VOLCANO, "again", {"metadata": {"finalizers": None}}, namespace=NAMESPACE)
+        await kube.patch(VOLCANO, "again", {"metadata": {"finalizers": None}}, namespace=kube.ns)
 
         async def owned_by_the_new_job() -> dict[str, Any] | None:
             group = await podgroup(kube, VOLCANO, "again")
@@ -256,18 +241,16 @@ async def test_a_resubmitted_job_does_not_adopt_its_predecessors_podgroup(
         await running.stop()
 
 
-async def _pods(kube: KubeClient, job: str, count: int) -> list[dict[str, Any]] | None:
+async def _pods(kube: Kube, job: str, count: int) -> list[dict[str, Any]] | None:
     pods = await pods_of(kube, job)
     return pods if len(pods) == count else None
 
 
-async def _gone(kube: KubeClient, resource: Resource, name: str) -> bool:
+async def _gone(kube: Kube, resource: Resource, name: str) -> bool:
     return await podgroup(kube, resource, name) is None
 
 
-async def test_scheduler_plugins_gang_job_runs_to_success_and_its_podgroup_is_deleted(
-    cluster: LocalCluster, kube: KubeClient
-) -> None:
+async def test_scheduler_plugins_gang_job_runs_to_success_and_its_podgroup_is_deleted(cluster: Env, kube: Kube) -> None:
     await install_podgroups(kube, PLUGINS)
     # The embedded scheduler stands in for a coscheduling-enabled default scheduler.
     running = await start(cluster, gang_scheduler="scheduler-plugins", gang_scheduler_name="default-scheduler")
@@ -275,7 +258,7 @@ async def test_scheduler_plugins_gang_job_runs_to_success_and_its_podgroup_is_de
         job = pytorchjob(
             "coscheduled", replicas={"Master": replica(1, exit_code=0, run_seconds=1), "Worker": replica(2)}
         )
-        await kube.create(PYTORCHJOBS, job, namespace=NAMESPACE)
+        await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
         group = await eventually(lambda: podgroup(kube, PLUGINS, "coscheduled"), what="PodGroup")
         assert group["spec"] == {"minMember": 3}
         pods = await eventually(lambda: _pods(kube, "coscheduled", 3), what="pods")
@@ -287,11 +270,11 @@ async def test_scheduler_plugins_gang_job_runs_to_success_and_its_podgroup_is_de
 
 
 async def test_missing_podgroup_crd_holds_the_pods_back_with_an_event_until_it_is_installed(
-    cluster: LocalCluster, kube: KubeClient
+    cluster: Env, kube: Kube
 ) -> None:
     running = await start(cluster, gang_scheduler="volcano")
     try:
-        await kube.create(PYTORCHJOBS, pytorchjob("early"), namespace=NAMESPACE)
+        await kube.create(PYTORCHJOBS, pytorchjob("early"), namespace=kube.ns)
 
         async def warned() -> list[dict[str, Any]]:
             return [e for e in await events_for(kube, "early") if e["reason"] == "PodGroupCreateFailed"]
@@ -306,19 +289,19 @@ async def test_missing_podgroup_crd_holds_the_pods_back_with_an_event_until_it_i
         await running.stop()
 
 
-async def test_without_the_flag_no_podgroup_and_no_scheduler_fields(cluster: LocalCluster, kube: KubeClient) -> None:
+async def test_without_the_flag_no_podgroup_and_no_scheduler_fields(cluster: Env, kube: Kube) -> None:
     await install_podgroups(kube, VOLCANO)
     running = await start(cluster)
     try:
         job = pytorchjob("plain", schedulingPolicy={"minAvailable": 3, "priorityClassName": "high"})
-        await kube.create(PYTORCHJOBS, job, namespace=NAMESPACE)
+        await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
         pods = await eventually(lambda: _pods(kube, "plain", 3), what="pods")
         for pod in pods:
             assert pod["spec"].get("schedulerName", "default-scheduler") == "default-scheduler"
             assert "priorityClassName" not in pod["spec"]
             assert "scheduling.k8s.io/group-name" not in (pod["metadata"].get("annotations") or {})
         assert await podgroup(kube, VOLCANO, "plain") is None
-        listed = await kube.list(PODS, namespace=NAMESPACE)
+        listed = await kube.list(PODS, namespace=kube.ns)
         assert len(listed.items) == 3
     finally:
         await running.stop()
