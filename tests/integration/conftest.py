@@ -11,9 +11,11 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from kubedl_py.api import constants as c
 from kubedl_py.api.crd import all_crds
@@ -93,6 +95,11 @@ class Env:
     faults: Faults
     request_log: RequestLog
     controller_client: Callable[[], KubeClient]
+    #: a user's kubeconfig (administrator; context namespace = the test's) for the SDK and the CLI; on the
+    #: real tier it goes through the fault proxy so the tests' faults reach those clients too
+    kubeconfig_path: Path
+    #: what a controller process runs with: on the real tier the rendered ServiceAccount's token
+    controller_kubeconfig_path: Path
     local: LocalCluster | None = None
     real: RealCluster | None = None
 
@@ -123,6 +130,7 @@ def tier(request: pytest.FixtureRequest) -> str:
 async def cluster(tier: str, request: pytest.FixtureRequest) -> AsyncIterator[Env]:
     nodes = _nodes_of(request)
     namespace = f"t-{uuid.uuid4().hex[:10]}"
+    tmp_path: Path = request.getfixturevalue("tmp_path")
     if tier == EMBEDDED:
         async with LocalCluster(
             nodes=nodes.count,
@@ -133,6 +141,7 @@ async def cluster(tier: str, request: pytest.FixtureRequest) -> AsyncIterator[En
             async with KubeClient(configuration=local.configuration) as kube:
                 await install_crds(kube)
                 await create_namespace(kube, namespace)
+            user = _kubeconfig(tmp_path / "kubeconfig", local.url, namespace)
             yield Env(
                 tier=tier,
                 namespace=namespace,
@@ -140,6 +149,8 @@ async def cluster(tier: str, request: pytest.FixtureRequest) -> AsyncIterator[En
                 faults=local.faults,
                 request_log=local.request_log,
                 controller_client=lambda: KubeClient(configuration=local.configuration),
+                kubeconfig_path=user,
+                controller_kubeconfig_path=user,
                 local=local,
             )
         return
@@ -152,8 +163,25 @@ async def cluster(tier: str, request: pytest.FixtureRequest) -> AsyncIterator[En
         faults=real.proxy.faults,
         request_log=real.proxy.request_log,
         controller_client=lambda: KubeClient(kubeconfig=real.controller_kubeconfig),
+        kubeconfig_path=_kubeconfig(tmp_path / "kubeconfig", real.proxy.url, namespace),
+        controller_kubeconfig_path=real.controller_kubeconfig,
         real=real,
     )
+
+
+def _kubeconfig(path: Path, server: str, namespace: str) -> Path:
+    """A kubeconfig for ``server`` (plain HTTP: the embedded server, or the fault proxy, which adds the
+    administrator's credentials) whose context namespace is the test's."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "test", "cluster": {"server": server}}],
+        "users": [{"name": "test", "user": {}}],
+        "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test", "namespace": namespace}}],
+        "current-context": "test",
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
 
 
 @pytest.fixture

@@ -45,4 +45,4 @@ def replicas_of(job: dict[str, Any]) -> int:
     return sum(int(spec.get("replicas", 1)) for spec in specs.values())
 
 
-from tests.integration.conftest import cluster, controller, kube  # noqa: E402,F401 - shared fixtures
+from tests.integration.conftest import cluster, controller, kube, tier  # noqa: E402,F401 - shared fixtures

@@ -35,6 +35,8 @@ class LivePod:
 @dataclass
 class InvariantMonitor:
     kube: KubeClient
+    #: the test's namespace (a real cluster is shared by the session)
+    namespace: str | None = None
     violations: list[str] = field(default_factory=list)
     pods: dict[str, LivePod] = field(default_factory=dict)
     targets: dict[str, int] = field(default_factory=dict)
@@ -43,7 +45,7 @@ class InvariantMonitor:
 
     async def start(self) -> None:
         for resource in (PODS, SERVICES):
-            listed = await self.kube.list(resource, label_selector=OURS)
+            listed = await self.kube.list(resource, namespace=self.namespace, label_selector=OURS)
             for obj in listed.items:
                 self._on(resource, "ADDED", obj)
             self._tasks.append(asyncio.create_task(self._watch(resource, listed.resource_version)))
@@ -57,13 +59,19 @@ class InvariantMonitor:
         while True:
             try:
                 async with contextlib.aclosing(
-                    self.kube.watch(resource, label_selector=OURS, resource_version=version, timeout_seconds=60)
+                    self.kube.watch(
+                        resource,
+                        namespace=self.namespace,
+                        label_selector=OURS,
+                        resource_version=version,
+                        timeout_seconds=60,
+                    )
                 ) as events:
                     async for event in events:
                         version = event.object.get("metadata", {}).get("resourceVersion", version)
                         self._on(resource, event.type, event.object)
             except Gone:
-                listed = await self.kube.list(resource, label_selector=OURS)
+                listed = await self.kube.list(resource, namespace=self.namespace, label_selector=OURS)
                 version = listed.resource_version
                 for obj in listed.items:
                     self._on(resource, "MODIFIED", obj)

@@ -14,11 +14,17 @@ import time
 from typing import Any
 
 from kubedl_py.api import constants as c
-from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.resources import PODS, SERVICES
-from kubedl_py.local import LocalCluster
 from kubedl_py.local.faults import FaultRule
-from tests.integration.conftest import NAMESPACE, PYTORCHJOBS, TFJOBS, RunningController, eventually, fast_options
+from tests.integration.conftest import (
+    PYTORCHJOBS,
+    TFJOBS,
+    Env,
+    Kube,
+    RunningController,
+    eventually,
+    fast_options,
+)
 from tests.reliability.conftest import mixed_jobs, replicas_of
 from tests.reliability.invariants import InvariantMonitor
 
@@ -26,7 +32,7 @@ JOBS = int(os.environ.get("CHAOS_JOBS", "100"))
 WRITES = ("create", "update", "patch", "delete")
 
 
-def add_chaos(cluster: LocalCluster) -> None:
+def add_chaos(cluster: Env) -> None:
     for verb in WRITES:
         cluster.faults.fail(500, verb=verb, probability=0.10)
         cluster.faults.fail(409, verb=verb, probability=0.05)
@@ -35,33 +41,33 @@ def add_chaos(cluster: LocalCluster) -> None:
     cluster.faults.add(FaultRule(action="expire-watch", probability=0.01))
 
 
-async def submit(kube: KubeClient, jobs: list[dict[str, Any]]) -> None:
+async def submit(kube: Kube, jobs: list[dict[str, Any]]) -> None:
     semaphore = asyncio.Semaphore(16)
 
     async def one(job: dict[str, Any]) -> None:
         async with semaphore:
             resource = PYTORCHJOBS if job["kind"] == c.PYTORCH_KIND else TFJOBS
-            await kube.create(resource, job, namespace=NAMESPACE)
+            await kube.create(resource, job, namespace=kube.ns)
 
     await asyncio.gather(*(one(job) for job in jobs))
 
 
-async def states(kube: KubeClient) -> dict[str, str]:
+async def states(kube: Kube) -> dict[str, str]:
     result: dict[str, str] = {}
     for resource in (PYTORCHJOBS, TFJOBS):
-        for job in (await kube.list(resource, namespace=NAMESPACE)).items:
+        for job in (await kube.list(resource, namespace=kube.ns)).items:
             conditions = (job.get("status") or {}).get("conditions") or []
             result[job["metadata"]["name"]] = conditions[-1]["type"] if conditions else ""
     return result
 
 
-async def test_all_jobs_succeed_under_api_chaos(cluster: LocalCluster, kube: KubeClient) -> None:
+async def test_all_jobs_succeed_under_api_chaos(cluster: Env, kube: Kube) -> None:
     jobs = mixed_jobs(JOBS, prefix="chaos")
     await submit(kube, jobs)
-    monitor = InvariantMonitor(kube)
+    monitor = InvariantMonitor(kube, namespace=kube.ns)
     await monitor.start()
     add_chaos(cluster)
-    running = RunningController(cluster, fast_options(workers=8))
+    running = RunningController(cluster, fast_options(namespace=kube.ns, workers=8))
     started = time.monotonic()
     await running.start()
     try:
@@ -79,8 +85,8 @@ async def test_all_jobs_succeed_under_api_chaos(cluster: LocalCluster, kube: Kub
 
         # cleanPodPolicy All: once finished, nothing of the jobs may remain.
         async def cleaned() -> bool:
-            pods = await kube.list(PODS, namespace=NAMESPACE, label_selector=c.LABEL_JOB_NAME)
-            services = await kube.list(SERVICES, namespace=NAMESPACE, label_selector=c.LABEL_JOB_NAME)
+            pods = await kube.list(PODS, namespace=kube.ns, label_selector=c.LABEL_JOB_NAME)
+            services = await kube.list(SERVICES, namespace=kube.ns, label_selector=c.LABEL_JOB_NAME)
             return not pods.items and not services.items
 
         await eventually(cleaned, within=120, interval=0.5, what="pods and Services cleaned up")

@@ -17,9 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from kubedl_py.kube.client import KubeClient
-from kubedl_py.local import LocalCluster
-from tests.integration.conftest import eventually
+from tests.integration.conftest import Env, Kube, eventually
 from tests.reliability.conftest import mixed_jobs, replicas_of
 from tests.reliability.invariants import InvariantMonitor
 from tests.reliability.test_chaos import states, submit
@@ -28,7 +26,7 @@ KILLS = int(os.environ.get("CRASH_KILLS", "20"))
 JOBS = int(os.environ.get("CRASH_JOBS", "100"))
 
 
-async def start_controller(kubeconfig: Path, log: Path) -> asyncio.subprocess.Process:
+async def start_controller(kubeconfig: Path, namespace: str, log: Path) -> asyncio.subprocess.Process:
     with log.open("ab") as out:
         return await asyncio.create_subprocess_exec(
             sys.executable,
@@ -37,6 +35,8 @@ async def start_controller(kubeconfig: Path, log: Path) -> asyncio.subprocess.Pr
             "controller",
             "--kubeconfig",
             str(kubeconfig),
+            "--namespace",
+            namespace,
             "--workers",
             "8",
             stdout=out,
@@ -44,15 +44,13 @@ async def start_controller(kubeconfig: Path, log: Path) -> asyncio.subprocess.Pr
         )
 
 
-async def test_controller_converges_after_repeated_kill_9(
-    cluster: LocalCluster, kube: KubeClient, tmp_path: Path
-) -> None:
+async def test_controller_converges_after_repeated_kill_9(cluster: Env, kube: Kube, tmp_path: Path) -> None:
     rng = random.Random(int(os.environ.get("CRASH_SEED", "7")))
     jobs = mixed_jobs(JOBS, prefix="crash", run_seconds=4.0)
-    monitor = InvariantMonitor(kube)
+    monitor = InvariantMonitor(kube, namespace=kube.ns)
     await monitor.start()
     log = tmp_path / "controller.log"
-    process = await start_controller(cluster.kubeconfig_path, log)
+    process = await start_controller(cluster.controller_kubeconfig_path, kube.ns, log)
     submitting = asyncio.create_task(submit(kube, jobs))
     started = time.monotonic()
     try:
@@ -61,7 +59,7 @@ async def test_controller_converges_after_repeated_kill_9(
             await asyncio.sleep(rng.uniform(0.2, 1.5))
             process.send_signal(signal.SIGKILL)
             assert await process.wait() == -signal.SIGKILL
-            process = await start_controller(cluster.kubeconfig_path, log)
+            process = await start_controller(cluster.controller_kubeconfig_path, kube.ns, log)
         await submitting
 
         async def all_succeeded() -> bool:

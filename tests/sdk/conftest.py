@@ -7,14 +7,13 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from kubedl_py.local import LocalCluster
 from kubedl_py.sdk import AsyncTrainingClient
-from tests.integration.conftest import cluster, controller, kube
+from tests.integration.conftest import Env, cluster, controller, kube, tier
 
-__all__ = ["client", "cluster", "controller", "kube"]
+__all__ = ["client", "cluster", "controller", "kube", "tier"]
 
 
 @pytest.fixture
-async def client(cluster: LocalCluster, controller: object) -> AsyncIterator[AsyncTrainingClient]:
+async def client(cluster: Env, controller: object) -> AsyncIterator[AsyncTrainingClient]:
     async with AsyncTrainingClient(kubeconfig=cluster.kubeconfig_path) as sdk_client:
         yield sdk_client

@@ -16,9 +16,9 @@ from pathlib import Path
 import yaml
 
 from kubedl_py.kube.client import KubeClient
-from kubedl_py.kube.resources import NAMESPACES
-from kubedl_py.local import LocalCluster
+from kubedl_py.local.kubernetes.cluster import create_namespace
 from kubedl_py.sdk import AsyncTrainingClient
+from tests.integration.conftest import Env, RunningController, fast_options
 from tests.sdk.helpers import failing, running_forever, succeeding
 
 
@@ -29,7 +29,7 @@ class Run:
     err: str
 
 
-async def kubedl(cluster: LocalCluster | None, *args: str, env: dict[str, str] | None = None) -> Run:
+async def kubedl(cluster: Env | None, *args: str, env: dict[str, str] | None = None) -> Run:
     argv = [sys.executable, "-m", "kubedl_py.cli", *args]
     if cluster is not None:
         argv += ["--kubeconfig", str(cluster.kubeconfig_path)]
@@ -56,7 +56,7 @@ def one_line(err: str) -> str:
     return lines[0]
 
 
-async def test_cli_success_path(cluster: LocalCluster, client: AsyncTrainingClient, tmp_path: Path) -> None:
+async def test_cli_success_path(cluster: Env, client: AsyncTrainingClient, tmp_path: Path) -> None:
     path = write(tmp_path, "job.yaml", succeeding("cli-ok", host_network=True).to_dict())
     submitted = await kubedl(cluster, "submit", path, "--wait", "--timeout", "30")
     assert submitted.code == 0, submitted.err
@@ -82,7 +82,7 @@ async def test_cli_success_path(cluster: LocalCluster, client: AsyncTrainingClie
         assert needle in described.out
     pod_line = next(line for line in described.out.splitlines() if line.strip().startswith("cli-ok-worker-0"))
     _name, node, phase, _restarts, host_port, service, target = pod_line.split()
-    assert node.startswith("local-node-") and host_port.isdigit()
+    assert node in cluster.node_names and host_port.isdigit()
     assert (phase, service, target) == ("Succeeded", "cli-ok-worker-0", host_port)
 
     assert {line.split()[0] for line in logs.out.splitlines()} == {"[cli-ok-master-0]", "[cli-ok-worker-0]"}
@@ -95,29 +95,30 @@ async def test_cli_success_path(cluster: LocalCluster, client: AsyncTrainingClie
 
 
 async def test_cli_failed_job_exits_1_with_the_reason(
-    cluster: LocalCluster, client: AsyncTrainingClient, tmp_path: Path
+    cluster: Env, client: AsyncTrainingClient, tmp_path: Path
 ) -> None:
     path = write(tmp_path, "crash.yaml", failing("cli-crash").to_dict())
     run = await kubedl(cluster, "submit", path, "--follow", "--timeout", "30")
     assert run.code == 1
     assert "[cli-crash-master-0] [simulated] container pytorch exiting with code 3" in run.out
     line = one_line(run.err)
-    assert "PyTorchJob default/cli-crash failed: ReplicaFailed:" in line and "exited with code 3" in line
+    assert f"PyTorchJob {cluster.namespace}/cli-crash failed: ReplicaFailed:" in line and "exited with code 3" in line
     again = await kubedl(cluster, "wait", "cli-crash")
     assert again.code == 1 and "ReplicaFailed" in one_line(again.err)
 
 
-async def test_cli_wait_times_out_with_exit_3(cluster: LocalCluster, client: AsyncTrainingClient) -> None:
+async def test_cli_wait_times_out_with_exit_3(cluster: Env, client: AsyncTrainingClient) -> None:
     await client.submit(running_forever("cli-slow"))
     run = await kubedl(cluster, "wait", "cli-slow", "--for", "condition=Succeeded", "--timeout", "1")
     assert run.code == 3
-    assert "timed out after 1s waiting for default/cli-slow to be Succeeded; last state" in one_line(run.err)
+    expected = f"timed out after 1s waiting for {cluster.namespace}/cli-slow to be Succeeded; last state"
+    assert expected in one_line(run.err)
     running = await kubedl(cluster, "wait", "cli-slow", "--for", "Running", "--timeout", "20")
     assert (running.code, running.out.strip()) == (0, "pytorchjob.training.kubedl.io/cli-slow condition met (Running)")
 
 
 async def test_cli_invalid_input_exits_2_naming_the_field(
-    cluster: LocalCluster, client: AsyncTrainingClient, tmp_path: Path
+    cluster: Env, client: AsyncTrainingClient, tmp_path: Path
 ) -> None:
     deployment = write(tmp_path, "deploy.yaml", {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {}})
     bad = succeeding("cli-bad").to_dict()
@@ -151,37 +152,44 @@ async def test_cli_without_configuration_points_at_local_up(tmp_path: Path) -> N
 
 
 async def test_cli_submit_uses_the_files_namespace_and_refuses_a_different_n(
-    cluster: LocalCluster, kube: KubeClient, client: AsyncTrainingClient, tmp_path: Path
+    cluster: Env, kube: KubeClient, client: AsyncTrainingClient, tmp_path: Path
 ) -> None:
-    for namespace in ("team-a", "team-b"):
-        await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    in_team_a = succeeding("cli-team").to_dict()
-    in_team_a["metadata"]["namespace"] = "team-a"
-    path = write(tmp_path, "team.yaml", in_team_a)
-    submitted = await kubedl(cluster, "submit", path, "--wait", "--timeout", "30")
-    assert submitted.code == 0, submitted.err
-    assert submitted.out.splitlines() == [
-        "pytorchjob.training.kubedl.io/cli-team created",
-        "pytorchjob.training.kubedl.io/cli-team succeeded",
-    ]
-    assert (await client.get("cli-team", namespace="team-a")).namespace == "team-a"
+    team_a, team_b = f"{kube.ns}-a", f"{kube.ns}-b"
+    for namespace in (team_a, team_b):
+        await create_namespace(kube, namespace)
+    # A controller for the whole cluster: this test's jobs live in namespaces of their own.
+    everywhere = RunningController(cluster, fast_options())
+    await everywhere.start()
+    try:
+        in_team_a = succeeding("cli-team").to_dict()
+        in_team_a["metadata"]["namespace"] = team_a
+        path = write(tmp_path, "team.yaml", in_team_a)
+        submitted = await kubedl(cluster, "submit", path, "--wait", "--timeout", "30")
+        assert submitted.code == 0, submitted.err
+        assert submitted.out.splitlines() == [
+            "pytorchjob.training.kubedl.io/cli-team created",
+            "pytorchjob.training.kubedl.io/cli-team succeeded",
+        ]
+        assert (await client.get("cli-team", namespace=team_a)).namespace == team_a
 
-    # A file saying team-a with -n team-b is refused before anything is sent (as kubectl does).
-    other = succeeding("cli-elsewhere").to_dict()
-    other["metadata"]["namespace"] = "team-a"
-    refused = await kubedl(cluster, "submit", write(tmp_path, "other.yaml", other), "-n", "team-b", "--wait")
-    assert refused.code == 2
-    line = one_line(refused.err)
-    assert '"team-a"' in line and '"team-b"' in line and "cli-elsewhere" in line
-    for namespace in ("team-a", "team-b"):
-        assert "cli-elsewhere" not in [j.name for j in await client.list(namespace=namespace)]
+        # A file saying team-a with -n team-b is refused before anything is sent (as kubectl does).
+        other = succeeding("cli-elsewhere").to_dict()
+        other["metadata"]["namespace"] = team_a
+        refused = await kubedl(cluster, "submit", write(tmp_path, "other.yaml", other), "-n", team_b, "--wait")
+        assert refused.code == 2
+        line = one_line(refused.err)
+        assert f'"{team_a}"' in line and f'"{team_b}"' in line and "cli-elsewhere" in line
+        for namespace in (team_a, team_b):
+            assert "cli-elsewhere" not in [j.name for j in await client.list(namespace=namespace)]
 
-    # A document without a namespace goes where -n says, and is waited for there.
-    bare = succeeding("cli-bare").to_dict()
-    assert "namespace" not in bare["metadata"]
-    placed = await kubedl(cluster, "submit", write(tmp_path, "bare.yaml", bare), "-n", "team-b", "--wait")
-    assert placed.code == 0, placed.err
-    assert (await client.get("cli-bare", namespace="team-b")).namespace == "team-b"
+        # A document without a namespace goes where -n says, and is waited for there.
+        bare = succeeding("cli-bare").to_dict()
+        assert "namespace" not in bare["metadata"]
+        placed = await kubedl(cluster, "submit", write(tmp_path, "bare.yaml", bare), "-n", team_b, "--wait")
+        assert placed.code == 0, placed.err
+        assert (await client.get("cli-bare", namespace=team_b)).namespace == team_b
+    finally:
+        await everywhere.stop()
 
 
 def test_cli_gang_scheduler_choices_are_the_controllers() -> None:

@@ -11,7 +11,6 @@ import yaml
 from kubedl_py import AsyncTrainingClient, JobFailedError, JobTimeoutError, PyTorchJob, TFJob, TrainingClient
 from kubedl_py.api import constants as c
 from kubedl_py.kube import client as kube_client
-from kubedl_py.local import LocalCluster
 from kubedl_py.sdk import (
     ConfigurationError,
     JobAlreadyExistsError,
@@ -24,14 +23,14 @@ from kubedl_py.sdk import (
     resolve_config,
     tf_job,
 )
-from tests.integration.conftest import RunningController
+from tests.integration.conftest import Env, RunningController
 from tests.sdk.helpers import ending, failing, running_forever, succeeding
 
 
-async def test_success_submit_wait_logs_describe_delete(client: AsyncTrainingClient) -> None:
+async def test_success_submit_wait_logs_describe_delete(cluster: Env, client: AsyncTrainingClient) -> None:
     created = await client.submit(succeeding("ok", host_network=True))
     assert isinstance(created, PyTorchJob)
-    assert created.metadata.uid and created.namespace == "default"
+    assert created.metadata.uid and created.namespace == cluster.namespace
 
     seen: list[JobProgress] = []
     done = await client.wait("ok", timeout=20, on_progress=seen.append)
@@ -50,7 +49,7 @@ async def test_success_submit_wait_logs_describe_delete(client: AsyncTrainingCli
     described = await client.describe("ok")
     assert [p.name for p in described.pods] == ["ok-master-0", "ok-worker-0"]
     for pod in described.pods:
-        assert pod.node.startswith("local-node-")
+        assert pod.node in cluster.node_names
         assert pod.phase == "Succeeded"
         assert pod.host_port is not None and pod.service == pod.name and pod.target_port == pod.host_port
     assert described.events, "the controller records events on the job and pods"
@@ -137,7 +136,7 @@ async def test_yaml_file_with_two_kinds_and_follow_logs(client: AsyncTrainingCli
     assert one[-1].endswith("exiting with code 0")
 
 
-async def test_sync_client_in_its_own_thread(cluster: LocalCluster, controller: RunningController) -> None:
+async def test_sync_client_in_its_own_thread(cluster: Env, controller: RunningController) -> None:
     # The sync client blocks its caller, so drive it from a worker thread: this loop serves the cluster.
     def script() -> tuple[str, str, set[str]]:
         with TrainingClient(kubeconfig=cluster.kubeconfig_path) as client:
@@ -147,7 +146,7 @@ async def test_sync_client_in_its_own_thread(cluster: LocalCluster, controller: 
             return client.namespace, job_state(done), {line.pod for line in follow}
 
     namespace, state, pods = await asyncio.to_thread(script)
-    assert (namespace, state, pods) == ("default", "Succeeded", {"sync-master-0", "sync-worker-0"})
+    assert (namespace, state, pods) == (cluster.namespace, "Succeeded", {"sync-master-0", "sync-worker-0"})
 
 
 def test_configuration_is_found_like_kubectl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,7 +16,6 @@ import pytest
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import ClientSettings, ObjectList, WatchEvent
 from kubedl_py.kube.retry import RetrySettings
-from kubedl_py.local import LocalCluster
 from kubedl_py.sdk import (
     AsyncTrainingClient,
     ClusterError,
@@ -24,7 +23,7 @@ from kubedl_py.sdk import (
     ForbiddenError,
     job_state,
 )
-from tests.integration.conftest import RunningController
+from tests.integration.conftest import Env, RunningController
 from tests.sdk.helpers import running_forever, succeeding
 
 RETRY = RetrySettings(attempts=4, initial_delay=0.01, max_delay=0.05, jitter=0.0, deadline=30.0)
@@ -151,7 +150,7 @@ async def test_a_client_error_on_the_watch_is_raised_at_once_as_the_sdks() -> No
 # ------------------------------------------------------------------------------- the embedded cluster
 
 
-async def test_wait_survives_a_503_on_its_watch(cluster: LocalCluster, controller: RunningController) -> None:
+async def test_wait_survives_a_503_on_its_watch(cluster: Env, controller: RunningController) -> None:
     settings = ClientSettings(user_agent="sdk-watch-test", retry=RETRY)
     async with AsyncTrainingClient(kubeconfig=cluster.kubeconfig_path, settings=settings) as client:
         await client.submit(succeeding("flaky"))
@@ -162,7 +161,7 @@ async def test_wait_survives_a_503_on_its_watch(cluster: LocalCluster, controlle
     assert [r.user_agent for r in refused] == ["sdk-watch-test"], "the SDK's watch got the 503 and retried it"
 
 
-async def test_wait_survives_watches_cut_at_once(cluster: LocalCluster, controller: RunningController) -> None:
+async def test_wait_survives_watches_cut_at_once(cluster: Env, controller: RunningController) -> None:
     settings = ClientSettings(user_agent="sdk-watch-test", retry=RETRY)
     async with AsyncTrainingClient(kubeconfig=cluster.kubeconfig_path, settings=settings) as client:
         await client.submit(succeeding("cut"))
@@ -172,7 +171,7 @@ async def test_wait_survives_watches_cut_at_once(cluster: LocalCluster, controll
     assert rule.hits == 2
 
 
-async def test_a_forbidden_watch_is_an_sdk_error(cluster: LocalCluster, controller: RunningController) -> None:
+async def test_a_forbidden_watch_is_an_sdk_error(cluster: Env, controller: RunningController) -> None:
     async with AsyncTrainingClient(kubeconfig=cluster.kubeconfig_path) as client:
         await client.submit(running_forever("denied"))
         cluster.faults.fail(403, verb="watch", resource="pytorchjobs")
@@ -183,7 +182,7 @@ async def test_a_forbidden_watch_is_an_sdk_error(cluster: LocalCluster, controll
 
 
 async def test_a_watch_failing_with_503_for_good_is_one_cluster_error(
-    cluster: LocalCluster, controller: RunningController
+    cluster: Env, controller: RunningController
 ) -> None:
     settings = ClientSettings(retry=RETRY)
     async with AsyncTrainingClient(kubeconfig=cluster.kubeconfig_path, settings=settings) as client:
