@@ -21,6 +21,7 @@ from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import NotFound
 from kubedl_py.kube.resources import EVENTS, PODS, SERVICES
 from kubedl_py.local import LocalCluster
+from kubedl_py.local.node import primary_ipv4
 
 from .conftest import eventually
 
@@ -70,7 +71,7 @@ async def phase_of(kube: KubeClient, name: str, *phases: str) -> dict[str, Any] 
     return p if (p.get("status") or {}).get("phase") in phases else None
 
 
-async def test_env_downward_api_and_var_expansion(kube: KubeClient) -> None:
+async def test_env_downward_api_and_var_expansion(kube: KubeClient, cluster: LocalCluster) -> None:
     env = [
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "POD_NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
@@ -90,9 +91,11 @@ async def test_env_downward_api_and_var_expansion(kube: KubeClient) -> None:
     assert done["status"]["phase"] == "Succeeded"
     term = done["status"]["containerStatuses"][0]["state"]["terminated"]
     assert (term["exitCode"], term["reason"]) == (0, "Completed")
-    assert done["status"]["podIP"] == done["status"]["hostIP"] == "127.0.0.1"
+    # The node IP is the host's primary address (a real API server refuses loopback endpoints).
+    node_ip = cluster.node_ips["local-node-0"]
+    assert done["status"]["podIP"] == done["status"]["hostIP"] == node_ip == primary_ipv4()
     log = await kube.read_log("envpod", namespace=NS)
-    assert log == "envpod default 127.0.0.1 local-node-0 hi-envpod hi-envpod /tmp\n"
+    assert log == f"envpod default {node_ip} local-node-0 hi-envpod hi-envpod /tmp\n"
 
 
 async def test_exit_codes_restarts_and_previous_logs(kube: KubeClient) -> None:
@@ -171,7 +174,7 @@ async def test_service_proxy_and_hosts_follow_the_target_port(kube: KubeClient, 
     server = (
         f'{sys.executable} -c "import socket,threading,sys\n'
         "def s(p):\n"
-        " l=socket.create_server(('127.0.0.1',p))\n"
+        " l=socket.create_server(('',p))\n"
         " while True:\n"
         "  c,_=l.accept(); c.sendall(str(p).encode()); c.close()\n"
         f'[threading.Thread(target=s,args=(p,)).start() for p in ({ports[0]},{ports[1]})]"'
