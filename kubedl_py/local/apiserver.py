@@ -20,7 +20,7 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from . import discovery, tables
+from . import discovery, serviceaccounts, tables
 from .errors import ApiError, FieldError, bad_request, expired, invalid, method_not_allowed, not_found
 from .faults import Faults, RequestInfo, RequestLog, RequestRecord
 from .registry import RETURN_DELETED, Registry, now_iso
@@ -329,6 +329,11 @@ class ApiServer:
                 return self._binding(req, await self._body(request))
             if req.subresource == "eviction":
                 return self._eviction(req, await self._body(request))
+            if req.subresource == "token":
+                answer = serviceaccounts.token_request(
+                    self.store, ns, req.name, await self._body(request), issuer=f"https://{self.host}"
+                )
+                return _json_response(answer, 201)
             raise method_not_allowed()
         if verb == "update":
             if req.name is None:

@@ -30,7 +30,7 @@ from aiohttp import web
 
 from kubedl_py.kube.client import KubeClient
 
-from . import events, pki
+from . import events, pki, serviceaccounts
 from .apiserver import ApiServer
 from .crd import CRDController
 from .endpoints import EndpointsController
@@ -185,6 +185,8 @@ class LocalCluster:
         self.endpoints = EndpointsController(self.registry)
         self.store.listeners.append(self._on_event)
         self._bootstrap()
+        for ns in self.store.iter(("", "namespaces")):  # a restart: namespaces from before get no ADDED event
+            asyncio.get_running_loop().call_soon(self._default_sa, ns["metadata"]["name"])
         self.scheduler = Scheduler(self.registry)
         self.node_lifecycle = NodeLifecycle(self.registry)
         self.gc.start()
@@ -303,13 +305,29 @@ class LocalCluster:
             )
 
     def _on_event(self, ev: Event) -> None:
-        # The service account controller: every namespace gets a "default" ServiceAccount.
+        # The service account controller: every namespace gets a "default" ServiceAccount; the root-CA
+        # publisher: every namespace gets (and keeps) the kube-root-ca.crt ConfigMap.
         if ev.rkey == ("", "namespaces") and ev.type == "ADDED":
             asyncio.get_running_loop().call_soon(self._default_sa, ev.obj["metadata"]["name"])
+        elif (
+            ev.rkey == ("", "configmaps")
+            and ev.type == "DELETED"
+            and ev.obj["metadata"]["name"] == serviceaccounts.ROOT_CA_CONFIGMAP
+        ):
+            asyncio.get_running_loop().call_soon(self._root_ca, ev.obj["metadata"]["namespace"])
 
     def _default_sa(self, ns: str) -> None:
         with contextlib.suppress(ApiError):
             self.registry.create(self.registry.resource("", "serviceaccounts"), ns, {"metadata": {"name": "default"}})
+        self._root_ca(ns)
+
+    def _root_ca(self, ns: str) -> None:
+        if self.store.get(("", "configmaps"), ns, serviceaccounts.ROOT_CA_CONFIGMAP) is not None:
+            return
+        with contextlib.suppress(ApiError):  # a namespace going away refuses new content
+            self.registry.create(
+                self.registry.resource("", "configmaps"), ns, serviceaccounts.root_ca_configmap(self.ca.cert_pem)
+            )
 
     @staticmethod
     def _pick(spec: ResourceSpec, i: int) -> dict[str, str]:
