@@ -117,6 +117,7 @@ class KubeletServer:
             q = LogQuery.parse(request.query)
             stream = self._provider(local_ip, m["namespace"], m["pod"], m["container"], q.previous)
         except LogError as e:
+            log.debug("containerLogs %s on %s: %s %s", request.path, local_ip, e.status, e.message)
             return web.Response(status=e.status, text=e.message)
         if not q.follow:
             body = b"".join([chunk async for chunk in render(stream, q)])
