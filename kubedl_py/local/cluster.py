@@ -94,6 +94,7 @@ class LocalCluster:
         process_bridge: str = "kubedl0",
         defer_kubeconfig: bool = False,
         agent_settings: AgentSettings | None = None,
+        publish_root_ca: bool = True,
     ) -> None:
         if runtime not in RUNTIMES:
             raise ValueError(f"runtime {runtime!r} is not available (supported: {', '.join(RUNTIMES)})")
@@ -131,6 +132,9 @@ class LocalCluster:
         self.run_kubelets = kubelets
         self.process_bridge = process_bridge
         self.defer_kubeconfig = defer_kubeconfig  # the caller calls write_kubeconfig() when it is ready
+        # The kube-root-ca.crt ConfigMap in every namespace (process pods' kube-api-access volume reads it);
+        # tests that count a namespace's ConfigMaps switch it off.
+        self.publish_root_ca = publish_root_ca
         self.agent_settings = agent_settings or AgentSettings(watch_all_bound_pods=runtime == "simulated")
         self.faults = Faults(fault_seed)
         self.request_log = RequestLog()
@@ -322,7 +326,10 @@ class LocalCluster:
         self._root_ca(ns)
 
     def _root_ca(self, ns: str) -> None:
-        if self.store.get(("", "configmaps"), ns, serviceaccounts.ROOT_CA_CONFIGMAP) is not None:
+        if (
+            not self.publish_root_ca
+            or self.store.get(("", "configmaps"), ns, serviceaccounts.ROOT_CA_CONFIGMAP) is not None
+        ):
             return
         with contextlib.suppress(ApiError):  # a namespace going away refuses new content
             self.registry.create(

@@ -167,7 +167,9 @@ async def test_kubelet_endpoint_requires_a_client_certificate_of_the_cluster_ca(
             assert r.status == 404
 
 
-async def test_token_request_and_service_account_volume(cluster: LocalCluster, http: Http) -> None:
+async def test_token_request_and_service_account_volume(fast: LocalCluster, fhttp: Http) -> None:
+    cluster, http = fast, fhttp
+
     async def has_sa() -> bool:
         return (await http.get("/api/v1/namespaces/default/serviceaccounts/default")).status == 200
 
