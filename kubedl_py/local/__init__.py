@@ -7,7 +7,7 @@ fault-injection types :class:`Faults`, :class:`FaultRule`, :class:`RequestLog`.
 
 from .cluster import CONTEXT, LocalCluster, LocalUpOptions, node_name, run_local_up
 from .faults import FaultRule, Faults, RequestLog, RequestRecord
-from .kubelet import EXIT_CODE, RUN_SECONDS, TERMINATION_SECONDS
+from .node.simulated import EXIT_CODE, RUN_SECONDS, TERMINATION_SECONDS
 
 __all__ = [
     "CONTEXT",

@@ -11,17 +11,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import ssl
 import time
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, quote
 
+import aiohttp
 import orjson
 from aiohttp import web
 
-from . import discovery, tables
-from .errors import ApiError, bad_request, expired, method_not_allowed, not_found
+from . import discovery, serviceaccounts, tables
+from .errors import ApiError, FieldError, bad_request, expired, invalid, method_not_allowed, not_found
 from .faults import Faults, RequestInfo, RequestLog, RequestRecord
-from .podlogs import PodLogs
 from .registry import RETURN_DELETED, Registry, now_iso
 from .resources import Catalogue, ResourceType
 from .selection import parse_field_selector, parse_label_selector
@@ -79,8 +80,8 @@ class ApiServer:
         store: Store,
         catalogue: Catalogue,
         registry: Registry,
-        logs: PodLogs,
         *,
+        kubelet_ssl: ssl.SSLContext | None = None,
         faults: Faults | None = None,
         request_log: RequestLog | None = None,
         bookmark_interval: float = 10.0,
@@ -89,7 +90,10 @@ class ApiServer:
         self.store = store
         self.catalogue = catalogue
         self.registry = registry
-        self.logs = logs
+        # How this server reaches kubelets (client certificate; kubelets' serving certificates are not
+        # verified unless the context says so, as kube-apiserver without --kubelet-certificate-authority).
+        self.kubelet_ssl = kubelet_ssl if kubelet_ssl is not None else _unverified_ssl()
+        self._kubelet: aiohttp.ClientSession | None = None
         self.faults = faults or Faults()
         self.request_log = request_log or RequestLog()
         self.bookmark_interval = bookmark_interval
@@ -109,6 +113,9 @@ class ApiServer:
             t.cancel()
         if self._streams:
             await asyncio.gather(*self._streams, return_exceptions=True)
+        if self._kubelet is not None:
+            await self._kubelet.close()
+            self._kubelet = None
 
     # ---- entry --------------------------------------------------------------------------------------------
 
@@ -322,6 +329,11 @@ class ApiServer:
                 return self._binding(req, await self._body(request))
             if req.subresource == "eviction":
                 return self._eviction(req, await self._body(request))
+            if req.subresource == "token":
+                answer = serviceaccounts.token_request(
+                    self.store, ns, req.name, await self._body(request), issuer=f"https://{self.host}"
+                )
+                return _json_response(answer, 201)
             raise method_not_allowed()
         if verb == "update":
             if req.name is None:
@@ -645,11 +657,13 @@ class ApiServer:
     # ---- pods: log, binding, eviction ---------------------------------------------------------------------
 
     async def _log(self, request: web.Request, req: Request) -> web.StreamResponse:
+        """``pods/{name}/log``: validate as kube-apiserver does, then stream from the node's kubelet over HTTPS."""
         assert req.name is not None
         ns = req.namespace or ""
         pod = self.registry.get(req.rt, ns, req.name)
-        containers = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
-        init = [c.get("name") for c in (pod.get("spec") or {}).get("initContainers") or []]
+        spec = pod.get("spec") or {}
+        containers = [c.get("name") for c in spec.get("containers") or []]
+        init = [c.get("name") for c in spec.get("initContainers") or []]
         q = req.query
         container = q.get("container")
         if not container:
@@ -661,65 +675,61 @@ class ApiServer:
             container = str(containers[0])
         if container not in containers and container not in init:
             raise bad_request(f"container {container} is not valid for pod {req.name}")
-        previous = q.get("previous") in ("true", "1")
-        follow = q.get("follow") in ("true", "1")
-        timestamps = q.get("timestamps") in ("true", "1")
-        clog = self.logs.get((ns, req.name, container))
-        if clog is None:
-            raise bad_request(f'container "{container}" in pod "{req.name}" is waiting to start: ContainerCreating')
-        if previous:
-            if clog is None or clog.previous is None:
-                raise bad_request(f'previous terminated container "{container}" in pod "{req.name}" not found')
-            lines = clog.previous
-            follow = False
-        else:
-            assert clog is not None
-            lines = clog.lines
-        tail = q.get("tailLines")
-        start = 0
-        if tail:
-            try:
-                n = int(tail)
-            except ValueError:
-                raise bad_request(f"invalid tailLines {tail!r}") from None
-            start = max(0, len(lines) - n)
-
-        def fmt(chunk: list[tuple[str, str]]) -> bytes:
-            return "".join((f"{ts} {t}\n" if timestamps else f"{t}\n") for ts, t in chunk).encode()
-
-        if not follow:
-            return web.Response(body=fmt(lines[start:]), content_type="text/plain")
-        resp = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
-        resp.enable_chunked_encoding()
-        task = asyncio.current_task()
-        assert task is not None
-        self._streams.add(task)
+        _validate_log_options(req.name, q)
+        node_name = spec.get("nodeName")
+        if not node_name:
+            return web.Response(body=b"", content_type="text/plain")  # not scheduled: an empty log, as the real one
+        node = self.store.get(("", "nodes"), "", str(node_name))
+        if node is None:
+            raise not_found("", "nodes", str(node_name))
+        status = node.get("status") or {}
+        ip = next((a.get("address") for a in status.get("addresses") or [] if a.get("type") == "InternalIP"), None)
+        port = ((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port")
+        if not ip or not port:
+            raise ApiError(
+                500, f"node {node_name} has no kubelet endpoint (InternalIP and daemonEndpoints)", "InternalError"
+            )
+        params = {k: q[k] for k in _LOG_PARAMS if k in q}
+        path = "/".join(quote(part, safe="") for part in (ns, req.name, container))
+        url = f"https://{ip}:{port}/containerLogs/{path}"
+        session = self._kubelet_session()
         try:
-            await resp.prepare(request)
-            pos = start
-            assert clog is not None
-            waker = asyncio.Event()
-            clog.waiters.add(waker)
+            upstream = await session.get(url, params=params, timeout=aiohttp.ClientTimeout(total=None, connect=10))
+        except (aiohttp.ClientError, OSError) as e:
+            raise ApiError(500, f'Get "{url}": {e}', "InternalError") from None
+        try:
+            if upstream.status != 200:
+                text = (await upstream.read()).decode("utf-8", "replace")[:4096]
+                if upstream.status == 400:
+                    raise bad_request(text)
+                raise ApiError(upstream.status, text, "NotFound" if upstream.status == 404 else "")
+            follow = q.get("follow") in ("true", "1")
+            if not follow:
+                return web.Response(body=await upstream.read(), content_type="text/plain")
+            resp = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
+            resp.enable_chunked_encoding()
+            task = asyncio.current_task()
+            assert task is not None
+            self._streams.add(task)
             try:
-                while True:
-                    cur = clog.lines
-                    if pos < len(cur):
-                        await resp.write(fmt(cur[pos:]))
-                        pos = len(cur)
-                    if clog.closed or self.closing:
-                        break
-                    waker.clear()
-                    await waker.wait()
-                    if clog.lines is not cur:  # container restarted: a follow ends with the instance
-                        break
+                await resp.prepare(request)
+                async for chunk in upstream.content.iter_any():
+                    await resp.write(chunk)
+                await resp.write_eof()
+            except (ConnectionResetError, asyncio.CancelledError, aiohttp.ClientError):
+                pass
             finally:
-                clog.waiters.discard(waker)
-            await resp.write_eof()
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
+                self._streams.discard(task)
+            return resp
         finally:
-            self._streams.discard(task)
-        return resp
+            upstream.release()
+
+    def _kubelet_session(self) -> aiohttp.ClientSession:
+        if self._kubelet is None or self._kubelet.closed:
+            self._kubelet = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=self.kubelet_ssl, limit=64), auto_decompress=False
+            )
+        return self._kubelet
 
     def _binding(self, req: Request, body: Any) -> web.Response:
         assert req.name is not None
@@ -756,6 +766,38 @@ class ApiServer:
         new["metadata"]["resourceVersion"] = str(self.store.next_rv())
         self.store.put(rt.key, new, old)
         return _json_response(new)
+
+
+_LOG_PARAMS = ("follow", "tailLines", "limitBytes", "sinceSeconds", "sinceTime", "timestamps", "previous")
+
+
+def _unverified_ssl() -> ssl.SSLContext:
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+def _validate_log_options(name: str, q: dict[str, str]) -> None:
+    """PodLogOptions validation of kube-apiserver (422 Invalid)."""
+    errs: list[FieldError] = []
+    for field, minimum in (("tailLines", 0), ("limitBytes", 1), ("sinceSeconds", 1)):
+        raw = q.get(field)
+        if raw is None or raw == "":
+            continue
+        try:
+            value = int(raw)
+        except ValueError:
+            raise bad_request(f"invalid {field} {raw!r}") from None
+        if value < minimum:
+            why = "must be greater than or equal to 0" if minimum == 0 else "must be greater than 0"
+            errs.append(FieldError("FieldValueInvalid", field, why, value))
+    if q.get("sinceSeconds") and q.get("sinceTime"):
+        errs.append(
+            FieldError("FieldValueForbidden", "", "at most one of `sinceTime` or `sinceSeconds` may be specified")
+        )
+    if errs:
+        raise invalid("PodLogOptions", "", "", name, errs)
 
 
 def bind_pod(registry: Registry, ns: str, name: str, node: str) -> Obj:

@@ -1,9 +1,12 @@
 """``LocalCluster``: the embedded Kubernetes cluster assembled and served, and ``local up``.
 
 It wires the control plane together (store, API server, CRD controller, garbage collector, namespace
-controller, scheduler, node lifecycle, simulated kubelets), serves the API on 127.0.0.1 over plain HTTP,
-writes a kubeconfig once it is ready, and offers the test hooks reliability tests need (evict a pod, lose a
-node, expire watch history, fault rules, the request log).
+controller, scheduler, node lifecycle), serves the API on 127.0.0.1 over plain HTTP, then starts the node
+agents (:mod:`kubedl_py.local.node`) as HTTP clients of that server, exactly as they would run against a
+real kube-apiserver: nodes register themselves, pods' status arrives through ``/status``, and
+``pods/{name}/log`` is proxied to the agents' HTTPS kubelet endpoints with a client certificate of the
+cluster's CA. It writes a kubeconfig once it is ready and offers the test hooks reliability tests need
+(evict a pod, lose a node, expire watch history, fault rules, the request log).
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ import signal
 import socket
 import tempfile
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,18 +28,21 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from . import events
+from kubedl_py.kube.client import KubeClient
+
+from . import events, pki, serviceaccounts
 from .apiserver import ApiServer
 from .crd import CRDController
 from .endpoints import EndpointsController
 from .errors import ApiError
 from .faults import Faults, RequestLog
 from .garbagecollector import GarbageCollector, NamespaceController
-from .kubelet import Kubelets
-from .kubelet_process import ProcessKubelet
+from .node.agent import AgentSettings, NodeAgent, Runtime, agent_client_settings
+from .node.server import KubeletTLS
+from .node.simulated import SimulatedRuntime
+from .node.spec import DEFAULT_CAPACITY, NodeSpec, ensure_local_range, primary_ipv4, simulated_node_ip
 from .nodelifecycle import NodeLifecycle
-from .podlogs import PodLogs
-from .registry import Registry, now_iso
+from .registry import Registry
 from .resources import Catalogue
 from .scheduler import Scheduler
 from .store import Event, Obj, Store
@@ -45,13 +50,7 @@ from .store import Event, Obj, Store
 log = logging.getLogger(__name__)
 
 CONTEXT = "kubedl-local"
-DEFAULT_NODE_RESOURCES: dict[str, str] = {
-    # Deliberately large so scale tests (thousands of pods on one node) fit; override per test.
-    "cpu": "1000",
-    "memory": "4Ti",
-    "pods": "20000",
-    "ephemeral-storage": "1Ti",
-}
+DEFAULT_NODE_RESOURCES: dict[str, str] = dict(DEFAULT_CAPACITY)
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 ResourceSpec = Mapping[str, str] | Sequence[Mapping[str, str]] | None
@@ -66,7 +65,8 @@ class LocalCluster:
     """An embedded Kubernetes cluster; use as ``async with LocalCluster(...) as cluster``.
 
     ``node_resources`` / ``node_labels``: one mapping for every node, or a sequence with one per node.
-    Node IPs: 127.0.0.1 with one node; 127.0.10.<i+1> for ``local-node-<i>`` with several.
+    Node IPs: simulated nodes 198.18.0.<i+1> (127.0.10.<i+1> when that range cannot be made local, i.e.
+    without root); the process runtime's node is the host's primary IPv4 address.
     """
 
     def __init__(
@@ -93,13 +93,15 @@ class LocalCluster:
         fault_seed: int | None = None,
         process_bridge: str = "kubedl0",
         defer_kubeconfig: bool = False,
+        agent_settings: AgentSettings | None = None,
+        publish_root_ca: bool = True,
     ) -> None:
         if runtime not in RUNTIMES:
             raise ValueError(f"runtime {runtime!r} is not available (supported: {', '.join(RUNTIMES)})")
         if nodes < 0:
             raise ValueError("nodes must be >= 0")
         if runtime == "process" and nodes != 1:
-            # Host-network pods of every node would share 127.0.0.1's port space while the scheduler
+            # Host-network pods of every node would share the host's port space while the scheduler
             # believed each node had its own: refuse instead of scheduling conflicts it cannot see.
             raise ValueError("the process runtime runs exactly 1 node (host ports are the host's); use --nodes 1")
         if not (process_bridge.isalnum() and len(process_bridge) <= 9):  # veths are named <bridge>v<n>
@@ -109,7 +111,7 @@ class LocalCluster:
             # must not hand out the same ones; a random loopback /16 keeps them apart.
             service_cidr = f"127.{random.randint(64, 191)}.0.0/16" if runtime == "process" else "127.1.0.0/16"
         if pod_cidr is None:
-            pod_cidr = "10.244.0.0/16" if runtime == "process" else "127.2.0.0/16"
+            pod_cidr = "10.244.0.0/16" if runtime == "process" else "198.19.0.0/16"
         self.nodes = nodes
         self.runtime = runtime
         self.port = port
@@ -130,10 +132,15 @@ class LocalCluster:
         self.run_kubelets = kubelets
         self.process_bridge = process_bridge
         self.defer_kubeconfig = defer_kubeconfig  # the caller calls write_kubeconfig() when it is ready
+        # The kube-root-ca.crt ConfigMap in every namespace (process pods' kube-api-access volume reads it);
+        # tests that count a namespace's ConfigMaps switch it off.
+        self.publish_root_ca = publish_root_ca
+        self.agent_settings = agent_settings or AgentSettings(watch_all_bound_pods=runtime == "simulated")
         self.faults = Faults(fault_seed)
         self.request_log = RequestLog()
-        self.pod_logs = PodLogs()
         self.node_ips: dict[str, str] = {}
+        self.agent: NodeAgent | None = None
+        self._agent_client: KubeClient | None = None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._state_tmp: tempfile.TemporaryDirectory[str] | None = None
         self._runner: web.AppRunner | None = None
@@ -158,6 +165,10 @@ class LocalCluster:
             raise
 
     async def _start(self) -> None:
+        # The cluster's CA: it signs the API server's kubelet client certificate, the kubelets require
+        # client certificates signed by it, and pods find it in the kube-root-ca.crt ConfigMaps.
+        self.ca = pki.CertificateAuthority()
+        self.kubelet_client = self.ca.issue("kube-apiserver-kubelet-client", organization="system:masters", client=True)
         self.store = Store(history=self.watch_history, data_dir=self.data_dir)
         self.catalogue = Catalogue()
         self.crds = CRDController(self.store, self.catalogue)
@@ -168,7 +179,7 @@ class LocalCluster:
             self.store,
             self.catalogue,
             self.registry,
-            self.pod_logs,
+            kubelet_ssl=pki.client_context(self.kubelet_client),
             faults=self.faults,
             request_log=self.request_log,
             bookmark_interval=self.bookmark_interval,
@@ -178,42 +189,15 @@ class LocalCluster:
         self.endpoints = EndpointsController(self.registry)
         self.store.listeners.append(self._on_event)
         self._bootstrap()
-        for i in range(self.nodes):
-            self._ensure_node(node_name(i), i)
+        for ns in self.store.iter(("", "namespaces")):  # a restart: namespaces from before get no ADDED event
+            asyncio.get_running_loop().call_soon(self._default_sa, ns["metadata"]["name"])
         self.scheduler = Scheduler(self.registry)
-        self.kubelets: Kubelets | ProcessKubelet
-        if self.runtime == "process":
-            self.kubelets = ProcessKubelet(
-                self.registry,
-                self.pod_logs,
-                self.node_ips,
-                state_dir=self._process_state_dir(),
-                restart_backoff=self.restart_backoff,
-                max_backoff=self.max_restart_backoff,
-                bridge=self.process_bridge,
-                pod_cidr=self.pod_cidr,
-            )
-        else:
-            self.kubelets = Kubelets(
-                self.registry,
-                self.pod_logs,
-                self.node_ips,
-                pod_cidr=self.pod_cidr,
-                restart_backoff=self.restart_backoff,
-                max_backoff=self.max_restart_backoff,
-                termination_seconds=self.termination_seconds,
-            )
-        self.node_lifecycle = NodeLifecycle(self.registry, self.kubelets)
+        self.node_lifecycle = NodeLifecycle(self.registry)
         self.gc.start()
         self.namespaces.start()
         self.endpoints.start()
         if self.run_scheduler:
             self.scheduler.start()
-        if self.run_kubelets:
-            if isinstance(self.kubelets, ProcessKubelet):
-                await self.kubelets.start()
-            else:
-                self.kubelets.start()
         self._runner = web.AppRunner(self.apiserver.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
@@ -224,15 +208,58 @@ class LocalCluster:
         self.port = int(sock.getsockname()[1])
         self.url = f"http://{self.host}:{self.port}"
         self.apiserver.host = f"{self.host}:{self.port}"
+        self._started = True
+        specs = [self._node_spec(i) for i in range(self.nodes)]
+        for spec in specs:
+            self.node_ips[spec.name] = spec.ip
+        if self.run_kubelets and specs:
+            await self._start_agent(specs)
         if not self.defer_kubeconfig:
             self.write_kubeconfig()
-        self._started = True
         log.info("embedded cluster serving at %s (kubeconfig %s)", self.url, self.kubeconfig_path)
+
+    async def _start_agent(self, specs: list[NodeSpec]) -> None:
+        """The node agents, as HTTP clients of this server (no in-process shortcut)."""
+        self._agent_client = KubeClient(configuration=self.configuration, settings=agent_client_settings())
+        await self._agent_client.open()
+        runtime: Runtime
+        if self.runtime == "process":
+            from .node.processes import LocalProcessRuntime
+
+            runtime = LocalProcessRuntime(
+                state_dir=self._process_state_dir(),
+                restart_backoff=self.restart_backoff,
+                max_backoff=self.max_restart_backoff,
+                bridge=self.process_bridge,
+                pod_cidr=self.pod_cidr,
+                api_server=(self.host, self.port),
+            )
+        else:
+            runtime = SimulatedRuntime(
+                pod_cidr=self.pod_cidr,
+                restart_backoff=self.restart_backoff,
+                max_backoff=self.max_restart_backoff,
+                termination_seconds=self.termination_seconds,
+            )
+        self.agent = NodeAgent(
+            self._agent_client,
+            specs,
+            runtime,
+            tls=KubeletTLS(client_ca_pem=self.ca.cert_pem),
+            settings=self.agent_settings,
+        )
+        await self.agent.start()
 
     async def stop(self) -> None:
         if not self._started:
             return
         self._started = False
+        if self.agent is not None:
+            await self.agent.stop()  # processes are stopped while the API server still answers
+            self.agent = None
+        if self._agent_client is not None:
+            await self._agent_client.close()
+            self._agent_client = None
         if hasattr(self, "apiserver"):
             await self.apiserver.close_streams()
         if hasattr(self, "store"):
@@ -242,7 +269,7 @@ class LocalCluster:
             self._runner = None
         if hasattr(self, "node_lifecycle"):
             self.node_lifecycle.stop()
-        for component in ("kubelets", "scheduler", "endpoints", "namespaces", "gc"):
+        for component in ("scheduler", "endpoints", "namespaces", "gc"):
             if hasattr(self, component):
                 await getattr(self, component).stop()
         if hasattr(self, "store"):
@@ -255,7 +282,7 @@ class LocalCluster:
             self._state_tmp = None
 
     def _process_state_dir(self) -> Path:
-        """Container logs, hosts files: under ``data_dir/process`` when given, else a temp dir removed on stop."""
+        """Container logs, hosts files, volumes: under ``data_dir/process`` when given, else a temp dir."""
         if self.data_dir is not None:
             return self.data_dir / "process"
         self._state_tmp = tempfile.TemporaryDirectory(prefix="kubedl-process-")
@@ -282,13 +309,32 @@ class LocalCluster:
             )
 
     def _on_event(self, ev: Event) -> None:
-        # The service account controller: every namespace gets a "default" ServiceAccount.
+        # The service account controller: every namespace gets a "default" ServiceAccount; the root-CA
+        # publisher: every namespace gets (and keeps) the kube-root-ca.crt ConfigMap.
         if ev.rkey == ("", "namespaces") and ev.type == "ADDED":
             asyncio.get_running_loop().call_soon(self._default_sa, ev.obj["metadata"]["name"])
+        elif (
+            ev.rkey == ("", "configmaps")
+            and ev.type == "DELETED"
+            and ev.obj["metadata"]["name"] == serviceaccounts.ROOT_CA_CONFIGMAP
+        ):
+            asyncio.get_running_loop().call_soon(self._root_ca, ev.obj["metadata"]["namespace"])
 
     def _default_sa(self, ns: str) -> None:
         with contextlib.suppress(ApiError):
             self.registry.create(self.registry.resource("", "serviceaccounts"), ns, {"metadata": {"name": "default"}})
+        self._root_ca(ns)
+
+    def _root_ca(self, ns: str) -> None:
+        if (
+            not self.publish_root_ca
+            or self.store.get(("", "configmaps"), ns, serviceaccounts.ROOT_CA_CONFIGMAP) is not None
+        ):
+            return
+        with contextlib.suppress(ApiError):  # a namespace going away refuses new content
+            self.registry.create(
+                self.registry.resource("", "configmaps"), ns, serviceaccounts.root_ca_configmap(self.ca.cert_pem)
+            )
 
     @staticmethod
     def _pick(spec: ResourceSpec, i: int) -> dict[str, str]:
@@ -298,100 +344,25 @@ class LocalCluster:
             return {str(k): str(v) for k, v in spec.items()}
         return {str(k): str(v) for k, v in spec[i].items()} if i < len(spec) else {}
 
-    def _ensure_node(
-        self, name: str, i: int, resources: Mapping[str, str] | None = None, labels: Mapping[str, str] | None = None
-    ) -> Obj:
-        ip = "127.0.0.1" if self.nodes == 1 and i == 0 else f"127.0.10.{i + 1}"
-        self.node_ips[name] = ip
+    def _node_spec(
+        self, i: int, resources: Mapping[str, str] | None = None, labels: Mapping[str, str] | None = None
+    ) -> NodeSpec:
+        name = node_name(i)
+        ip = primary_ipv4() if self.runtime == "process" else simulated_node_ip(i, ensure_local_range())
         res = dict(DEFAULT_NODE_RESOURCES)
         res.update(self._pick(self.node_resources, i))
         res.update(resources or {})
-        lab = {
-            "kubernetes.io/hostname": name,
-            "kubernetes.io/os": "linux",
-            "kubernetes.io/arch": "amd64",
-            "node.kubedl.io/index": str(i),
-        }
+        lab = {"node.kubedl.io/index": str(i)}
         lab.update(self._pick(self.node_labels, i))
         lab.update(labels or {})
-        now = now_iso()
-        conds = [
-            {
-                "type": t,
-                "status": "False",
-                "reason": f"KubeletHasNo{t}" if t != "PIDPressure" else "KubeletHasSufficientPID",
-                "message": "kubelet is healthy",
-                "lastHeartbeatTime": now,
-                "lastTransitionTime": now,
-            }
-            for t in ("MemoryPressure", "DiskPressure", "PIDPressure")
-        ] + [
-            {
-                "type": "Ready",
-                "status": "True",
-                "reason": "KubeletReady",
-                "message": "kubelet is posting ready status",
-                "lastHeartbeatTime": now,
-                "lastTransitionTime": now,
-            }
-        ]
-        node: Obj = {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": name, "labels": lab, "annotations": {"node.alpha.kubernetes.io/ttl": "0"}},
-            "spec": {},
-            "status": {
-                "capacity": res,
-                "allocatable": dict(res),
-                "conditions": conds,
-                "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}],
-                "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-                "nodeInfo": {
-                    "machineID": uuid.uuid5(uuid.NAMESPACE_DNS, name).hex,
-                    "systemUUID": str(uuid.uuid5(uuid.NAMESPACE_DNS, name)),
-                    "bootID": str(uuid.uuid4()),
-                    "kernelVersion": os.uname().release,
-                    "osImage": "kubedl-py simulated node",
-                    "containerRuntimeVersion": "simulated://1.0",
-                    "kubeletVersion": "v1.34.0",
-                    "kubeProxyVersion": "",
-                    "operatingSystem": "linux",
-                    "architecture": "amd64",
-                },
-            },
-        }
-        rt = self.registry.resource("", "nodes")
-        old = self.store.get(rt.key, "", name)
-        if old is None:
-            created = self.registry.create(rt, "", node)
-        else:  # restart with --data-dir: the node comes back ready, with today's resources
-            new = dict(old, status=node["status"])
-            new["metadata"] = dict(old["metadata"], labels=lab, resourceVersion=str(self.store.next_rv()))
-            spec = dict(old.get("spec") or {})
-            spec.pop("taints", None)
-            new["spec"] = spec
-            self.store.put(rt.key, new, old)
-            created = new
-        lease_rt = self.registry.resource("coordination.k8s.io", "leases")
-        if self.store.get(lease_rt.key, "kube-node-lease", name) is None:
-            self.registry.create(
-                lease_rt,
-                "kube-node-lease",
-                {
-                    "metadata": {
-                        "name": name,
-                        "ownerReferences": [
-                            {"apiVersion": "v1", "kind": "Node", "name": name, "uid": created["metadata"]["uid"]}
-                        ],
-                    },
-                    "spec": {
-                        "holderIdentity": name,
-                        "leaseDurationSeconds": 40,
-                        "renewTime": now.replace("Z", ".000000Z"),
-                    },
-                },
-            )
-        return created
+        return NodeSpec(
+            name=name,
+            ip=ip,
+            capacity=res,
+            labels=lab,
+            os_image=f"kubedl-py {self.runtime} node",
+            runtime_version="process://1.0" if self.runtime == "process" else "simulated://1.0",
+        )
 
     # ---- public accessors ---------------------------------------------------------------------------------
 
@@ -434,40 +405,62 @@ class LocalCluster:
 
     # ---- test hooks ---------------------------------------------------------------------------------------
 
-    def evict_pod(self, namespace: str, name: str, message: str = "The node was low on resource: memory. ") -> Obj:
-        """Evict like the kubelet under node pressure: phase Failed, reason Evicted (the pod object stays)."""
-        return self.kubelets.evict(namespace, name, message)
+    def _require_agent(self) -> NodeAgent:
+        if self.agent is None:
+            raise ValueError("this cluster runs no node agents (kubelets=False)")
+        return self.agent
 
-    def lose_node(self, name: str, status: str = "Unknown") -> None:
-        """The node stops reporting (Ready=Unknown) or turns NotReady (``status="False"``); see nodelifecycle."""
+    async def evict_pod(
+        self, namespace: str, name: str, message: str = "The node was low on resource: memory. "
+    ) -> Obj:
+        """Evict like the kubelet under node pressure: phase Failed, reason Evicted (the pod object stays).
+        Returns the pod as written."""
+        return await self._require_agent().evict(namespace, name, message)
+
+    async def lose_node(self, name: str, status: str = "Unknown") -> None:
+        """The node's agent stops heartbeating and acting; the node lifecycle then marks it Ready=Unknown
+        (or NotReady with ``status="False"``), taints it and evicts its pods; see nodelifecycle."""
         if status not in ("Unknown", "False"):
             raise ValueError("status must be 'Unknown' or 'False'")
+        await self._require_agent().freeze(name)
         self.node_lifecycle.lose(name, status)
 
-    def restore_node(self, name: str) -> None:
-        """The node's kubelet is back: Ready=True, taints removed, its pods resume (terminating ones finish)."""
+    async def restore_node(self, name: str) -> None:
+        """The node's agent is back: Ready=True, taints removed, its pods resume (terminating ones finish)."""
         self.node_lifecycle.restore(name)
+        await self._require_agent().thaw(name)
 
-    def remove_node(self, name: str) -> None:
-        """Delete the node object; its pods are force-deleted by the pod garbage collector."""
+    async def remove_node(self, name: str) -> None:
+        """The node's machine is gone: its agent stops, the Node object is deleted, the pod garbage
+        collector force-deletes its pods."""
+        agent = self._require_agent()
+        if agent.manages(name):
+            await agent.remove_node(name)
         self.node_lifecycle.remove(name)
+        self.node_ips.pop(name, None)
 
-    def add_node(self, resources: Mapping[str, str] | None = None, labels: Mapping[str, str] | None = None) -> str:
+    async def add_node(
+        self, resources: Mapping[str, str] | None = None, labels: Mapping[str, str] | None = None
+    ) -> str:
+        """A new simulated node registers itself; returns its name once the Node exists."""
         if self.runtime == "process":
             raise ValueError("the process runtime runs exactly 1 node")
         i = len(self.node_ips)
         while node_name(i) in self.node_ips:
             i += 1
-        name = node_name(i)
-        self.nodes = max(self.nodes, 2)
-        self._ensure_node(name, i, resources, labels)
-        return name
+        spec = self._node_spec(i, resources, labels)
+        self.node_ips[spec.name] = spec.ip
+        await self._require_agent().add_node(spec)
+        return spec.name
 
     def container_pid(self, namespace: str, pod: str, container: str) -> int | None:
         """PID of a running container's process (process runtime; tests SIGKILL it to play a crash)."""
-        if not isinstance(self.kubelets, ProcessKubelet):
+        agent = self._require_agent()
+        pid = getattr(agent.runtime, "container_pid", None)
+        if pid is None:
             raise ValueError("container_pid needs the process runtime")
-        return self.kubelets.container_pid(namespace, pod, container)
+        result: int | None = pid(namespace, pod, container)
+        return result
 
     def expire_watch_history(self, resource: str | None = None, group: str = "") -> None:
         """Forget watch history: watches resuming from an older resourceVersion get 410 Expired."""

@@ -70,6 +70,8 @@ def _resources(rts: list[ResourceType]) -> list[Obj]:
                 sub_entry.update(kind="Binding", verbs=["create"])
             elif sub == "eviction":
                 sub_entry.update(kind="Eviction", group="policy", version="v1", verbs=["create"])
+            elif sub == "token":
+                sub_entry.update(kind="TokenRequest", group="authentication.k8s.io", version="v1", verbs=["create"])
             elif sub == "finalize":
                 sub_entry.update(verbs=["update"])
             elif sub == "scale":

@@ -18,8 +18,6 @@ from typing import Any
 
 from . import events
 from .errors import ApiError
-from .kubelet import Kubelets
-from .kubelet_process import ProcessKubelet
 from .patch import deepcopy_json
 from .registry import Registry, now_iso
 from .scheduler import tolerates
@@ -34,12 +32,25 @@ NOT_READY = "node.kubernetes.io/not-ready"
 
 
 class NodeLifecycle:
-    def __init__(self, registry: Registry, kubelets: Kubelets | ProcessKubelet) -> None:
+    def __init__(self, registry: Registry) -> None:
         self.registry = registry
         self.store = registry.store
-        self.kubelets = kubelets
         self.timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self.store.listeners.append(self._on_event)
+        self._clear_stale_taints()
+
+    def _clear_stale_taints(self) -> None:
+        """A restart (``data_dir``) starts the controller afresh: nodes lost before it are judged anew."""
+        for node in list(self.store.iter(NODES)):
+            taints = (node.get("spec") or {}).get("taints") or []
+            kept = [t for t in taints if t.get("key") not in (UNREACHABLE, NOT_READY)]
+            if len(kept) != len(taints):
+                new = deepcopy_json(node)
+                if kept:
+                    new["spec"]["taints"] = kept
+                else:
+                    new["spec"].pop("taints", None)
+                self._put_node(node, new)
 
     def stop(self) -> None:
         for t in self.timers.values():
@@ -59,7 +70,6 @@ class NodeLifecycle:
     def lose(self, name: str, status: str = "Unknown") -> None:
         """The node's kubelet stops reporting (``Unknown``) or reports not ready (``False``)."""
         node = self._node(name)
-        self.kubelets.freeze(name)
         new = deepcopy_json(node)
         now = now_iso()
         for c in new["status"].get("conditions") or []:
@@ -100,19 +110,13 @@ class NodeLifecycle:
             self._plan_eviction(pod, {"key": key, "effect": "NoExecute"})
 
     def restore(self, name: str) -> None:
+        """The node's kubelet is back (its agent posts Ready=True itself): lift the taints, stop evicting."""
         node = self._node(name)
         new = deepcopy_json(node)
         now = now_iso()
         for c in new["status"].get("conditions") or []:
-            if c.get("type") == "Ready":
-                c.update(
-                    status="True",
-                    reason="KubeletReady",
-                    message="kubelet is posting ready status",
-                    lastTransitionTime=now,
-                )
-            else:
-                c.update(status="False", reason=f"KubeletHasNo{c.get('type')}", lastTransitionTime=now)
+            if c.get("status") == "Unknown":
+                c.update(lastTransitionTime=now)
         new["spec"]["taints"] = [
             t for t in new["spec"].get("taints") or [] if t.get("key") not in (UNREACHABLE, NOT_READY)
         ]
@@ -123,7 +127,6 @@ class NodeLifecycle:
             pod = self.store.get(PODS, *key)
             if pod is None or (pod.get("spec") or {}).get("nodeName") == name:
                 self.timers.pop(key).cancel()
-        self.kubelets.thaw(name)
 
     def remove(self, name: str) -> None:
         """Delete the node object; the pod garbage collector then force-deletes its pods."""

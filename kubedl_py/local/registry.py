@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from . import admission, schema
+from . import admission, schema, serviceaccounts
 from .errors import (
     ApiError,
     FieldError,
@@ -267,6 +267,8 @@ class Registry:
         if rt.has_status and rt.key != ("", "nodes"):
             obj.pop("status", None)
         self._default(rt, obj, strict)
+        if rt.key == ("", "pods"):
+            serviceaccounts.admit_pod(self.store, obj)  # the ServiceAccount admission plugin's volume
         self._validate(rt, obj, None)
         self._size_check(obj)
         if rt.key == ("", "services"):

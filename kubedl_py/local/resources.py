@@ -93,7 +93,7 @@ def builtin_types() -> list[ResourceType]:
         _core("Event", "events", True, short_names=["ev"]),
         _core("ConfigMap", "configmaps", True, short_names=["cm"]),
         _core("Secret", "secrets", True),
-        _core("ServiceAccount", "serviceaccounts", True, short_names=["sa"]),
+        _core("ServiceAccount", "serviceaccounts", True, short_names=["sa"], subresources=["token"]),
         _core("Node", "nodes", False, short_names=["no"], subresources=["status"]),
         ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
         ResourceType(

@@ -22,7 +22,8 @@ async def cluster() -> AsyncIterator[Any]:
     local_cluster = getattr(local, "LocalCluster", None)
     if local_cluster is None:
         pytest.skip("the embedded cluster (kubedl_py.local.LocalCluster) is not available yet")
-    async with local_cluster(nodes=1, runtime="simulated") as running:
+    # No kube-root-ca.crt: these tests count the ConfigMaps of a namespace.
+    async with local_cluster(nodes=1, runtime="simulated", publish_root_ca=False) as running:
         yield running
 
 

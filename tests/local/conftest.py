@@ -70,7 +70,8 @@ class Http:
 
 @pytest.fixture
 async def cluster() -> AsyncIterator[LocalCluster]:
-    async with LocalCluster(nodes=1, bookmark_interval=0.2, toleration_seconds=1) as c:
+    # No kube-root-ca.crt: these tests count the ConfigMaps of a namespace.
+    async with LocalCluster(nodes=1, bookmark_interval=0.2, toleration_seconds=1, publish_root_ca=False) as c:
         yield c
 
 

@@ -24,13 +24,13 @@ async def test_kubeconfig_and_configuration(cluster: LocalCluster) -> None:
     assert cluster.configuration.host == cluster.url
 
 
-async def test_system_objects(http: Http) -> None:
+async def test_system_objects(cluster: LocalCluster, http: Http) -> None:
     names = [n["metadata"]["name"] for n in (await http.get("/api/v1/namespaces")).body["items"]]
     assert {"default", "kube-system", "kube-public", "kube-node-lease"} <= set(names)
     svc = (await http.get("/api/v1/namespaces/default/services/kubernetes")).body
     assert svc["spec"]["clusterIP"] == "127.1.0.1"
     node = (await http.get("/api/v1/nodes/local-node-0")).body
-    assert node["status"]["addresses"][0] == {"type": "InternalIP", "address": "127.0.0.1"}
+    assert node["status"]["addresses"][0] == {"type": "InternalIP", "address": cluster.node_ips["local-node-0"]}
     assert {"cpu", "memory", "pods"} <= set(node["status"]["allocatable"])
     assert (await http.get("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/local-node-0")).status == 200
 

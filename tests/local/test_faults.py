@@ -67,7 +67,8 @@ async def test_cut_watch_after_seconds(cluster: LocalCluster, http: Http) -> Non
 
 
 async def test_force_410_on_watch_resumption(cluster: LocalCluster, http: Http) -> None:
-    cluster.faults.expire_watches(resource="pods", times=1)
+    # Only this namespace's watches: the node agent's cluster-wide pod watch must not take the fault.
+    cluster.faults.expire_watches(resource="pods", namespace="default", times=1)
     await http.post("/api/v1/namespaces/default/pods", pod("x"))
     async with client.ApiClient(cluster.configuration) as api:
         core = client.CoreV1Api(api)

@@ -19,8 +19,9 @@ import pytest
 
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import NotFound
-from kubedl_py.kube.resources import EVENTS, PODS, SERVICES
+from kubedl_py.kube.resources import CONFIGMAPS, EVENTS, PODS, SERVICES
 from kubedl_py.local import LocalCluster
+from kubedl_py.local.node import primary_ipv4
 
 from .conftest import eventually
 
@@ -70,7 +71,7 @@ async def phase_of(kube: KubeClient, name: str, *phases: str) -> dict[str, Any] 
     return p if (p.get("status") or {}).get("phase") in phases else None
 
 
-async def test_env_downward_api_and_var_expansion(kube: KubeClient) -> None:
+async def test_env_downward_api_and_var_expansion(kube: KubeClient, cluster: LocalCluster) -> None:
     env = [
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "POD_NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
@@ -90,9 +91,11 @@ async def test_env_downward_api_and_var_expansion(kube: KubeClient) -> None:
     assert done["status"]["phase"] == "Succeeded"
     term = done["status"]["containerStatuses"][0]["state"]["terminated"]
     assert (term["exitCode"], term["reason"]) == (0, "Completed")
-    assert done["status"]["podIP"] == done["status"]["hostIP"] == "127.0.0.1"
+    # The node IP is the host's primary address (a real API server refuses loopback endpoints).
+    node_ip = cluster.node_ips["local-node-0"]
+    assert done["status"]["podIP"] == done["status"]["hostIP"] == node_ip == primary_ipv4()
     log = await kube.read_log("envpod", namespace=NS)
-    assert log == "envpod default 127.0.0.1 local-node-0 hi-envpod hi-envpod /tmp\n"
+    assert log == f"envpod default {node_ip} local-node-0 hi-envpod hi-envpod /tmp\n"
 
 
 async def test_exit_codes_restarts_and_previous_logs(kube: KubeClient) -> None:
@@ -171,7 +174,7 @@ async def test_service_proxy_and_hosts_follow_the_target_port(kube: KubeClient, 
     server = (
         f'{sys.executable} -c "import socket,threading,sys\n'
         "def s(p):\n"
-        " l=socket.create_server(('127.0.0.1',p))\n"
+        " l=socket.create_server(('',p))\n"
         " while True:\n"
         "  c,_=l.accept(); c.sendall(str(p).encode()); c.close()\n"
         f'[threading.Thread(target=s,args=(p,)).start() for p in ({ports[0]},{ports[1]})]"'
@@ -221,3 +224,66 @@ async def test_pod_network_pod_without_a_network_fails_clearly(cluster: LocalClu
         assert failed["status"]["reason"] == "PodNetworkUnavailable"
         assert failed["status"]["message"]
         assert await other_kube.list(EVENTS, namespace=NS, field_selector="reason=FailedCreatePodSandBox")
+
+
+async def test_volumes_projected_token_configmap_downward_api_and_empty_dir(
+    kube: KubeClient, cluster: LocalCluster
+) -> None:
+    cm = {"metadata": {"name": "settings"}, "data": {"mode": "fast", "other": "x"}}
+    await kube.create(CONFIGMAPS, cm, namespace=NS)
+    sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount"
+    script = (
+        f"cat {sa_dir}/namespace; echo; head -c 20 {sa_dir}/token | cut -c1-2; grep -c BEGIN {sa_dir}/ca.crt; "
+        "cat /etc/settings/renamed; echo; stat -c %a /etc/settings/..data/renamed; ls /etc/settings; "
+        "cat /etc/info/labels; echo; echo shared > /scratch/f; cat /scratch/f"
+    )
+    spec = pod(
+        "vols",
+        script,
+        hostNetwork=True,
+        restartPolicy="Never",
+        volumes=[
+            {
+                "name": "cfg",
+                "configMap": {"name": "settings", "items": [{"key": "mode", "path": "renamed"}], "defaultMode": 0o600},
+            },
+            {
+                "name": "info",
+                "downwardAPI": {"items": [{"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]},
+            },
+            {"name": "scratch", "emptyDir": {}},
+        ],
+        container={
+            "volumeMounts": [
+                {"name": "cfg", "mountPath": "/etc/settings", "readOnly": True},
+                {"name": "info", "mountPath": "/etc/info"},
+                {"name": "scratch", "mountPath": "/scratch"},
+            ]
+        },
+    )
+    await kube.create(PODS, spec, namespace=NS)
+    done = await eventually(lambda: phase_of(kube, "vols", "Succeeded", "Failed"), timeout=SLOW)
+    log = await kube.read_log("vols", namespace=NS)
+    assert done["status"]["phase"] == "Succeeded", log
+    assert log.splitlines() == ["default", "ey", "1", "fast", "600", "renamed", 'app="vols"', "shared"], log
+    # The pod's own view only: nothing was mounted on the host.
+    assert not os.path.exists("/etc/settings/renamed")  # noqa: ASYNC240 - one stat in a test
+
+
+async def test_in_cluster_files_are_refreshed_from_a_config_map_change(kube: KubeClient) -> None:
+    await kube.create(CONFIGMAPS, {"metadata": {"name": "live"}, "data": {"v": "one"}}, namespace=NS)
+    script = "while ! grep -q two /cfg/v; do sleep 0.05; done; cat /cfg/v"
+    spec = pod(
+        "watcher",
+        script,
+        hostNetwork=True,
+        restartPolicy="Never",
+        volumes=[{"name": "c", "configMap": {"name": "live"}}],
+        container={"volumeMounts": [{"name": "c", "mountPath": "/cfg"}]},
+    )
+    await kube.create(PODS, spec, namespace=NS)
+    await eventually(lambda: phase_of(kube, "watcher", "Running"), timeout=SLOW)
+    await kube.patch(CONFIGMAPS, "live", {"data": {"v": "two"}}, namespace=NS)
+    done = await eventually(lambda: phase_of(kube, "watcher", "Succeeded", "Failed"), timeout=SLOW)
+    assert done["status"]["phase"] == "Succeeded"
+    assert await kube.read_log("watcher", namespace=NS) == "two\n"

@@ -3,6 +3,7 @@ kubelet (status, IPs, exit codes, restart policies, logs, eviction, node loss)."
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import aiohttp
@@ -33,7 +34,10 @@ async def test_running_status_fields(http: Http) -> None:
     await http.post(PODS, pod("r", initContainers=[{"name": "init", "image": "busybox"}]))
     p = await eventually(phase_is(http, "r", "Running"))
     st = p["status"]
-    assert st["hostIP"] == "127.0.0.1" and st["podIP"].startswith("127.2.") and st["startTime"]
+    node = (await http.get("/api/v1/nodes/local-node-0")).body
+    node_ip = next(a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP")
+    assert st["hostIP"] == node_ip and st["podIP"].startswith("198.19.") and st["startTime"]
+    assert not node_ip.startswith("127.") or os.geteuid() != 0  # root: RFC 2544 addresses, not loopback
     assert {c["type"]: c["status"] for c in st["conditions"]} == {
         "PodReadyToStartContainers": "True",
         "Initialized": "True",
@@ -47,7 +51,7 @@ async def test_running_status_fields(http: Http) -> None:
     hn = pod("hn", hostNetwork=True)
     await http.post(PODS, hn)
     p2 = await eventually(phase_is(http, "hn", "Running"))
-    assert p2["status"]["podIP"] == p2["status"]["hostIP"] == "127.0.0.1"
+    assert p2["status"]["podIP"] == p2["status"]["hostIP"] == node_ip
     await http.post(PODS, pod("r2"))
     p3 = await eventually(phase_is(http, "r2", "Running"))
     assert p3["status"]["podIP"] != st["podIP"]
@@ -142,7 +146,7 @@ async def test_scheduler_resources_selectors_and_host_ports() -> None:
         await http.post(PODS, res("rdma", **{"rdma/hca": "1"}))
         p = await eventually(phase_is(http, "rdma", "Running"))
         assert p["spec"]["nodeName"] == "local-node-0"
-        assert p["status"]["hostIP"] == "127.0.10.1"
+        assert p["status"]["hostIP"] == c.node_ips["local-node-0"]
         await http.post(PODS, res("rdma2", **{"rdma/hca": "1"}))
 
         async def unschedulable() -> dict[str, Any] | None:
@@ -174,7 +178,7 @@ async def test_scheduler_resources_selectors_and_host_ports() -> None:
         assert nodes == {"local-node-0", "local-node-1"}  # never two on one node
         p = await get_pod(http, "hp0")
         assert p["spec"]["containers"][0]["ports"][0]["hostPort"] == 23456
-        assert p["status"]["podIP"] in ("127.0.10.1", "127.0.10.2")
+        assert p["status"]["podIP"] in (c.node_ips["local-node-0"], c.node_ips["local-node-1"])
         third = await get_pod(http, "hp2")
         assert "nodeName" not in third["spec"]
         await http.post(PODS, res("cpu", cpu="5"))
@@ -192,7 +196,8 @@ async def test_scheduler_resources_selectors_and_host_ports() -> None:
 async def test_evict_pod_like_kubelet(cluster: LocalCluster, http: Http) -> None:
     await http.post(PODS, pod("e"))
     await eventually(phase_is(http, "e", "Running"))
-    cluster.evict_pod("default", "e")
+    written = await cluster.evict_pod("default", "e")
+    assert written["status"]["reason"] == "Evicted"
     p = await get_pod(http, "e")
     assert (p["status"]["phase"], p["status"]["reason"]) == ("Failed", "Evicted")
     assert p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137
@@ -211,7 +216,7 @@ async def test_eviction_subresource(http: Http) -> None:
 async def test_lose_node_taints_and_evicts_after_toleration(cluster: LocalCluster, http: Http) -> None:
     await http.post(PODS, pod("n"))
     await eventually(phase_is(http, "n", "Running"))
-    cluster.lose_node("local-node-0")
+    await cluster.lose_node("local-node-0")
     node = (await http.get("/api/v1/nodes/local-node-0")).body
     ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "Unknown"
@@ -234,7 +239,7 @@ async def test_lose_node_taints_and_evicts_after_toleration(cluster: LocalCluste
     assert "nodeName" not in after["spec"]  # ... and nothing new lands on the tainted node
     p = await get_pod(http, "n")
     assert p["status"]["phase"] == "Running"  # the kubelet is gone: stuck Terminating as in Kubernetes
-    cluster.restore_node("local-node-0")
+    await cluster.restore_node("local-node-0")
     await eventually(lambda: _gone(http, "n"))
     await eventually(phase_is(http, "after", "Running"))
 
@@ -242,8 +247,8 @@ async def test_lose_node_taints_and_evicts_after_toleration(cluster: LocalCluste
 async def test_remove_node_force_deletes_its_pods(cluster: LocalCluster, http: Http) -> None:
     await http.post(PODS, pod("rm"))
     await eventually(phase_is(http, "rm", "Running"))
-    cluster.lose_node("local-node-0", status="False")
-    cluster.remove_node("local-node-0")
+    await cluster.lose_node("local-node-0", status="False")
+    await cluster.remove_node("local-node-0")
     await eventually(lambda: _gone(http, "rm"))
 
 

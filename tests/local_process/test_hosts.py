@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kubedl_py.local.process import (
+from kubedl_py.local.node.process import (
     ContainerSpec,
     HostsFiles,
     PodIdentity,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kubedl_py.local.process import (
+from kubedl_py.local.node.process import (
     NODE_IP,
     Backend,
     ContainerProcess,
@@ -26,7 +26,7 @@ from kubedl_py.local.process import (
     ServiceInfo,
     ServicePort,
 )
-from kubedl_py.local.process.sandbox import NETNS_DIR
+from kubedl_py.local.node.process.sandbox import NETNS_DIR
 
 from .conftest import free_port, random_cluster_ip, requires_root, wait_until
 
@@ -202,7 +202,7 @@ def _run_as_nobody(hosts: Path) -> None:
     script = f"""
 import asyncio, subprocess
 from pathlib import Path
-from kubedl_py.local.process import PodNetwork, PodNetworkUnavailable, Sandbox, wrap_argv
+from kubedl_py.local.node.process import PodNetwork, PodNetworkUnavailable, Sandbox, wrap_argv
 try:
     asyncio.run(PodNetwork(bridge="kdtnoroot").start())
 except PodNetworkUnavailable as e:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kubedl_py.local.process import Backend, ServicePort, ServiceProxy
+from kubedl_py.local.node.process import Backend, ServicePort, ServiceProxy
 
 from .conftest import free_port, random_cluster_ip
 

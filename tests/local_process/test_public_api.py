@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from kubedl_py.local import process
+from kubedl_py.local.node import process
 
 PACKAGE = Path(process.__file__).parent
 
@@ -19,7 +19,7 @@ def test_public_names() -> None:
         "ServiceProxy", "ServicePort", "Backend", "Resolver", "ProxyStats",
         "HostsFiles", "ServiceRecord", "PodIdentity", "render_hosts", "service_names", "DEFAULT_CLUSTER_DOMAIN",
         "PodNetwork", "PodInterface", "PodNetworkUnavailable", "run_in_netns",
-        "Sandbox", "SandboxUnavailable", "check_mount_sandbox", "is_root", "wrap_argv",
+        "Sandbox", "Mount", "SandboxUnavailable", "check_mount_sandbox", "is_root", "wrap_argv",
     }  # fmt: skip
     assert set(process.__all__) == expected
     assert all(hasattr(process, name) for name in expected)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kubedl_py.local.process import (
+from kubedl_py.local.node.process import (
     ContainerConfigError,
     ContainerSpec,
     ContainerStartError,
@@ -178,7 +178,7 @@ _PARENT = textwrap.dedent(
     """
     import asyncio, sys, uuid
     from pathlib import Path
-    from kubedl_py.local.process import ContainerSpec, PodRef, ProcessRuntime, Sandbox, check_mount_sandbox
+    from kubedl_py.local.node.process import ContainerSpec, PodRef, ProcessRuntime, Sandbox, check_mount_sandbox
 
     async def main():
         state, pidfile = Path(sys.argv[1]), sys.argv[2]

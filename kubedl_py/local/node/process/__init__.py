@@ -9,7 +9,7 @@ proxy), ``node`` (the facade below).
 How the kubelet uses it — everything through one ``ProcessNode``, created on the cluster's event loop and
 kept for the cluster's lifetime (``PR_SET_PDEATHSIG`` is tied to the forking thread)::
 
-    from kubedl_py.local.process import (
+    from kubedl_py.local.node.process import (
         Backend, ContainerSpec, PodRef, ProcessNode, ServiceInfo, ServicePort,
         ContainerConfigError, ContainerStartError, PodNetworkUnavailable,
     )
@@ -81,7 +81,7 @@ from .runner import (
     build_argv,
     expand_vars,
 )
-from .sandbox import Sandbox, SandboxUnavailable, check_mount_sandbox, is_root, wrap_argv
+from .sandbox import Mount, Sandbox, SandboxUnavailable, check_mount_sandbox, is_root, wrap_argv
 
 __all__ = [
     "DEFAULT_CLUSTER_DOMAIN",
@@ -94,6 +94,7 @@ __all__ = [
     "ContainerStartError",
     "HostsFiles",
     "LogLine",
+    "Mount",
     "PodIdentity",
     "PodInterface",
     "PodNetwork",

@@ -25,7 +25,7 @@ from .sandbox import Sandbox, SandboxUnavailable, check_mount_sandbox, is_root
 
 log = logging.getLogger(__name__)
 
-#: The single node's IP: host-network pods' ``status.podIP``/``hostIP``.
+#: The default node IP (host-network pods' ``status.podIP``/``hostIP``); the agent passes the host's own.
 NODE_IP = "127.0.0.1"
 
 
@@ -78,8 +78,10 @@ class ProcessNode:
         pod_cidr: str = "10.244.0.0/16",
         bridge: str = "kubedl0",
         hosts_sandbox: bool = True,
+        node_ip: str = NODE_IP,
     ) -> None:
         self.state_dir = Path(state_dir)
+        self.node_ip = node_ip
         self.runtime = ProcessRuntime(self.state_dir, base_env=base_env)
         self.hosts = HostsFiles(self.state_dir / "hosts", cluster_domain=cluster_domain)
         self.proxy = ServiceProxy(resolver)
@@ -129,14 +131,14 @@ class ProcessNode:
     async def create_pod_sandbox(
         self, pod: PodRef, *, host_network: bool, hostname: str | None = None, subdomain: str | None = None
     ) -> PodSandbox:
-        """Set up the pod's network and hosts file. Host network: IP ``NODE_IP``, the node's hostname.
+        """Set up the pod's network and hosts file. Host network: the node IP, the node's hostname.
         Pod network (root only): own netns and IP, hostname = ``hostname`` or the pod name."""
         existing = self._sandboxes.get(pod.uid)
         if existing is not None:
             return existing
         iface: PodInterface | None = None
         if host_network:
-            ip, name = NODE_IP, socket.gethostname()
+            ip, name = self.node_ip, socket.gethostname()
         else:
             iface = await (await self._pod_network()).create_pod(pod.uid)
             ip, name = iface.ip, hostname or pod.name

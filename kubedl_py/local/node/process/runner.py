@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import ctypes
 import ctypes.util
+import dataclasses
 import datetime as dt
 import functools
 import logging
@@ -48,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from .logs import ContainerLog, pump_stream
-from .sandbox import Sandbox, wrap_argv
+from .sandbox import Mount, Sandbox, wrap_argv
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,7 @@ class ContainerSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     working_dir: str | None = None
     image: str | None = None  # ignored: there is no image to run
+    mounts: tuple[Mount, ...] = ()  # volumes, bind-mounted in the container's private mount namespace
 
 
 def _now() -> dt.datetime:
@@ -392,6 +394,8 @@ class ProcessRuntime:
         if sandbox is not None and sandbox.hostname is not None:
             env.setdefault("HOSTNAME", sandbox.hostname)  # container runtimes set it to the pod's hostname
         argv = build_argv(spec, env)
+        if spec.mounts:
+            sandbox = dataclasses.replace(sandbox or Sandbox(), mounts=tuple(spec.mounts))
         cwd = spec.working_dir or self.default_working_dir
         container_id = f"process://{uuid.uuid4().hex}"
         started_at = _now()

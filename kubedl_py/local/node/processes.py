@@ -1,24 +1,28 @@
-"""The process kubelet: runs a bound pod's containers as real local processes (``runtime="process"``).
+"""The process runtime: a bound pod's containers run as real local processes (``runtime="process"``).
 
 Why it exists: the README's first command must train for real, so pods must run their ``command``/``args``,
-reach each other through Services by name, and fail over with the exit codes a real runtime reports. This is
-the kubelet half; the OS half (processes, logs, per-pod hosts files, pod netns, the userspace Service proxy)
-is :mod:`kubedl_py.local.process`, used through one :class:`ProcessNode` in the shape of the CRI.
+reach each other through Services by name, read their volumes, and fail over with the exit codes a real
+runtime reports. This is the kubelet half, plugged into the :class:`~.agent.NodeAgent` core (which talks
+to the API server); the OS half (processes, logs, per-pod hosts files, pod netns, the userspace Service
+proxy) is :mod:`.process`, used through one :class:`ProcessNode` in the shape of the CRI, and volumes are
+:mod:`.volumes`.
 
 Organised like the real kubelet:
 
-- one *pod worker* per pod (``PodWorker``), owning its sandbox, its containers and the pod's status;
+- one *pod worker* per pod (``PodWorker``), owning its sandbox, volumes, containers and the pod's status;
 - a *container loop* per container: start (env with downward API and ``$(VAR)`` expansion), wait, report
   ``terminated``, apply ``restartPolicy`` with a doubling back-off (``CrashLoopBackOff`` meanwhile);
 - deletion: SIGTERM to every container, wait ``deletionGracePeriodSeconds``, SIGKILL, report the final
-  status, tear down the sandbox, then confirm the deletion (grace 0), as the kubelet does;
-- the kube-proxy and cluster-DNS roles: the Service set is pushed to ``ProcessNode.set_services`` whenever
-  Services (or headless endpoints) change; the proxy resolves a Service port to ready endpoints per new
-  connection from the ``Endpoints`` objects, so a re-pointed ``targetPort`` affects the next connection.
+  status, tear down the sandbox, then the agent confirms the deletion (grace 0), as the kubelet does;
+- the kube-proxy and cluster-DNS roles: Services and Endpoints come from informers (list + watch, like
+  every other API object this runtime reads: ConfigMaps, Secrets); the Service set is pushed to
+  ``ProcessNode.set_services`` whenever they change, and the proxy resolves a Service port to ready
+  endpoints per new connection, so a re-pointed ``targetPort`` affects the next connection. The
+  ``default/kubernetes`` Service is answered by forwarding to the API server address the agent was given:
+  a real API server cannot put a loopback address in its Endpoints.
 
-One node only: host-network pods bind on the node IP 127.0.0.1 and a second process node on the same host
-would share that port space while the scheduler believed otherwise. ``LocalCluster`` refuses ``nodes > 1``
-with this runtime (see docs/local-cluster.md).
+One node only: host-network pods bind on the node IP (the host's primary address) and a second process node
+on the same host would share that port space while the scheduler believed otherwise.
 """
 
 from __future__ import annotations
@@ -27,24 +31,30 @@ import asyncio
 import base64
 import contextlib
 import logging
-import os
 import random
-import sys
+import socket
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
-from . import events
-from .errors import ApiError
-from .kubelet import _conditions
-from .podlogs import PodLogs
+from kubedl_py.kube.client import KubeClient
+from kubedl_py.kube.informer import Handler, Informer
+from kubedl_py.kube.resources import CONFIGMAPS, SERVICES, Resource
+
+from .agent import Runtime, now_iso
+from .env import EnvError, field_ref, process_base_env, resource_field, service_link_env
+from .logs import LogEntry, LogError, LogStream
 from .process import (
     Backend,
     ContainerConfigError,
+    ContainerLog,
     ContainerProcess,
     ContainerSpec,
     ContainerStartError,
+    Mount,
     PodNetworkUnavailable,
     PodRef,
     PodSandbox,
@@ -55,85 +65,23 @@ from .process import (
     TerminatedState,
     expand_vars,
 )
-from .registry import Registry, iso_at
-from .store import Event, Obj
+from .status import pod_conditions
+from .volumes import VolumeError, VolumeManager
 
 log = logging.getLogger(__name__)
 
-PODS = ("", "pods")
-SERVICES = ("", "services")
-ENDPOINTS = ("", "endpoints")
-CONFIGMAPS = ("", "configmaps")
-SECRETS = ("", "secrets")
+Obj = dict[str, Any]
+ENDPOINTS = Resource("", "v1", "endpoints", "Endpoints")
+SECRETS = Resource("", "v1", "secrets", "Secret")
+NAMESPACE_INDEX = "namespace"
 
 
-class EnvError(ValueError):
-    """A container's env cannot be built (missing ConfigMap key, bad fieldRef): CreateContainerConfigError."""
+def iso_at(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
-def _process_base_env() -> dict[str, str]:
-    """What the "image" provides: the cluster's environment, with its own Python first on PATH.
-
-    Why: ``command: ["python", ...]`` should find the interpreter ``local up`` runs under (the venv with
-    torch), even when the venv is not activated in the shell that started it.
-    """
-    env = dict(os.environ)
-    bindir = str(Path(sys.executable).parent)
-    parts = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if p and p != bindir]
-    env["PATH"] = os.pathsep.join([bindir, *parts])
-    env.pop("KUBECONFIG", None)  # a pod has no kubeconfig of the user's
-    return env
-
-
-def field_ref(pod: Obj, path: str, *, pod_ip: str, host_ip: str) -> str:
-    """The downward API (``valueFrom.fieldRef.fieldPath``) for the fields the kubelet supports."""
-    md = pod.get("metadata") or {}
-    spec = pod.get("spec") or {}
-    simple = {
-        "metadata.name": md.get("name", ""),
-        "metadata.namespace": md.get("namespace", ""),
-        "metadata.uid": md.get("uid", ""),
-        "spec.nodeName": spec.get("nodeName", ""),
-        "spec.serviceAccountName": spec.get("serviceAccountName", "default"),
-        "status.hostIP": host_ip,
-        "status.hostIPs": host_ip,
-        "status.podIP": pod_ip,
-        "status.podIPs": pod_ip,
-    }
-    if path in simple:
-        return str(simple[path])
-    for prefix, key in (("metadata.labels", "labels"), ("metadata.annotations", "annotations")):
-        if path.startswith(prefix + "['") and path.endswith("']"):
-            return str((md.get(key) or {}).get(path[len(prefix) + 2 : -2], ""))
-    raise EnvError(f"unsupported fieldPath {path!r}")
-
-
-def service_link_env(services: list[Obj]) -> dict[str, str]:
-    """Docker-link style variables of the namespace's Services (``enableServiceLinks``, on by default)."""
-    env: dict[str, str] = {}
-    for svc in services:
-        spec = svc.get("spec") or {}
-        ip = spec.get("clusterIP")
-        ports = spec.get("ports") or []
-        if not ip or ip == "None" or not ports:
-            continue
-        prefix = svc["metadata"]["name"].upper().replace("-", "_")
-        env[f"{prefix}_SERVICE_HOST"] = ip
-        env[f"{prefix}_SERVICE_PORT"] = str(ports[0]["port"])
-        for p in ports:
-            if p.get("name"):
-                env[f"{prefix}_SERVICE_PORT_{p['name'].upper().replace('-', '_')}"] = str(p["port"])
-        first = ports[0]
-        proto = first.get("protocol", "TCP")
-        env[f"{prefix}_PORT"] = f"{proto.lower()}://{ip}:{first['port']}"
-        for p in ports:
-            pr = p.get("protocol", "TCP")
-            base = f"{prefix}_PORT_{p['port']}_{pr}"
-            env[base] = f"{pr.lower()}://{ip}:{p['port']}"
-            env[f"{base}_PROTO"] = pr.lower()
-            env[f"{base}_PORT"] = str(p["port"])
-            env[f"{base}_ADDR"] = ip
-    return env
+def _by_namespace(obj: Any) -> list[str]:
+    return [str((obj.get("metadata") or {}).get("namespace", ""))]
 
 
 @dataclass
@@ -142,20 +90,26 @@ class _Container:
     restarts: int = 0
     proc: ContainerProcess | None = None
     status: Obj = field(default_factory=dict)
-    pump: asyncio.Task[None] | None = None
     task: asyncio.Task[TerminatedState | None] | None = None
 
 
 class PodWorker:
     """Runs one pod (one uid) from sandbox creation to confirmed deletion."""
 
-    def __init__(self, kubelet: ProcessKubelet, pod: Obj) -> None:
+    def __init__(self, kubelet: LocalProcessRuntime, pod: Obj) -> None:
         self.kubelet = kubelet
         md = pod["metadata"]
         self.ns: str = md["namespace"]
         self.name: str = md["name"]
         self.uid: str = md["uid"]
         self.ref = PodRef(namespace=self.ns, name=self.name, uid=self.uid)
+        # What the status writer needs to address this pod (namespace, name, uid, node).
+        self.ident: Obj = {
+            "metadata": {"namespace": self.ns, "name": self.name, "uid": self.uid},
+            "spec": {"nodeName": (pod.get("spec") or {}).get("nodeName")},
+        }
+        self.status: Obj = dict(pod.get("status") or {})
+        self.mounts: dict[str, tuple[Mount, ...]] = {}
         self.sandbox: PodSandbox | None = None
         self.containers: dict[str, _Container] = {}
         self.init_statuses: list[Obj] = []
@@ -163,36 +117,27 @@ class PodWorker:
         self.terminal = False
         self.task = asyncio.create_task(self._run(), name=f"pod worker {self.ns}/{self.name}")
 
-    # ---- store access -----------------------------------------------------------------------------------
+    # ---- API access -------------------------------------------------------------------------------------
 
     def _pod(self) -> Obj | None:
-        pod = self.kubelet.store.get(PODS, self.ns, self.name)
+        pod = self.kubelet.agent.pod(self.ns, self.name)
         if pod is None or pod["metadata"].get("uid") != self.uid:
             return None
         return pod
 
-    def _write(self, mutate: Any) -> Obj | None:
-        """Read the latest pod, let ``mutate(status)`` change a copy of its status, write it back."""
-        if self.kubelet.frozen:
-            return None
-        pod = self._pod()
-        if pod is None:
-            return None
-        status = dict(pod.get("status") or {})
+    def _write(self, mutate: Any) -> None:
+        """Let ``mutate(status)`` change a copy of the status we own, and have the agent write it."""
+        status = dict(self.status)
         mutate(status)
-        if status == pod.get("status"):
-            return pod
-        new = dict(pod, status=status)
-        new["metadata"] = dict(pod["metadata"], resourceVersion=str(self.kubelet.store.next_rv()))
-        self.kubelet.store.put(PODS, new, pod)
-        return new
+        if status == self.status:
+            return
+        self.status = status
+        self.kubelet.agent.status.set(self.ident, status)
 
     def _event(self, type_: str, reason: str, message: str) -> None:
         pod = self._pod()
         if pod is not None:
-            events.record(
-                self.kubelet.registry, pod, type_, reason, message, component="kubelet", host=self.kubelet.node_name
-            )
+            self.kubelet.agent.event(pod, type_, reason, message)
 
     def _report(self, phase: str | None = None, extra: Obj | None = None) -> None:
         def mutate(status: Obj) -> None:
@@ -205,7 +150,7 @@ class PodWorker:
                 status["phase"] = phase
             status.update(extra or {})
             ready = bool(statuses) and all(s.get("ready") for s in statuses) and not self.terminal
-            status["conditions"] = _conditions(status, ready=ready, terminal=self.terminal)
+            status["conditions"] = pod_conditions(status, ready=ready, terminal=self.terminal, now=now_iso())
 
         self._write(mutate)
 
@@ -255,10 +200,12 @@ class PodWorker:
             status["containerStatuses"] = [
                 _waiting_status(c, "ContainerCreating", None) for c in spec.get("containers") or []
             ]
-            status["conditions"] = _conditions(status, ready=False)
+            status["conditions"] = pod_conditions(status, ready=False, now=now_iso())
 
         self._write(initial)
         await self.kubelet.services_current()
+        if not await self._setup_volumes(pod):
+            return
         policy = spec.get("restartPolicy", "Always")
         for c in spec.get("initContainers") or []:
             ok = await self._run_init(c, policy)
@@ -283,6 +230,59 @@ class PodWorker:
 
     async def _until_deleted(self) -> None:
         await self.stop_requested.wait()
+
+    async def _setup_volumes(self, pod: Obj) -> bool:
+        """Write the pod's volumes before any container starts; as the kubelet, a volume that cannot be set
+        up yet (a missing ConfigMap) keeps the pod in ContainerCreating with FailedMount events and is
+        retried. False when deletion was requested meanwhile."""
+        delay = 0.2
+        warned = ""
+        while not self.stop_requested.is_set():
+            assert self.sandbox is not None
+            try:
+                self.mounts = await self.kubelet.volumes.setup(pod, self.sandbox.ip)
+                return True
+            except VolumeError as e:
+                if str(e) != warned:
+                    warned = str(e)
+                    self._event("Warning", "FailedMount", f"MountVolume.SetUp failed: {e}")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop_requested.wait(), delay)
+            delay = min(delay * 2, 5.0)
+            pod = self._pod() or pod
+        return False
+
+    async def evict(self, message: str) -> None:
+        """Node-pressure eviction: kill the containers at once, report Failed/Evicted; the pod object stays."""
+        self.stop_requested.set()
+        with contextlib.suppress(Exception):
+            await asyncio.shield(self.task)
+        live = [(ctr, ctr.proc) for ctr in self.containers.values() if ctr.proc is not None]
+        finals = await asyncio.gather(*(proc.stop(0) for _ctr, proc in live))
+        for (ctr, _proc), term in zip(live, finals, strict=True):
+            ctr.status = _terminated_status(ctr.spec, ctr, term)
+            ctr.proc = None
+        if self.sandbox is not None:
+            await self.kubelet.node.remove_pod_sandbox(self.sandbox, grace_seconds=0)
+            self.sandbox = None
+        self.terminal = True
+        self._report("Failed", {"reason": "Evicted", "message": message})
+
+        def disruption(status: Obj) -> None:
+            conds = [c for c in status.get("conditions") or [] if c.get("type") != "DisruptionTarget"]
+            conds.append(
+                {
+                    "type": "DisruptionTarget",
+                    "status": "True",
+                    "reason": "TerminationByKubelet",
+                    "message": message,
+                    "lastProbeTime": None,
+                    "lastTransitionTime": now_iso(),
+                }
+            )
+            status["conditions"] = conds
+
+        self._write(disruption)
 
     async def _run_init(self, c: Obj, policy: str) -> bool:
         """Run one init container to completion (retrying per policy); False when the pod failed or stops."""
@@ -350,6 +350,7 @@ class PodWorker:
                 env=env,
                 working_dir=c.get("workingDir") or None,
                 image=c.get("image"),
+                mounts=self.mounts.get(c["name"], ()),
             )
             proc = await self.kubelet.node.start_container(self.sandbox, spec, restart_count=ctr.restarts)
         except (ContainerConfigError, EnvError) as e:
@@ -363,9 +364,6 @@ class PodWorker:
             self._event("Warning", "Failed", f"Error: {e}")
             return e.terminated
         ctr.proc = proc
-        key = (self.ns, self.name, c["name"])
-        self.kubelet.logs.start(key)
-        ctr.pump = asyncio.create_task(self.kubelet.pump_log(key, proc))
         ctr.status = _running_status(c, ctr, proc)
         if not init:
             self._report("Running" if self._all_started() else None)
@@ -382,7 +380,6 @@ class PodWorker:
             waiter.cancel()
             return None
         term = waiter.result()
-        await ctr.pump
         ctr.proc = None
         return term
 
@@ -401,8 +398,6 @@ class PodWorker:
         live = [(ctr, ctr.proc) for ctr in self.containers.values() if ctr.proc is not None]
         finals = await asyncio.gather(*(proc.stop(grace) for _ctr, proc in live))
         for (ctr, _proc), term in zip(live, finals, strict=True):
-            if ctr.pump is not None:
-                await ctr.pump
             ctr.status = _terminated_status(ctr.spec, ctr, term)
             ctr.proc = None
         for ctr in self.containers.values():
@@ -417,25 +412,16 @@ class PodWorker:
         if self.sandbox is not None:
             await self.kubelet.node.remove_pod_sandbox(self.sandbox, grace_seconds=0)
             self.sandbox = None
-        pod = self._pod()
-        if pod is not None and confirm and not self.kubelet.frozen:
-            if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+        if confirm:
+            if self.status.get("phase") not in ("Succeeded", "Failed"):
                 self.terminal = True
                 codes = [
                     ((c.status.get("state") or {}).get("terminated") or {}).get("exitCode", 1)
                     for c in self.containers.values()
                 ]
                 self._report("Succeeded" if codes and all(code == 0 for code in codes) else "Failed")
-            try:
-                self.kubelet.registry.delete(
-                    self.kubelet.registry.resource("", "pods"),
-                    self.ns,
-                    self.name,
-                    {"gracePeriodSeconds": 0, "preconditions": {"uid": self.uid}},
-                )
-            except ApiError as e:
-                if e.code not in (404, 409):
-                    raise
+            self.kubelet.agent.status.confirm_deletion(self.ident)
+            await self.kubelet.agent.status.flush(self.ns, self.name)
 
     async def kill_now(self) -> None:
         """The pod object is gone (force deletion) or the cluster stops: SIGKILL everything, clean up."""
@@ -446,9 +432,6 @@ class PodWorker:
         for ctr in self.containers.values():
             if ctr.proc is not None:
                 await ctr.proc.stop(0)
-            if ctr.pump is not None:
-                with contextlib.suppress(BaseException):
-                    await ctr.pump
         if self.sandbox is not None:
             await self.kubelet.node.remove_pod_sandbox(self.sandbox, grace_seconds=0)
             self.sandbox = None
@@ -507,35 +490,47 @@ def _backoff_status(c: Obj, ctr: _Container, term: TerminatedState) -> Obj:
     )
 
 
-class ProcessKubelet:
-    """The single node's kubelet for ``runtime="process"``; same surface as the simulated ``Kubelets``."""
+class _FileLog:
+    """A container instance's CRI log file as the kubelet endpoint reads it."""
+
+    def __init__(self, clog: ContainerLog) -> None:
+        self.clog = clog
+
+    def read(self) -> list[LogEntry]:
+        return [LogEntry(line.timestamp, line.text) for line in self.clog.read()]
+
+    async def follow(self, tail: int | None) -> AsyncIterator[LogEntry]:
+        async for line in self.clog.follow(tail_lines=tail):
+            yield LogEntry(line.timestamp, line.text)
+
+
+class LocalProcessRuntime(Runtime):
+    """The runtime of the one process node (``runtime="process"``).
+
+    ``api_server``: where ``default/kubernetes`` is forwarded (host, port); default: the address of the
+    agent's own client. ``state_dir`` keeps container logs, hosts files and volumes.
+    """
+
+    runtime_version = "process://1.0"
 
     def __init__(
         self,
-        registry: Registry,
-        logs: PodLogs,
-        node_ips: dict[str, str],
         *,
         state_dir: Path,
         restart_backoff: float = 0.1,
         max_backoff: float = 2.0,
         bridge: str = "kubedl0",
         pod_cidr: str = "10.244.0.0/16",
+        api_server: tuple[str, int] | None = None,
     ) -> None:
-        if len(node_ips) != 1:
-            raise ValueError("the process runtime runs exactly one node")
-        self.registry = registry
-        self.store = registry.store
-        self.logs = logs
-        self.node_name, self.node_ip = next(iter(node_ips.items()))
+        self.state_dir = Path(state_dir)
         self.restart_backoff = restart_backoff
         self.max_backoff = max_backoff
-        self.node = ProcessNode(
-            state_dir, resolver=self.resolve, base_env=_process_base_env(), bridge=bridge, pod_cidr=pod_cidr
-        )
+        self._bridge = bridge
+        self._pod_cidr = pod_cidr
+        self._api_server = api_server
         self.workers: dict[tuple[str, str], PodWorker] = {}
         self.terminating: dict[str, asyncio.Task[None]] = {}  # uid -> termination in progress
-        self.frozen = False
         self._queue: dict[tuple[str, str], None] = {}
         self._wake = asyncio.Event()
         self._services_dirty = asyncio.Event()
@@ -548,24 +543,67 @@ class ProcessKubelet:
     # ---- lifecycle ----------------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        agent = self.agent
+        if len(agent.nodes) != 1:
+            raise ValueError("the process runtime runs exactly one node")
+        spec = next(iter(agent.nodes.values())).spec
+        self.node_name, self.node_ip = spec.name, spec.ip
+        if self._api_server is None:
+            url = urlparse(agent.client.host)
+            host = url.hostname or "127.0.0.1"
+            port = url.port or (443 if url.scheme == "https" else 80)
+            self._api_server = (socket.gethostbyname(host), port)
+        client: KubeClient = agent.client
+        self.services = Informer(client, SERVICES, indexers={NAMESPACE_INDEX: _by_namespace})
+        self.endpoints = Informer(client, ENDPOINTS)
+        self.configmaps = Informer(client, CONFIGMAPS)
+        self.secrets = Informer(client, SECRETS)
+        services_changed = Handler(
+            on_add=lambda _o: self._services_changed_now(),
+            on_update=lambda _a, _b: self._services_changed_now(),
+            on_delete=lambda _o: self._services_changed_now(),
+        )
+        self.services.add_handler(services_changed)
+        self.endpoints.add_handler(
+            Handler(
+                on_add=self._endpoints_event,
+                on_update=lambda _a, b: self._endpoints_event(b),
+                on_delete=self._endpoints_event,
+            )
+        )
+        for informer, kind in ((self.configmaps, "configmap"), (self.secrets, "secret")):
+            informer.add_handler(
+                Handler(
+                    on_add=lambda o, k=kind: self._object_event(k, o),  # type: ignore[misc]
+                    on_update=lambda _a, b, k=kind: self._object_event(k, b),  # type: ignore[misc]
+                )
+            )
+        self.node = ProcessNode(
+            self.state_dir,
+            resolver=self.resolve,
+            base_env=process_base_env(),
+            bridge=self._bridge,
+            pod_cidr=self._pod_cidr,
+            node_ip=self.node_ip,
+        )
+        self.volumes = VolumeManager(self.state_dir / "pods", client, self._lookup, host_ip=self.node_ip)
         await self.node.start()
         self._started = True
-        self.store.listeners.append(self._on_event)
-        for pod in self.store.iter(PODS):
-            if (pod.get("spec") or {}).get("nodeName") == self.node_name:
-                self._queue[(pod["metadata"]["namespace"], pod["metadata"]["name"])] = None
         self._tasks = [
-            asyncio.create_task(self._run(), name="process-kubelet"),
-            asyncio.create_task(self._sync_services(), name="process-kubelet-services"),
+            asyncio.create_task(i.run(), name=f"process-runtime-{i.resource}")
+            for i in (self.services, self.endpoints, self.configmaps, self.secrets)
         ]
-        self._wake.set()
+        for informer in (self.services, self.endpoints, self.configmaps, self.secrets):
+            await informer.wait_synced()
+        self._tasks += [
+            asyncio.create_task(self._run(), name="process-runtime"),
+            asyncio.create_task(self._sync_services(), name="process-runtime-services"),
+        ]
         self._services_wanted += 1
         self._services_dirty.set()
 
     async def stop(self) -> None:
-        """Kill every pod's processes (the cluster is going away) and release the node."""
-        with contextlib.suppress(ValueError):
-            self.store.listeners.remove(self._on_event)
+        """Kill every pod's processes (the node is going away) and release it."""
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -578,39 +616,47 @@ class ProcessKubelet:
         await asyncio.gather(*(w.kill_now() for w in workers), return_exceptions=True)
         if self._started:
             self._started = False
+            await self.volumes.close()
             await self.node.close(grace_seconds=1.0)
 
-    def freeze(self, node: str) -> None:
-        """The kubelet stops reporting (node lost); its processes keep running, as on a partitioned node."""
-        if node == self.node_name:
-            self.frozen = True
-
     def thaw(self, node: str) -> None:
-        if node != self.node_name:
-            return
-        self.frozen = False
-        for pod in self.store.iter(PODS):
-            if (pod.get("spec") or {}).get("nodeName") == node:
-                self._queue[(pod["metadata"]["namespace"], pod["metadata"]["name"])] = None
         for w in self.workers.values():
             w._report()
-        self._wake.set()
+
+    def node_removed(self, node: str) -> None:
+        workers = list(self.workers.values())
+        self.workers.clear()
+        for w in workers:
+            self.terminating[w.uid] = asyncio.create_task(w.kill_now())
 
     # ---- events -------------------------------------------------------------------------------------------
 
-    def _on_event(self, ev: Event) -> None:
-        if ev.rkey == PODS:
-            md = ev.obj["metadata"]
-            key = (md["namespace"], md["name"])
-            if ev.type == "DELETED":
-                self._forget(key, ev.obj)
-                return
-            if (ev.obj.get("spec") or {}).get("nodeName") == self.node_name:
-                self._queue[key] = None
-                self._wake.set()
-        elif ev.rkey == SERVICES or (ev.rkey == ENDPOINTS and _headless(self.store.get(SERVICES, *_key(ev.obj)))):
-            self._services_wanted += 1
-            self._services_dirty.set()
+    def pod_changed(self, pod: Obj) -> None:
+        md = pod["metadata"]
+        self._queue[(md["namespace"], md["name"])] = None
+        self._wake.set()
+
+    def pod_deleted(self, pod: Obj) -> None:
+        md = pod["metadata"]
+        self._forget((md["namespace"], md["name"]), pod)
+
+    def _services_changed_now(self) -> None:
+        self._services_wanted += 1
+        self._services_dirty.set()
+
+    def _endpoints_event(self, ep: Obj) -> None:
+        if _headless(self.services.get(ep["metadata"]["name"], namespace=ep["metadata"].get("namespace"))):
+            self._services_changed_now()
+
+    def _object_event(self, kind: str, obj: Obj) -> None:
+        md = obj["metadata"]
+        if self._started:
+            self.volumes.object_changed(kind, md.get("namespace", ""), md["name"])
+        # A pod waiting for this object (FailedMount) retries on its own back-off.
+
+    def _lookup(self, kind: str, namespace: str, name: str) -> Obj | None:
+        informer = self.configmaps if kind == "configmap" else self.secrets
+        return informer.get(name, namespace=namespace)
 
     def _forget(self, key: tuple[str, str], obj: Obj) -> None:
         uid = obj["metadata"].get("uid", "")
@@ -626,9 +672,10 @@ class ProcessKubelet:
     def _cleanup(self, uid: str, obj: Obj) -> None:
         self.terminating.pop(uid, None)
         md = obj["metadata"]
-        if (md["namespace"], md["name"]) not in self.workers:  # not already re-created under the same name
-            self.logs.forget_pod(md["namespace"], md["name"])
+        if not self._started:
+            return
         self.node.runtime.remove_pod_logs(PodRef(namespace=md["namespace"], name=md["name"], uid=uid))
+        self.volumes.teardown(uid)
 
     async def _run(self) -> None:
         while True:
@@ -640,12 +687,12 @@ class ProcessKubelet:
                 try:
                     self._sync(key)
                 except Exception:
-                    log.exception("kubelet sync of %s/%s failed", *key)
+                    log.exception("process runtime sync of %s/%s failed", *key)
 
     def _sync(self, key: tuple[str, str]) -> None:
-        if self.frozen:
+        if self.agent.is_frozen(self.node_name):
             return
-        pod = self.store.get(PODS, *key)
+        pod = self.agent.pod(*key)
         if pod is None or (pod.get("spec") or {}).get("nodeName") != self.node_name:
             return
         uid = pod["metadata"]["uid"]
@@ -659,10 +706,11 @@ class ProcessKubelet:
             if uid in self.terminating:
                 return
             if worker is None:  # nothing runs for it (never started, or finished before a restart)
-                self._confirm_only(pod)
+                self.agent.status.confirm_deletion(pod)
                 return
             grace = float(pod["metadata"].get("deletionGracePeriodSeconds") or 0)
-            self._event(pod, "Normal", "Killing", "Stopping container " + ", ".join(worker.containers))
+            if not worker.terminal:
+                self.agent.event(pod, "Normal", "Killing", "Stopping container " + ", ".join(worker.containers))
             self.terminating[uid] = asyncio.create_task(worker.terminate(grace))
             return
         if worker is None:
@@ -670,21 +718,13 @@ class ProcessKubelet:
                 return  # finished before a restart of the cluster: never run again
             self.workers[key] = PodWorker(self, pod)
 
-    def _confirm_only(self, pod: Obj) -> None:
+    async def evict(self, pod: Obj, message: str) -> None:
         md = pod["metadata"]
-        try:
-            self.registry.delete(
-                self.registry.resource("", "pods"),
-                md["namespace"],
-                md["name"],
-                {"gracePeriodSeconds": 0, "preconditions": {"uid": md["uid"]}},
-            )
-        except ApiError as e:
-            if e.code not in (404, 409):
-                raise
-
-    def _event(self, pod: Obj, type_: str, reason: str, message: str) -> None:
-        events.record(self.registry, pod, type_, reason, message, component="kubelet", host=self.node_name)
+        worker = self.workers.get((md["namespace"], md["name"]))
+        if worker is None or worker.uid != md["uid"]:
+            raise ValueError(f"pod {md['namespace']}/{md['name']} does not run on this node")
+        await worker.evict(message)
+        self.agent.event(pod, "Warning", "Evicted", message)
 
     # ---- containers: env and logs -------------------------------------------------------------------------
 
@@ -694,17 +734,17 @@ class ProcessKubelet:
         ns = pod["metadata"]["namespace"]
         env: dict[str, str] = {}
         if (pod.get("spec") or {}).get("enableServiceLinks", True):
-            env.update(service_link_env(list(self.store.iter(SERVICES, ns))))
-        kube = self.store.get(SERVICES, "default", "kubernetes")
+            env.update(service_link_env(self.services.list(NAMESPACE_INDEX, ns)))
+        kube = self.services.get("kubernetes", namespace="default")
         if kube is not None:  # every pod gets the API server's variables, whatever its namespace
             env.update(service_link_env([kube]))
         for src in c.get("envFrom") or []:
             prefix = src.get("prefix", "")
-            for kind, rkey in (("configMapRef", CONFIGMAPS), ("secretRef", SECRETS)):
+            for kind, which in (("configMapRef", "configmap"), ("secretRef", "secret")):
                 ref = src.get(kind)
                 if ref is None:
                     continue
-                data = self._data(rkey, ns, ref.get("name", ""), optional=bool(ref.get("optional")))
+                data = self._data(which, ns, ref.get("name", ""), optional=bool(ref.get("optional")))
                 env.update({prefix + k: v for k, v in data.items()})
         for item in c.get("env") or []:
             name = item["name"]
@@ -715,45 +755,53 @@ class ProcessKubelet:
             if "fieldRef" in vf:
                 env[name] = field_ref(pod, vf["fieldRef"].get("fieldPath", ""), pod_ip=pod_ip, host_ip=self.node_ip)
             elif "resourceFieldRef" in vf:
-                env[name] = _resource_field(c, vf["resourceFieldRef"])
+                env[name] = resource_field(c, vf["resourceFieldRef"])
             else:
-                for kind, rkey in (("configMapKeyRef", CONFIGMAPS), ("secretKeyRef", SECRETS)):
+                for kind, which in (("configMapKeyRef", "configmap"), ("secretKeyRef", "secret")):
                     ref = vf.get(kind)
                     if ref is None:
                         continue
                     optional = bool(ref.get("optional"))
-                    data = self._data(rkey, ns, ref.get("name", ""), optional=optional)
+                    data = self._data(which, ns, ref.get("name", ""), optional=optional)
                     if ref.get("key") in data:
                         env[name] = data[ref["key"]]
                     elif not optional:
                         raise EnvError(f"couldn't find key {ref.get('key')} in {kind[:-6]} {ns}/{ref.get('name')}")
         return env
 
-    def _data(self, rkey: tuple[str, str], ns: str, name: str, *, optional: bool) -> dict[str, str]:
-        obj = self.store.get(rkey, ns, name)
+    def _data(self, kind: str, ns: str, name: str, *, optional: bool) -> dict[str, str]:
+        obj = self._lookup(kind, ns, name)
         if obj is None:
             if optional:
                 return {}
-            kind = "configmap" if rkey == CONFIGMAPS else "secret"
             raise EnvError(f'{kind} "{name}" not found')
-        if rkey == SECRETS:
+        if kind == "secret":
             return {k: base64.b64decode(v).decode("utf-8", "replace") for k, v in (obj.get("data") or {}).items()}
         return {k: str(v) for k, v in (obj.get("data") or {}).items()}
 
-    async def pump_log(self, key: tuple[str, str, str], proc: ContainerProcess) -> None:
-        """Copy a container instance's output into the API server's pod logs as it is written."""
+    def log_stream(self, pod: Obj, container: str, previous: bool) -> LogStream:
+        md = pod["metadata"]
+        ref = PodRef(namespace=md["namespace"], name=md["name"], uid=md["uid"])
         try:
-            async for line in proc.log.follow():
-                self.logs.write(key, line.text)
-        finally:
-            self.logs.close(key)
+            return _FileLog(self.node.container_log(ref, container, previous=previous))
+        except FileNotFoundError:
+            if previous:
+                raise LogError(
+                    400, f'previous terminated container "{container}" in pod "{md["name"]}" not found'
+                ) from None
+            raise LogError(
+                400, f'container "{container}" in pod "{md["name"]}" is waiting to start: ContainerCreating'
+            ) from None
 
     # ---- Services: proxy and DNS --------------------------------------------------------------------------
 
     def resolve(self, sp: ServicePort) -> list[Backend]:
         """Per new connection: the Service port's ready endpoints (IP, resolved targetPort), shuffled."""
-        svc = self.store.get(SERVICES, sp.namespace, sp.name)
-        ep = self.store.get(ENDPOINTS, sp.namespace, sp.name)
+        if (sp.namespace, sp.name) == ("default", "kubernetes") and self._api_server is not None:
+            # A real API server cannot list a loopback address in Endpoints; the agent knows where it is.
+            return [Backend(*self._api_server)]
+        svc = self.services.get(sp.name, namespace=sp.namespace)
+        ep = self.endpoints.get(sp.name, namespace=sp.namespace)
         if svc is None or ep is None:
             return []
         ports = (svc.get("spec") or {}).get("ports") or []
@@ -772,13 +820,13 @@ class ProcessKubelet:
 
     def _service_infos(self) -> list[ServiceInfo]:
         out = []
-        for svc in self.store.iter(SERVICES):
+        for svc in self.services.list():
             spec = svc.get("spec") or {}
             if spec.get("type") == "ExternalName":
                 continue
             ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
             if _headless(svc):
-                ep = self.store.get(ENDPOINTS, ns, name) or {}
+                ep = self.endpoints.get(name, namespace=ns) or {}
                 ips = [a["ip"] for s in ep.get("subsets") or [] for a in s.get("addresses") or []]
                 out.append(ServiceInfo(namespace=ns, name=name, cluster_ip=None, endpoint_ips=sorted(set(ips))))
                 continue
@@ -815,9 +863,6 @@ class ProcessKubelet:
         ctr = worker.containers.get(container) if worker is not None else None
         return ctr.proc.pid if ctr is not None and ctr.proc is not None else None
 
-    def evict(self, ns: str, name: str, message: str) -> Obj:
-        raise NotImplementedError("evict_pod is a hook of the simulated runtime; with processes, kill the process")
-
 
 def _key(obj: Obj) -> tuple[str, str]:
     return obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
@@ -825,11 +870,3 @@ def _key(obj: Obj) -> tuple[str, str]:
 
 def _headless(svc: Obj | None) -> bool:
     return svc is not None and (svc.get("spec") or {}).get("clusterIP") in ("None",)
-
-
-def _resource_field(c: Obj, ref: Obj) -> str:
-    """``resourceFieldRef``: the container's limit (or request); no limit means the node's capacity, 1 here."""
-    res = ref.get("resource", "")
-    section, _, name = res.partition(".")
-    value = ((c.get("resources") or {}).get(section) or {}).get(name)
-    return str(value) if value is not None else "1"

@@ -34,16 +34,31 @@ log = logging.getLogger(__name__)
 
 NETNS_DIR = Path("/run/netns")
 
-# "$1" hosts file ("" = leave /etc/hosts alone), "$2" hostname ("" = keep); the user's argv follows.
+# "$1" hosts file ("" = leave /etc/hosts alone), "$2" hostname ("" = keep), "$3" the number of volume mounts,
+# then three words per mount (host source, mount path, 1 for read-only); the user's argv follows.
 _SETUP_SCRIPT = (
     'if [ -n "$1" ]; then mount --bind "$1" /etc/hosts || exit 127; fi; '
     'if [ -n "$2" ]; then hostname "$2" || exit 127; fi; '
-    'shift 2; exec "$@"'
+    'n="$3"; shift 3; '
+    'while [ "$n" -gt 0 ]; do '
+    'mount --bind "$1" "$2" || exit 127; '
+    'if [ "$3" = 1 ]; then mount -o remount,bind,ro "$2" || exit 127; fi; '
+    "shift 3; n=$((n-1)); done; "
+    'exec "$@"'
 )
 
 
 class SandboxUnavailable(RuntimeError):
     """The requested isolation cannot be set up on this machine (missing tool, privilege, or kernel)."""
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A volume seen by a container: ``source`` (a host directory or file) bind-mounted at ``target``."""
+
+    source: Path
+    target: str
+    read_only: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,17 +68,20 @@ class Sandbox:
     - ``hosts_file``: bind-mounted over ``/etc/hosts`` in a private mount namespace (see ``hosts.py``).
     - ``netns``: name of a network namespace under ``/run/netns`` (``netns.py`` creates them); root only.
     - ``hostname``: set in a private UTS namespace (pod-network pods are named after the pod in Kubernetes).
+    - ``mounts``: volumes bind-mounted in the same private mount namespace (targets must exist: the runtime
+      creates missing mount points before starting the container; parents first).
     - ``rootless``: force the user-namespace variant; ``None`` picks it when not running as root.
     """
 
     hosts_file: Path | None = None
     netns: str | None = None
     hostname: str | None = None
+    mounts: tuple[Mount, ...] = ()
     rootless: bool | None = None
 
     @property
     def empty(self) -> bool:
-        return self.hosts_file is None and self.netns is None and self.hostname is None
+        return self.hosts_file is None and self.netns is None and self.hostname is None and not self.mounts
 
 
 def is_root() -> bool:
@@ -92,7 +110,7 @@ def wrap_argv(argv: Sequence[str], sandbox: Sandbox | None) -> list[str]:
         if not ns_path.exists():
             raise SandboxUnavailable(f"network namespace {sandbox.netns!r} does not exist ({ns_path})")
         prefix += [_tool("nsenter"), f"--net={ns_path}", "--"]
-    if sandbox.hosts_file is not None or sandbox.hostname is not None:
+    if sandbox.hosts_file is not None or sandbox.hostname is not None or sandbox.mounts:
         unshare = [_tool("unshare")]
         if rootless:
             unshare += ["--user", "--map-root-user"]
@@ -101,7 +119,21 @@ def wrap_argv(argv: Sequence[str], sandbox: Sandbox | None) -> list[str]:
             _tool("hostname")
             unshare.append("--uts")
         hosts = str(sandbox.hosts_file) if sandbox.hosts_file is not None else ""
-        prefix += [*unshare, "--", "/bin/sh", "-c", _SETUP_SCRIPT, "kubedl-sandbox", hosts, sandbox.hostname or ""]
+        mounts: list[str] = []
+        for m in sorted(sandbox.mounts, key=lambda m: m.target.count("/")):  # parents before children
+            mounts += [str(m.source), m.target, "1" if m.read_only else "0"]
+        prefix += [
+            *unshare,
+            "--",
+            "/bin/sh",
+            "-c",
+            _SETUP_SCRIPT,
+            "kubedl-sandbox",
+            hosts,
+            sandbox.hostname or "",
+            str(len(sandbox.mounts)),
+            *mounts,
+        ]
     return prefix + list(argv)
 
 
