@@ -110,6 +110,11 @@ class CertificateAuthority:
         self._cert = _build(self._name, self._name, self._key.public_key(), self._key, ca=True, days=3650)
         self.cert_pem = self._cert.public_bytes(serialization.Encoding.PEM)
 
+    @property
+    def key_pem(self) -> bytes:
+        """The CA's private key (kube-controller-manager signs CertificateSigningRequests with it)."""
+        return _key_pem(self._key)
+
     def issue(
         self,
         common_name: str,
@@ -133,6 +138,13 @@ class CertificateAuthority:
             usages=usages,
         )
         return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+
+
+def signing_key() -> KeyPair:
+    """A bare key pair (no certificate): ``cert_pem`` is the public key, e.g. service-account token signing."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    public = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return KeyPair(public, _key_pem(key))
 
 
 def self_signed(common_name: str, sans: Sequence[str]) -> KeyPair:

@@ -296,7 +296,9 @@ class KubernetesControlPlane:
     def user_kubeconfig(self, name: str, *, common_name: str, groups: Sequence[str] = ()) -> Path:
         """Issue a client certificate for ``common_name`` in ``groups``; write ``kubeconfigs/<name>``."""
         assert self.pki is not None
-        pair = self.pki.issue(name, common_name=common_name, organizations=groups)
+        if len(groups) > 1:
+            raise ValueError("one group per local user")
+        pair = self.pki.issue(name, common_name=common_name, organization=groups[0] if groups else None)
         config = kubeconfig(
             server=self.url,
             ca_pem=self.pki.ca.cert_pem(),
@@ -342,18 +344,19 @@ class KubernetesControlPlane:
         pki.issue(
             "apiserver",
             common_name="kube-apiserver",
-            dns_names=[
+            names=[
                 "localhost",
                 "kubernetes",
                 "kubernetes.default",
                 "kubernetes.default.svc",
                 f"kubernetes.default.svc.{CLUSTER_DOMAIN}",
+                "127.0.0.1",
+                first_service_ip,
             ],
-            ip_addresses=["127.0.0.1", first_service_ip],
             server=True,
             client=False,
         )
-        pki.issue("apiserver-kubelet-client", common_name="kube-apiserver-kubelet-client", organizations=["kubedl-py"])
+        pki.issue("apiserver-kubelet-client", common_name="kube-apiserver-kubelet-client", organization="kubedl-py")
         pki.signing_key("sa")
         return pki
 
