@@ -14,11 +14,15 @@ tests inject faults there and count the controller's requests, as they do inside
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from kubedl_py.api.crd import all_crds
 from kubedl_py.kube.client import KubeClient
@@ -28,6 +32,19 @@ from kubedl_py.templates import ManifestOptions
 from kubedl_py.templates.render import DEFAULT_NAMESPACE
 
 from ..faultproxy import FaultProxy
+from ..node import (
+    AgentSettings,
+    KubeletTLS,
+    NodeAgent,
+    NodeSpec,
+    Runtime,
+    SimulatedRuntime,
+    agent_client_settings,
+    ensure_local_range,
+    primary_ipv4,
+    simulated_node_ip,
+)
+from ..node.spec import DEFAULT_CAPACITY
 from .controlplane import ControlPlaneOptions, KubernetesControlPlane
 from .install import CONTROLLER_IDENTITY_KINDS, apply, manifest_documents, service_account_token
 
@@ -35,9 +52,13 @@ log = logging.getLogger(__name__)
 
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False)
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 #: the ServiceAccount the rendered Deployment runs as
 CONTROLLER_SERVICE_ACCOUNT = "kubedl-py-controller"
+
+
+RUNTIMES = ("simulated", "process")
 
 
 @dataclass
@@ -47,6 +68,20 @@ class KubernetesClusterOptions:
     manifests: ManifestOptions = field(default_factory=ManifestOptions)
     #: put a fault-injecting, request-counting proxy between the controller and the API server
     fault_proxy: bool = False
+    #: how many nodes the node agent registers (0: none; tests add their own with :meth:`add_node`)
+    nodes: int = 1
+    #: how their pods run: "simulated" (annotations decide) or "process" (one node, real processes)
+    runtime: str = "simulated"
+    #: capacity and labels of every node (merged over the agent's defaults)
+    node_resources: dict[str, str] = field(default_factory=dict)
+    node_labels: dict[str, str] = field(default_factory=dict)
+    #: where the process runtime keeps container logs, hosts files and volumes (None: a temporary dir)
+    state_dir: Path | None = None
+    agent: AgentSettings = field(default_factory=lambda: AgentSettings(watch_all_bound_pods=True))
+
+
+def node_name(i: int) -> str:
+    return f"local-node-{i}"
 
 
 class KubernetesCluster:
@@ -54,8 +89,16 @@ class KubernetesCluster:
 
     def __init__(self, options: KubernetesClusterOptions | None = None) -> None:
         self.options = options or KubernetesClusterOptions()
+        if self.options.runtime not in RUNTIMES:
+            raise ValueError(f"runtime {self.options.runtime!r} is not available (supported: {', '.join(RUNTIMES)})")
+        if self.options.runtime == "process" and self.options.nodes != 1:
+            raise ValueError("the process runtime runs exactly 1 node (host ports are the host's); use --nodes 1")
         self.control_plane = KubernetesControlPlane(self.options.control_plane)
         self.proxy: FaultProxy | None = None
+        self.agent: NodeAgent | None = None
+        self._agent_client: KubeClient | None = None
+        self._next_node = 0
+        self._state_tmp: tempfile.TemporaryDirectory[str] | None = None
         self._started = False
 
     async def __aenter__(self) -> KubernetesCluster:
@@ -83,6 +126,7 @@ class KubernetesCluster:
             if self.options.fault_proxy:
                 self.proxy = FaultProxy(self.control_plane.url, self.control_plane.ssl_context())
                 await self.proxy.start()
+            await self._start_agent()
         except BaseException:
             await self.stop()
             raise
@@ -91,10 +135,89 @@ class KubernetesCluster:
         if not self._started:
             return
         self._started = False
+        if self.agent is not None:
+            await self.agent.stop()  # the process runtime stops its processes while the API still answers
+            self.agent = None
+        if self._agent_client is not None:
+            await self._agent_client.close()
+            self._agent_client = None
         if self.proxy is not None:
             await self.proxy.stop()
             self.proxy = None
         await self.control_plane.stop()
+        if self._state_tmp is not None:
+            self._state_tmp.cleanup()
+            self._state_tmp = None
+
+    # ------------------------------------------------------------------------------------------ nodes
+
+    async def _start_agent(self) -> None:
+        """One node agent for every node, authenticated as ``kubedl-py:node-agent`` (a kubelet's rights)."""
+        options = self.options
+        runtime: Runtime
+        if options.runtime == "process":
+            from ..node.processes import LocalProcessRuntime
+
+            if options.state_dir is None:
+                self._state_tmp = tempfile.TemporaryDirectory(prefix="kubedl-process-")
+            state_dir = options.state_dir or Path(self._state_tmp.name)  # type: ignore[union-attr]
+            api = urlparse(self.control_plane.url)
+            runtime = LocalProcessRuntime(
+                state_dir=state_dir, api_server=(api.hostname or "127.0.0.1", api.port or 443)
+            )
+            specs = [self._spec("local-node-0", primary_ipv4(), runtime_version=runtime.runtime_version)]
+        else:
+            runtime = SimulatedRuntime()
+            # With no node yet, a cordoned one keeps the agent (which needs one) running for nodes added later.
+            count = options.nodes or 1
+            specs = [self.next_node_spec(node_name(i)) for i in range(count)]
+        self._agent_client = KubeClient(
+            kubeconfig=self.control_plane.node_agent_kubeconfig(), settings=agent_client_settings()
+        )
+        await self._agent_client.open()
+        ca = self.control_plane.kubelet_client_ca().read_bytes()
+        self.agent = NodeAgent(
+            self._agent_client, specs, runtime, tls=KubeletTLS(client_ca_pem=ca), settings=options.agent
+        )
+        await self.agent.start()
+        if options.runtime == "simulated" and options.nodes == 0:
+            async with KubeClient(kubeconfig=self.admin_kubeconfig) as kube:
+                await kube.patch(NODES, specs[0].name, {"spec": {"unschedulable": True}})
+
+    def _spec(self, name: str, ip: str, **extra: Any) -> NodeSpec:
+        capacity = {**DEFAULT_CAPACITY, **self.options.node_resources}
+        return NodeSpec(name, ip, capacity=capacity, labels=dict(self.options.node_labels), **extra)
+
+    def next_node_spec(
+        self, name: str, *, resources: Mapping[str, str] | None = None, labels: Mapping[str, str] | None = None
+    ) -> NodeSpec:
+        """A simulated node's definition with the next free address."""
+        ip = simulated_node_ip(self._next_node, ensure_local_range())
+        self._next_node += 1
+        spec = self._spec(name, ip)
+        return NodeSpec(
+            name,
+            ip,
+            capacity={**spec.capacity, **(resources or {})},
+            labels={**spec.labels, **(labels or {})},
+        )
+
+    async def add_node(
+        self, name: str, *, resources: Mapping[str, str] | None = None, labels: Mapping[str, str] | None = None
+    ) -> str:
+        """Register one more simulated node (tests bring their own node layouts)."""
+        assert self.agent is not None, "no node agent runs"
+        await self.agent.add_node(self.next_node_spec(name, resources=resources, labels=labels))
+        return name
+
+    async def remove_node(self, name: str) -> None:
+        """The node's machine is gone: its agent stops and the Node object is deleted (pods are then
+        garbage-collected by kube-controller-manager, as on a real cluster)."""
+        assert self.agent is not None, "no node agent runs"
+        await self.agent.remove_node(name)
+        async with KubeClient(kubeconfig=self.admin_kubeconfig) as kube:
+            with contextlib.suppress(NotFound):
+                await kube.delete(NODES, name)
 
     async def controller_kubeconfig(self, path: Path, *, seconds: int = 24 * 3600) -> Path:
         """A kubeconfig for the controller's ServiceAccount (through the fault proxy when there is one)."""
