@@ -68,7 +68,8 @@ class RealCluster:
 def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
     require_tier(KUBERNETES)
     loop = LoopThread("kubernetes-cluster")
-    cluster = KubernetesCluster(KubernetesClusterOptions(fault_proxy=True))
+    # No nodes of its own (one cordoned spare keeps the agent up): each test brings the nodes it needs.
+    cluster = KubernetesCluster(KubernetesClusterOptions(fault_proxy=True, nodes=0))
     try:
         loop.run(cluster.start(), timeout=1200)  # the first run may build the binaries
         kubeconfig = tmp_path_factory.mktemp("controller") / "kubeconfig"

@@ -24,6 +24,7 @@ from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import NotFound
 from kubedl_py.kube.informer import InformerSettings
 from kubedl_py.kube.manager import Manager
+from kubedl_py.kube.resources import NAMESPACES as NAMESPACE_RESOURCE
 from kubedl_py.kube.resources import PODS, SERVICES, Resource
 from kubedl_py.local import LocalCluster, node_name
 from kubedl_py.local.faults import Faults, RequestLog
@@ -155,18 +156,37 @@ async def cluster(tier: str, request: pytest.FixtureRequest) -> AsyncIterator[En
             )
         return
     real: RealCluster = request.getfixturevalue("real_cluster")
-    pytest.skip("the real tier's integration suite needs node agents (landing next)")
-    yield Env(  # pragma: no cover - unreachable until the node agents land
-        tier=tier,
-        namespace=namespace,
-        node_names=[],
-        faults=real.proxy.faults,
-        request_log=real.proxy.request_log,
-        controller_client=lambda: KubeClient(kubeconfig=real.controller_kubeconfig),
-        kubeconfig_path=_kubeconfig(tmp_path / "kubeconfig", real.proxy.url, namespace),
-        controller_kubeconfig_path=real.controller_kubeconfig,
-        real=real,
-    )
+    names = [f"{namespace}-n{i}" for i in range(nodes.count)]
+    try:
+        for i, name in enumerate(names):
+            labels = nodes.labels[i] if i < len(nodes.labels) else None
+            resources = nodes.resources[i] if i < len(nodes.resources) else None
+            await real.loop.call(real.cluster.add_node(name, resources=resources, labels=labels))
+        async with real.client() as kube:
+            await create_namespace(kube, namespace)
+        real.proxy.faults.clear()
+        real.proxy.request_log.clear()
+        yield Env(
+            tier=tier,
+            namespace=namespace,
+            node_names=names,
+            faults=real.proxy.faults,
+            request_log=real.proxy.request_log,
+            controller_client=lambda: KubeClient(kubeconfig=real.controller_kubeconfig),
+            kubeconfig_path=_kubeconfig(tmp_path / "kubeconfig", real.proxy.url, namespace),
+            controller_kubeconfig_path=real.controller_kubeconfig,
+            real=real,
+        )
+    finally:
+        real.proxy.faults.clear()
+        # The test's nodes go (their pods with them, as kube-controller-manager collects orphans), and the
+        # namespace is deleted without waiting: the next test has its own.
+        for name in names:
+            with contextlib.suppress(KeyError):
+                await real.loop.call(real.cluster.remove_node(name))
+        async with real.client() as kube:
+            with contextlib.suppress(NotFound):
+                await kube.delete(NAMESPACE_RESOURCE, namespace)
 
 
 def _kubeconfig(path: Path, server: str, namespace: str) -> Path:
