@@ -35,8 +35,18 @@ log = logging.getLogger(__name__)
 _NAMESPACE_SUBRESOURCES = frozenset({"status", "finalize"})
 #: hop-by-hop headers a proxy must not forward
 _HOP_BY_HOP = frozenset(
-    {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "transfer-encoding",
-     "upgrade", "host", "content-length"}
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+    }
 )
 
 
@@ -194,8 +204,16 @@ class FaultProxy:
 
 
 def _status(code: int, message: str, headers: dict[str, str]) -> web.Response:
-    reasons = {400: "BadRequest", 403: "Forbidden", 404: "NotFound", 409: "Conflict", 410: "Expired",
-               429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable"}
+    reasons = {
+        400: "BadRequest",
+        403: "Forbidden",
+        404: "NotFound",
+        409: "Conflict",
+        410: "Expired",
+        429: "TooManyRequests",
+        500: "InternalError",
+        503: "ServiceUnavailable",
+    }
     body = {
         "kind": "Status",
         "apiVersion": "v1",

@@ -116,7 +116,9 @@ async def install_crds(kube: KubeClient, crds: list[dict[str, Any]] | None = Non
 
     documents = crds if crds is not None else all_crds()
     for crd in documents:
-        await kube.patch(CRDS, crd["metadata"]["name"], crd, patch_type="apply", field_manager=FIELD_MANAGER, force=True)
+        await kube.patch(
+            CRDS, crd["metadata"]["name"], crd, patch_type="apply", field_manager=FIELD_MANAGER, force=True
+        )
     deadline = time.monotonic() + within
     for crd in documents:
         names, version = crd["spec"]["names"], crd["spec"]["versions"][0]["name"]

@@ -91,9 +91,7 @@ async def service_account_token(
     }
     if not body["spec"]["audiences"]:
         del body["spec"]["audiences"]
-    answer = await kube.request(
-        "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token", body=body
-    )
+    answer = await kube.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token", body=body)
     status = answer.get("status") or {}
     expires = status.get("expirationTimestamp")
     when = (
