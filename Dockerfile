@@ -33,12 +33,14 @@ COPY kubedl_py ./kubedl_py
 RUN /opt/kubedl-py/bin/pip install --no-build-isolation . \
     && /opt/kubedl-py/bin/pip uninstall --yes setuptools wheel pip \
     && /opt/kubedl-py/bin/kubedl-py --help > /dev/null
+# The user by appending to /etc/passwd and /etc/group (the Debian base may have no useradd), here so that the
+# final stage runs nothing: what a build mounts into RUN steps (podman: the host's CA bundle) leaves no trace.
+RUN echo 'kubedl:x:65532:65532:kubedl-py:/nonexistent:/usr/sbin/nologin' >> /etc/passwd \
+    && echo 'kubedl:x:65532:' >> /etc/group
 
 FROM ${BASE}
 ENV PATH=/opt/kubedl-py/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
-# The user by appending to /etc/passwd and /etc/group: the Debian base may have no useradd.
-RUN echo 'kubedl:x:65532:65532:kubedl-py:/nonexistent:/usr/sbin/nologin' >> /etc/passwd \
-    && echo 'kubedl:x:65532:' >> /etc/group
+COPY --from=build /etc/passwd /etc/group /etc/
 COPY --from=build /opt/kubedl-py /opt/kubedl-py
 WORKDIR /app
 COPY examples ./examples

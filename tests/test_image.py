@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import os
 import shutil
 import socket
 import subprocess
@@ -37,6 +38,7 @@ from kubedl_py.local.image import (
     INSTALL_HINT,
     RECIPE_LABEL,
     Engine,
+    _remove_rootfs,
     base_recipe,
     build_image,
     detect_engine,
@@ -153,6 +155,25 @@ def test_build_context_is_only_what_the_dockerfile_copies(engine: Engine, image:
     assert sent == wanted, f"sent but not wanted: {sorted(sent - wanted)}; wanted but not sent: {sorted(wanted - sent)}"
 
 
+def test_base_work_dir_is_deleted_without_reaching_through_mounts(tmp_path: Path) -> None:
+    """A debootstrap that failed midway leaves /proc, /sys or a bind of /dev mounted in its target: removing its
+    work directory must unmount them first, not delete the host's files through them."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("binding a directory needs root and mount(8)")
+    host = tmp_path / "host-dev"
+    host.mkdir()
+    (host / "sentinel").write_text("the host's")
+    work = tmp_path / "work"
+    (work / "rootfs" / "dev").mkdir(parents=True)
+    subprocess.run(["mount", "--bind", str(host), str(work / "rootfs" / "dev")], check=True)
+    try:
+        _remove_rootfs(work)
+    finally:
+        subprocess.run(["umount", str(work / "rootfs" / "dev")], capture_output=True, check=False)
+    assert (host / "sentinel").read_text() == "the host's"
+    assert not work.exists()
+
+
 # --------------------------------------------------------------------------------------------- running
 
 
@@ -179,6 +200,16 @@ def test_installed_package_is_the_checkout(engine: Engine, image: str) -> None:
         "import importlib.metadata as m, kubedl_py; print(m.version('kubedl-py'), kubedl_py.__version__)",
     )
     assert version.stdout.split() == [kubedl_py.__version__] * 2, version
+    leftovers = _run(
+        engine,
+        "--entrypoint",
+        "python",
+        image,
+        "-c",
+        "import importlib.util as u, os; print([m for m in ('pip', 'setuptools', 'wheel') if u.find_spec(m)],"
+        " [p for p in ('/etc/pip.conf', '/run/kubedl-py-build') if os.path.exists(p)])",
+    )
+    assert leftovers.stdout.split("\n")[0] == "[] []", f"build tools or build mounts left in the image: {leftovers}"
     manifests = _run(engine, *_locked_down(engine), image, "manifests")
     assert manifests.returncode == 0, manifests.stderr
     assert manifests.stdout == render_manifests()
