@@ -101,9 +101,6 @@ class Engine:
         """The command line of ``<engine> run <flags> args...``."""
         return self.command("run", *self.container_flags(), *args)
 
-    def image_exists(self, image: str) -> bool:
-        return _quiet(self.command("image", "inspect", image))
-
     def label(self, image: str, name: str) -> str | None:
         """An image's label, or None when the image or the label is missing."""
         result = subprocess.run(
@@ -170,8 +167,9 @@ def ensure_base_image(
     if os.geteuid() != 0:
         raise ImageError("debootstrap needs root: run `sudo make image`, or give a base with BASE=python:3.11-slim")
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="kubedl-py-base.", dir="/var/tmp") as work:
-        rootfs = Path(work) / "rootfs"
+    work = Path(tempfile.mkdtemp(prefix="kubedl-py-base.", dir="/var/tmp"))
+    rootfs = work / "rootfs"
+    try:
         _say(out, f"base image {BASE_IMAGE}: debootstrap {DEBIAN_SUITE} from {mirror} (about a minute)")
         debootstrap = [
             "debootstrap",
@@ -181,14 +179,32 @@ def ensure_base_image(
             str(rootfs),
             mirror,
         ]
-        _stream(debootstrap, out, log=Path(work) / "debootstrap.log", summarize=_debootstrap_progress)
+        _stream(debootstrap, out, log=work / "debootstrap.log", summarize=_debootstrap_progress)
         _prune(rootfs)
         bootstrapped = time.monotonic()
         _say(out, f"base image {BASE_IMAGE}: debootstrap took {bootstrapped - started:.0f} s; importing")
         changes = [*BASE_CHANGES, f"LABEL {RECIPE_LABEL}={base_recipe()}"]
         _import(engine, rootfs, BASE_IMAGE, changes)
+    finally:
+        _remove_rootfs(work)
     _say(out, f"base image {BASE_IMAGE}: built in {time.monotonic() - started:.0f} s")
     return True
+
+
+def _remove_rootfs(work: Path) -> None:
+    """Delete debootstrap's work directory, but never through a mount: debootstrap mounts /proc and /sys (in a
+    container it binds /dev) inside the target, and a run that failed midway can leave them there. Deleting
+    the tree then would delete the host's files."""
+    below = f"{work}/"
+    for _ in range(2):
+        mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+        mounted = sorted((mount for mount in mounts if mount.startswith(below)), key=len, reverse=True)
+        if not mounted:
+            shutil.rmtree(work)
+            return
+        for mount in mounted:
+            subprocess.run(["umount", "--lazy", mount], capture_output=True, check=False)
+    raise ImageError(f"{work} still has mounts ({', '.join(mounted)}): unmount them, then delete it")
 
 
 def _prune(rootfs: Path) -> None:
