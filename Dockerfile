@@ -15,6 +15,8 @@ ARG BASE=python:3.11-slim
 
 # Build stage: kubedl-py and its dependencies in a venv at /opt/kubedl-py; the final stage takes only the venv.
 FROM ${BASE} AS build
+# make image removes the untagged leftovers of its earlier builds by this label (kubedl_py/local/image.py)
+LABEL io.kubedl-py.image=build-stage
 ARG WITH_TORCH=0
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 RUN python3 -m venv /opt/kubedl-py
@@ -39,6 +41,7 @@ RUN echo 'kubedl:x:65532:65532:kubedl-py:/nonexistent:/usr/sbin/nologin' >> /etc
     && echo 'kubedl:x:65532:' >> /etc/group
 
 FROM ${BASE}
+LABEL io.kubedl-py.image=controller
 ENV PATH=/opt/kubedl-py/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 COPY --from=build /etc/passwd /etc/group /etc/
 COPY --from=build /opt/kubedl-py /opt/kubedl-py

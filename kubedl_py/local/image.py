@@ -276,16 +276,42 @@ def build_image(
             command += ["--pull=never"]  # a local image: asking a registry for it can only fail
     if base is not None:
         command += ["--build-arg", f"BASE={base}"]
-    command += ["--build-arg", f"WITH_TORCH={int(with_torch)}", "--tag", tag]
+    command += ["--build-arg", f"WITH_TORCH={int(with_torch)}"]
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kubedl-py-build.") as work:
+        _say(out, f"image {tag}: {engine.name} build of {context}" + (f" on {base}" if base else ""))
         if engine.name == "podman":
             command += _host_ca_mounts(Path(work))
-        _say(out, f"image {tag}: {engine.name} build of {context}" + (f" on {base}" if base else ""))
-        _stream([*command, str(context)], out, log=Path(work) / "build.log")
+            # The build stage on its own first, to learn its id: the layer cache that _remove_old_builds keeps.
+            stage = Path(work) / "build-stage.id"
+            _stream([*command, "--target", "build", "--iidfile", str(stage), str(context)], out, log=Path(work) / "log")
+        _stream([*command, "--tag", tag, str(context)], out, log=Path(work) / "log")
+        if engine.name == "podman":
+            _remove_old_builds(engine, keep=stage.read_text().strip())
     elapsed = time.monotonic() - started
     _say(out, f"image {tag}: built in {elapsed:.1f} s ({image_size(engine, tag)})")
     return elapsed
+
+
+def _remove_old_builds(engine: Engine, *, keep: str) -> None:
+    """Remove what earlier builds of the Dockerfile left untagged (its ``io.kubedl-py.image`` label says so).
+
+    After a code change the new image takes the tag and the old one (its venv alone is 100 MB) is left
+    untagged, with the build stage of an older pyproject.toml: a day of test runs filled gigabytes. Other
+    images, and the current build stage (the cache of the dependencies' layer), are not touched; an image a
+    container still uses is refused by the engine and stays.
+    """
+    listed = subprocess.run(
+        engine.command(
+            "images", "--quiet", "--no-trunc", "--filter", "dangling=true", "--filter", "label=io.kubedl-py.image"
+        ),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    for image in listed.stdout.split():
+        if image.removeprefix("sha256:") != keep.removeprefix("sha256:"):
+            subprocess.run(engine.command("rmi", image), capture_output=True, check=False)
 
 
 def _host_ca_mounts(work: Path) -> list[str]:
