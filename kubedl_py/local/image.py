@@ -12,7 +12,8 @@ Podman on these machines needs flags that a plain ``podman run`` lacks, and ever
 - runc, explicitly: Debian's podman prefers crun when both are installed, and crun fails here.
 - ``--cgroup-manager cgroupfs``: no systemd runs as PID 1.
 - Explicit ulimits at or below the caller's hard limits: without CAP_SYS_RESOURCE (the VM drops it) runc
-  cannot raise a limit, and podman's defaults (nofile 1048576, nproc 32768 or more) are above ours.
+  cannot raise a limit, and podman's defaults are above them ("error setting rlimit type 7": its nofile
+  1048576 against a hard limit of 20000; nproc above 32768 fails the same way).
 - ``--network host`` for the build: container networking may not work, and pip needs PyPI.
 - The host's CA bundle for pip during the build: where HTTPS goes through an inspecting proxy, only the host's
   trust store knows its CA. It is mounted into the build stage only, never copied into the image.
@@ -63,7 +64,9 @@ BASE_CHANGES = ("ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
 #: where the build stage finds the host's CA bundle (podman only; see the module docstring)
 BUILD_CA_PATH = "/run/kubedl-py-build/ca.crt"
 HOST_CA_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
-#: ulimits for podman's containers: enough for a controller, and below the hard limits of usual hosts
+#: ulimits for podman's containers, lowered to the caller's hard limits: plenty for a controller or a pip
+#: install. nproc counts every task of the container's uid on the host (root's, during the build): a few
+#: hundred on a busy development machine.
 NOFILE = 65536
 NPROC = 4096
 INSTALL_HINT = "apt-get install -y podman runc debootstrap"
@@ -232,6 +235,16 @@ def _import(engine: Engine, rootfs: Path, tag: str, changes: Iterable[str]) -> N
         raise ImageError(f"importing the base image failed (tar exit {tar_code}): {imported.stderr.strip()[-500:]}")
 
 
+#: debootstrap's per-package messages, and the phase each belongs to (None: not shown)
+_PER_PACKAGE: dict[str, str | None] = {
+    "Retrieving": "retrieving",
+    "Validating": None,
+    "Extracting": "extracting",
+    "Unpacking": "installing",
+    "Configuring": "installing",
+}
+
+
 def _debootstrap_progress(line: str, state: dict[str, str]) -> str | None:
     """debootstrap prints a line or two per package; show one line per phase and its other messages."""
     words = line.split()
@@ -243,15 +256,6 @@ def _debootstrap_progress(line: str, state: dict[str, str]) -> str | None:
         return f"{phase} packages..."
     state.pop("phase", None)
     return line
-
-
-_PER_PACKAGE: dict[str, str | None] = {
-    "Retrieving": "retrieving",
-    "Validating": None,
-    "Extracting": "extracting",
-    "Unpacking": "installing",
-    "Configuring": "installing",
-}
 
 
 # --------------------------------------------------------------------------------------------- the image
@@ -289,17 +293,17 @@ def build_image(
         if engine.name == "podman":
             _remove_old_builds(engine, keep=stage.read_text().strip())
     elapsed = time.monotonic() - started
-    _say(out, f"image {tag}: built in {elapsed:.1f} s ({image_size(engine, tag)})")
+    _say(out, f"image {tag}: built in {elapsed:.1f} s ({_image_size(engine, tag)})")
     return elapsed
 
 
 def _remove_old_builds(engine: Engine, *, keep: str) -> None:
     """Remove what earlier builds of the Dockerfile left untagged (its ``io.kubedl-py.image`` label says so).
 
-    After a code change the new image takes the tag and the old one (its venv alone is 100 MB) is left
-    untagged, with the build stage of an older pyproject.toml: a day of test runs filled gigabytes. Other
-    images, and the current build stage (the cache of the dependencies' layer), are not touched; an image a
-    container still uses is refused by the engine and stays.
+    After a code change the new image takes the tag, and the old one (its venv alone is 100 MB) and its build
+    stage are left untagged: a day of test runs filled gigabytes. Other images are not touched, nor the
+    current build stage, whose parent layers are the cache of the dependencies; an image a container still
+    uses is refused by the engine and stays.
     """
     listed = subprocess.run(
         engine.command(
@@ -324,7 +328,7 @@ def _host_ca_mounts(work: Path) -> list[str]:
     return ["--volume", f"{bundle}:{BUILD_CA_PATH}:ro", "--volume", f"{pip_conf}:/etc/pip.conf:ro"]
 
 
-def image_size(engine: Engine, image: str) -> str:
+def _image_size(engine: Engine, image: str) -> str:
     result = subprocess.run(
         engine.command("image", "inspect", "--format", "{{.Size}}", image), capture_output=True, text=True, check=False
     )
