@@ -92,9 +92,8 @@ def _locked_down(engine: Engine) -> list[str]:
     assert security["allowPrivilegeEscalation"] is False
     flags = ["--read-only", "--cap-drop=all", "--security-opt=no-new-privileges"]
     if engine.name == "podman":
-        flags.append(
-            "--read-only-tmpfs=false"
-        )  # podman would mount a writable /tmp, /var/tmp and /run; Kubernetes does not
+        # podman would mount a writable /tmp, /var/tmp and /run on a read-only root; Kubernetes does not
+        flags.append("--read-only-tmpfs=false")
     return flags
 
 
