@@ -6,6 +6,7 @@
 #   docker build -t kubedl-py:0.1.0 .                   # the same by hand (python:3.11-slim base)
 #   docker build --build-arg WITH_TORCH=1 -t kubedl-py:e2e .    # + PyTorch CPU for the DDP e2e scenarios
 #   podman build --network host --build-arg BASE=localhost/kubedl-py-base:bookworm -t kubedl-py:0.1.0 .
+#       (make image adds what podman needs on this project's machines: runc, ulimits, the host's CA bundle)
 #
 # BASE is any image with Python 3.11+ as `python3` (with the venv module) and a POSIX shell: the official
 # python:3.11-slim by default, or the Debian bookworm image `make image` builds with debootstrap where no
