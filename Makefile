@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-test
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: test lint demo manifests bench soak e2e e2e-kind clean venv kube-binaries
+.PHONY: test lint demo manifests bench soak e2e e2e-kind clean venv kube-binaries image
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -47,6 +47,15 @@ demo: $(DEMO_STAMP)
 # extra). KUBEDL_E2E_KUBECONFIG=path runs them against another cluster that runs the controller.
 e2e: $(DEMO_STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider e2e
+
+# The controller image kubedl-py:<version> (kubedl_py/local/image.py): with docker when its engine answers, else
+# with podman on a Debian bookworm base made here by debootstrap (cached in podman's store; REBUILD_BASE=1 makes
+# it again). BASE=<image> builds on another base, TAG=<name:tag> tags otherwise, WITH_TORCH=1 adds PyTorch CPU,
+# ENGINE=docker|podman skips the detection.
+image: $(STAMP)
+	$(BIN)/python -m kubedl_py.local.image $(if $(BASE),--base $(BASE)) $(if $(TAG),--tag $(TAG)) \
+		$(if $(filter 1,$(REBUILD_BASE)),--rebuild-base) $(if $(filter 1,$(WITH_TORCH)),--with-torch) \
+		$(if $(ENGINE),--engine $(ENGINE))
 
 # The same scenarios on kind with the controller image from the Dockerfile. Without Docker/kind: one
 # "SKIPPED: ..." line and exit code 77, never a pass (see e2e/kind.sh).

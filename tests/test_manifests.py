@@ -111,3 +111,16 @@ def test_container_command_line_is_what_the_cli_accepts() -> None:
     assert argv[0] == "kubedl-py"
     parsed = _build_parser().parse_args(argv[1:])  # exits 2 (SystemExit) on an unknown argument
     assert parsed.command == "controller"
+
+
+def test_manifests_pin_the_image_of_this_release() -> None:
+    """The rendered Deployment runs ``kubedl-py:<version>``, the tag ``make image`` builds, with the version the
+    installed package reports (one source: ``kubedl_py.__version__``, which pyproject.toml reads too)."""
+    from importlib.metadata import version
+
+    import kubedl_py
+
+    deployment = next(doc for doc in _docs(render_manifests()) if doc["kind"] == "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == f"kubedl-py:{kubedl_py.__version__}"
+    assert version("kubedl-py") == kubedl_py.__version__

@@ -12,9 +12,12 @@ from importlib import resources
 import jinja2
 import yaml
 
+from kubedl_py._version import __version__
 from kubedl_py.api.crd import all_crds
 
-DEFAULT_IMAGE = "kubedl-py:0.1.0"
+#: The image ``make image`` builds (kubedl_py/local/image.py tags it with this name): the manifests of a release
+#: pin the controller image of that same release.
+DEFAULT_IMAGE = f"kubedl-py:{__version__}"
 DEFAULT_NAMESPACE = "kubedl-system"
 TEMPLATES = ("namespace.yaml.j2", "crds.yaml.j2", "rbac.yaml.j2", "deployment.yaml.j2", "service.yaml.j2")
 
