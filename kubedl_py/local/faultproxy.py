@@ -192,7 +192,10 @@ class FaultProxy:
                         break
                     if not chunk:
                         break
-                    await response.write(chunk)
+                    try:
+                        await response.write(chunk)
+                    except ConnectionResetError:  # the client went away (a stopped watch): so do we
+                        return response
                 with contextlib.suppress(ConnectionResetError):
                     await response.write_eof()
             finally:
