@@ -569,6 +569,10 @@ JobSource = Job | Mapping[str, Any] | str | os.PathLike[str]
 ProgressCallback = Callable[[JobProgress], None]
 
 
+#: how long ``stream_logs(follow=True)`` keeps reading pods still running when their job has finished
+FOLLOW_DRAIN_SECONDS = 2.0
+
+
 class _Changes:
     """A broadcast "something changed" signal: waiters wake on the next :meth:`notify`."""
 
@@ -1069,7 +1073,9 @@ class AsyncTrainingClient:
             while True:
                 live = [p for p in pods.values() if phase(p) not in ("Succeeded", "Failed")]
                 if synced and (job_over or (single and pods and not live)):
-                    # Finished pods' streams end by themselves once their last line is out.
+                    # Finished pods' streams end by themselves once their last line is out. Pods still
+                    # running when the job ended (a TF worker finishing after worker 0, a PS) get a short
+                    # drain: what they wrote until now is still on its way through the API server.
                     ending = [
                         task
                         for uid, task in streams.items()
@@ -1077,6 +1083,9 @@ class AsyncTrainingClient:
                     ]
                     if ending:
                         await asyncio.wait(ending)
+                    running = [task for task in streams.values() if not task.done()]
+                    if running:
+                        await asyncio.wait(running, timeout=FOLLOW_DRAIN_SECONDS)
                     for task in streams.values():
                         task.cancel()
                     return
