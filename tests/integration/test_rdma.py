@@ -220,7 +220,9 @@ async def test_volcano_gang_podgroup_is_owned_pods_point_at_it_and_it_goes_when_
     running = await start(cluster, gang_scheduler="volcano")
     try:
         policy = {"minAvailable": 2, "queue": "training", "priorityClassName": "high"}
-        job = pytorchjob("gang", schedulingPolicy=policy, activeDeadlineSeconds=2)
+        # The deadline ends the job (and its gang) while its pods wait for a scheduler that is not there;
+        # long enough that the pods are surely seen first, whatever the control plane's latency.
+        job = pytorchjob("gang", schedulingPolicy=policy, activeDeadlineSeconds=8)
         created = await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
         group = await eventually(lambda: podgroup(kube, VOLCANO, "gang"), what="PodGroup")
         assert group["spec"] == {"minMember": 2, "queue": "training", "priorityClassName": "high"}
@@ -237,7 +239,7 @@ async def test_volcano_gang_podgroup_is_owned_pods_point_at_it_and_it_goes_when_
             assert pod["spec"]["priorityClassName"] == "high"
             assert pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "gang"
             assert not pod["spec"].get("nodeName")  # no Volcano here: the embedded scheduler leaves them
-        await wait_condition(kube, PYTORCHJOBS, "gang", "Failed", within=10)
+        await wait_condition(kube, PYTORCHJOBS, "gang", "Failed", within=20)
         await eventually(lambda: _gone(kube, VOLCANO, "gang"), what="PodGroup deleted")
     finally:
         await running.stop()

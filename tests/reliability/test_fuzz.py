@@ -56,6 +56,7 @@ class Background:
         self.tier = tier
         self.real = real
         self.namespace = f"fuzz-{uuid.uuid4().hex[:8]}"
+        self.nodes: list[str] = []
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
@@ -82,6 +83,9 @@ class Background:
             real = self.real
             self.kube = Kube(kubeconfig=real.admin_kubeconfig)
             await self.kube.open()
+            self.nodes = [f"{self.namespace}-n{i}" for i in range(2)]
+            for name in self.nodes:
+                await real.loop.call(real.cluster.add_node(name))
 
             def controller_client() -> KubeClient:
                 return KubeClient(kubeconfig=real.controller_kubeconfig)
@@ -106,6 +110,9 @@ class Background:
         await self.kube.close()
         if self.cluster is not None:
             await self.cluster.stop()
+        if self.real is not None:
+            for name in self.nodes:
+                await self.real.loop.call(self.real.cluster.remove_node(name))
 
 
 async def _wrap(make: Callable[[], Awaitable[T]]) -> T:
