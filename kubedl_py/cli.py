@@ -30,10 +30,16 @@ def _build_parser() -> argparse.ArgumentParser:
 def _add_local(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from kubedl_py.api.constants import LOCAL_KUBECONFIG
 
-    p = sub.add_parser("local", help="the embedded Kubernetes cluster")
+    p = sub.add_parser("local", help="a Kubernetes cluster on this machine (embedded, or the real components)")
     local_sub = p.add_subparsers(dest="local_command", required=True)
-    up = local_sub.add_parser(
-        "up", help="serve an embedded cluster (and the controller) on 127.0.0.1 until SIGINT/SIGTERM"
+    up = local_sub.add_parser("up", help="serve a local cluster (and the controller) on 127.0.0.1 until SIGINT/SIGTERM")
+    up.add_argument(
+        "--control-plane",
+        default="embedded",
+        choices=["embedded", "kubernetes"],
+        help="'embedded': kubedl-py's own API server, starts in well under a second (default); 'kubernetes': "
+        "the real kube-apiserver, controller-manager, scheduler and etcd, built from their Go modules on first "
+        "use (`make kube-binaries`, minutes) and started in about 10 s",
     )
     up.add_argument(
         "--kubeconfig",
@@ -41,7 +47,7 @@ def _add_local(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help=f"write a kubeconfig (context kubedl-local) here once ready (default {LOCAL_KUBECONFIG}, "
         "where the SDK and CLI look)",
     )
-    up.add_argument("--port", type=int, default=0, help="port to listen on (default 0: any free port)")
+    up.add_argument("--port", type=int, default=0, help="API server port (default 0: any free port)")
     up.add_argument("--nodes", type=int, default=1, help="number of nodes (default 1; the process runtime runs 1)")
     up.add_argument(
         "--runtime",
@@ -50,7 +56,9 @@ def _add_local(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="how pods run: 'process' runs their commands as local processes (default), "
         "'simulated' only pretends (scale tests)",
     )
-    up.add_argument("--data-dir", default=None, help="keep cluster state here across restarts (default: memory)")
+    up.add_argument(
+        "--data-dir", default=None, help="keep the embedded cluster's state here across restarts (default: memory)"
+    )
     up.add_argument("--no-controller", action="store_true", help="do not run the training-job controller")
     up.set_defaults(handler=_run_local_up)
 
@@ -69,12 +77,19 @@ def _run_local_up(args: argparse.Namespace) -> int:
             "kubedl-py: the process runtime runs exactly 1 node; use --nodes 1 or --runtime simulated", file=sys.stderr
         )
         return 2
+    if args.control_plane == "kubernetes" and args.data_dir is not None:
+        print(
+            "kubedl-py: --data-dir keeps only the embedded cluster's state; drop it or use --control-plane embedded",
+            file=sys.stderr,
+        )
+        return 2
     options = LocalUpOptions(
         kubeconfig=os.path.expanduser(args.kubeconfig),
         port=args.port,
         nodes=args.nodes,
         runtime=args.runtime,
         data_dir=args.data_dir,
+        control_plane=args.control_plane,
     )
     if args.no_controller:
         return asyncio.run(run_local_up(options))
@@ -99,15 +114,20 @@ class _EmbeddedController:
         from kubedl_py.kube.client import KubeClient
         from kubedl_py.kube.errors import AlreadyExists
         from kubedl_py.kube.resources import Resource
+        from kubedl_py.local import LocalCluster
 
-        crds = Resource(
-            "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False
-        )
-        client = KubeClient(configuration=cluster.configuration)
+        if isinstance(cluster, LocalCluster):
+            # The real control plane's cluster installs the CRDs as an operator would; the embedded one here.
+            crds = Resource(
+                "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False
+            )
+            async with KubeClient(configuration=cluster.configuration) as admin:
+                for crd in all_crds():
+                    with contextlib.suppress(AlreadyExists):  # --data-dir restart: keep the stored CRD
+                        await admin.create(crds, crd)
+        # On the real control plane: the rendered ServiceAccount's token, so the shipped RBAC applies.
+        client = await cluster.controller_client()
         await client.open()
-        for crd in all_crds():
-            with contextlib.suppress(AlreadyExists):  # --data-dir restart: keep the stored CRD (and its objects)
-                await client.create(crds, crd)
         self.manager = build_manager(client, ControllerOptions())
 
         async def run() -> None:

@@ -5,12 +5,14 @@ this. Public names: :class:`LocalCluster`, :func:`run_local_up` / :class:`LocalU
 fault-injection types :class:`Faults`, :class:`FaultRule`, :class:`RequestLog`.
 """
 
-from .cluster import CONTEXT, LocalCluster, LocalUpOptions, node_name, run_local_up
+from .cluster import CONTEXT, LocalCluster, node_name
 from .faults import FaultRule, Faults, RequestLog, RequestRecord
 from .node.simulated import EXIT_CODE, RUN_SECONDS, TERMINATION_SECONDS
+from .up import CONTROL_PLANES, LocalUpOptions, run_local_up
 
 __all__ = [
     "CONTEXT",
+    "CONTROL_PLANES",
     "EXIT_CODE",
     "RUN_SECONDS",
     "TERMINATION_SECONDS",

@@ -16,12 +16,9 @@ import contextlib
 import logging
 import os
 import random
-import signal
 import socket
 import tempfile
-import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -394,6 +391,10 @@ class LocalCluster:
         tmp.write_text(yaml.safe_dump(self.kubeconfig(), sort_keys=False))
         tmp.replace(path)  # appears complete or not at all: readiness can be polled on the file
 
+    async def controller_client(self) -> KubeClient:
+        """A client for a controller running beside the cluster (``local up``); this server has no auth."""
+        return KubeClient(configuration=self.configuration)
+
     @property
     def configuration(self) -> Any:
         """A ``kubernetes_asyncio.client.Configuration`` pointed at this cluster."""
@@ -472,74 +473,3 @@ class LocalCluster:
     def get(self, resource: str, name: str, namespace: str = "", group: str = "") -> Obj | None:
         """Read an object straight from the store (tests; no HTTP)."""
         return self.store.get((group, resource), namespace, name)
-
-
-# ---- local up --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class LocalUpOptions:
-    kubeconfig: str
-    port: int = 0
-    nodes: int = 1
-    runtime: str = "simulated"
-    data_dir: str | None = None
-
-
-async def run_local_up(
-    options: LocalUpOptions,
-    *,
-    on_ready: Callable[[LocalCluster], Awaitable[None]] | None = None,
-    on_stop: Callable[[], Awaitable[None]] | None = None,
-    stop: asyncio.Event | None = None,
-) -> int:
-    """Serve an embedded cluster until SIGINT/SIGTERM (or ``stop`` is set); returns the exit code.
-
-    ``on_ready(cluster)`` runs once it serves (``local up`` starts the controller there); ``on_stop()`` runs
-    before the cluster stops, so whatever talks to it can finish while it still answers."""
-    loop = asyncio.get_running_loop()
-    stop = stop or asyncio.Event()
-    installed: list[signal.Signals] = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-            installed.append(sig)
-        except (NotImplementedError, RuntimeError):
-            pass
-    cluster = LocalCluster(
-        nodes=options.nodes,
-        runtime=options.runtime,
-        port=options.port,
-        data_dir=options.data_dir,
-        kubeconfig_path=options.kubeconfig,
-        toleration_seconds=300,
-        defer_kubeconfig=True,
-    )
-    started = time.monotonic()
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(options.kubeconfig)  # a stale one from an earlier run must not look like "ready"
-    try:
-        await cluster.start()
-        if on_ready is not None:
-            await on_ready(cluster)
-        # Written last: its appearance means "ready", including what on_ready set up (CRDs, controller).
-        cluster.write_kubeconfig()
-        log.info(
-            "kubedl-py local cluster ready at %s in %.2fs; kubeconfig written to %s (context %s)",
-            cluster.url,
-            time.monotonic() - started,
-            cluster.kubeconfig_path,
-            CONTEXT,
-        )
-        print(f"kubedl-py local cluster listening on {cluster.url} (kubeconfig {cluster.kubeconfig_path})", flush=True)
-        await stop.wait()
-        log.info("shutting down the local cluster")
-    finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
-        try:
-            if on_stop is not None:
-                await on_stop()
-        finally:
-            await cluster.stop()
-    return 0

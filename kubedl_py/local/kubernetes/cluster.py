@@ -219,6 +219,22 @@ class KubernetesCluster:
             with contextlib.suppress(NotFound):
                 await kube.delete(NODES, name)
 
+    async def controller_client(self) -> KubeClient:
+        """A client authenticated as the rendered controller ServiceAccount (``local up`` runs the
+        controller beside the cluster, under the RBAC an operator installs)."""
+        path = await self.controller_kubeconfig(self.control_plane.dir / "kubeconfigs" / "controller")
+        return KubeClient(kubeconfig=path)
+
+    def write_user_kubeconfig(self, path: Path) -> Path:
+        """The administrator's kubeconfig (context ``kubedl-local``, certificates inline) at ``path``."""
+        from .kubeconfig import write_kubeconfig
+
+        return write_kubeconfig(path, self.control_plane.admin_config())
+
+    @property
+    def url(self) -> str:
+        return self.control_plane.url
+
     async def controller_kubeconfig(self, path: Path, *, seconds: int = 24 * 3600) -> Path:
         """A kubeconfig for the controller's ServiceAccount (through the fault proxy when there is one)."""
         async with KubeClient(kubeconfig=self.admin_kubeconfig) as kube:

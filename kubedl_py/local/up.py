@@ -1,0 +1,146 @@
+"""``kubedl-py local up``: serve a local cluster (embedded or the real control plane) until told to stop.
+
+Why one runner for both control planes: a user switches between the fast embedded server and the real
+Kubernetes components with one flag and gets the same things — nodes (simulated or the host as one process
+node), the CRDs, the controller beside the cluster, and a kubeconfig at the same place, written last so its
+appearance means "ready". Only the embedded server keeps state across restarts (``--data-dir``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from kubedl_py.kube.client import KubeClient
+
+from .cluster import CONTEXT, LocalCluster
+
+log = logging.getLogger(__name__)
+
+CONTROL_PLANES = ("embedded", "kubernetes")
+
+
+class UpCluster(Protocol):
+    """What ``local up`` needs of a cluster, whichever control plane serves it."""
+
+    @property
+    def url(self) -> str: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def controller_client(self) -> KubeClient: ...
+
+
+@dataclass
+class LocalUpOptions:
+    kubeconfig: str
+    port: int = 0
+    nodes: int = 1
+    runtime: str = "simulated"
+    data_dir: str | None = None
+    #: "embedded" (kubedl-py's own API server) or "kubernetes" (the real components, built from Go modules)
+    control_plane: str = "embedded"
+
+
+def build_cluster(options: LocalUpOptions) -> UpCluster:
+    """The cluster ``options`` describe; ValueError (with the fix in its message) for combinations that
+    cannot work."""
+    if options.control_plane not in CONTROL_PLANES:
+        raise ValueError(f"--control-plane {options.control_plane!r}: use one of {', '.join(CONTROL_PLANES)}")
+    if options.control_plane == "embedded":
+        return LocalCluster(
+            nodes=options.nodes,
+            runtime=options.runtime,
+            port=options.port,
+            data_dir=options.data_dir,
+            kubeconfig_path=options.kubeconfig,
+            toleration_seconds=300,
+            defer_kubeconfig=True,
+        )
+    if options.data_dir is not None:
+        raise ValueError(
+            "--data-dir keeps only the embedded control plane's state; drop it with --control-plane kubernetes"
+        )
+    from .kubernetes.cluster import KubernetesCluster, KubernetesClusterOptions
+    from .kubernetes.controlplane import ControlPlaneOptions
+
+    return KubernetesCluster(
+        KubernetesClusterOptions(
+            control_plane=ControlPlaneOptions(port=options.port),
+            nodes=options.nodes,
+            runtime=options.runtime,
+        )
+    )
+
+
+def write_user_kubeconfig(cluster: UpCluster, path: Path) -> None:
+    if isinstance(cluster, LocalCluster):
+        cluster.write_kubeconfig()
+        return
+    from .kubernetes.cluster import KubernetesCluster
+
+    assert isinstance(cluster, KubernetesCluster)
+    cluster.write_user_kubeconfig(path)
+
+
+async def run_local_up(
+    options: LocalUpOptions,
+    *,
+    on_ready: Callable[[UpCluster], Awaitable[None]] | None = None,
+    on_stop: Callable[[], Awaitable[None]] | None = None,
+    stop: asyncio.Event | None = None,
+) -> int:
+    """Serve a local cluster until SIGINT/SIGTERM (or ``stop`` is set); returns the exit code.
+
+    ``on_ready(cluster)`` runs once it serves (``local up`` starts the controller there); ``on_stop()`` runs
+    before the cluster stops, so whatever talks to it can finish while it still answers."""
+    cluster = build_cluster(options)
+    loop = asyncio.get_running_loop()
+    stop = stop or asyncio.Event()
+    installed: list[signal.Signals] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError):
+            pass
+    started = time.monotonic()
+    kubeconfig = Path(options.kubeconfig)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(kubeconfig)  # a stale one from an earlier run must not look like "ready"
+    try:
+        await cluster.start()
+        if on_ready is not None:
+            await on_ready(cluster)
+        # Written last: its appearance means "ready", including what on_ready set up (CRDs, controller).
+        write_user_kubeconfig(cluster, kubeconfig)
+        log.info(
+            "kubedl-py local cluster (%s control plane) ready at %s in %.2fs; kubeconfig written to %s (context %s)",
+            options.control_plane,
+            cluster.url,
+            time.monotonic() - started,
+            kubeconfig,
+            CONTEXT,
+        )
+        print(f"kubedl-py local cluster listening on {cluster.url} (kubeconfig {kubeconfig})", flush=True)
+        await stop.wait()
+        log.info("shutting down the local cluster")
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+        try:
+            if on_stop is not None:
+                await on_stop()
+        finally:
+            await cluster.stop()
+    return 0
