@@ -51,8 +51,9 @@ log = logging.getLogger(__name__)
 
 CONTEXT = "kubedl-local"
 CLUSTER_DOMAIN = "cluster.local"
-#: the identity node agents use; bound to the built-in ``system:node`` ClusterRole (a kubelet's permissions)
+#: the identity node agents use, bound to the built-in ClusterRoles of a kubelet and of kube-proxy
 NODE_AGENT_USER = "kubedl-py:node-agent"
+NODE_AGENT_ROLES = ("system:node", "system:node-proxier")
 
 
 class ControlPlaneError(RuntimeError):
@@ -65,6 +66,8 @@ class ControlPlaneOptions:
 
     #: where data, certificates, kubeconfigs and logs live; None: a temporary directory removed on stop
     data_dir: Path | None = None
+    #: kube-apiserver's secure port on 127.0.0.1 (0: any free port)
+    port: int = 0
     #: Service ClusterIP range; None: a random 127.x.0.0/16 (the process runtime's proxy binds ClusterIPs on
     #: loopback, so two clusters on one machine must not share them)
     service_cidr: str | None = None
@@ -147,7 +150,8 @@ class KubernetesControlPlane:
         os.chmod(self.dir, 0o700)
         pki = await asyncio.to_thread(self._make_pki)
         self.pki = pki
-        etcd_port, etcd_peer, api_port, kcm_port, sched_port = _free_ports(5)
+        etcd_port, etcd_peer, free_api_port, kcm_port, sched_port = _free_ports(5)
+        api_port = self.options.port or free_api_port
         self.url = f"https://127.0.0.1:{api_port}"
         self.admin_kubeconfig = self.user_kubeconfig("admin", common_name="kubernetes-admin", groups=["system:masters"])
         kcm_kc = self.user_kubeconfig("kube-controller-manager", common_name="system:kube-controller-manager")
@@ -405,23 +409,25 @@ class KubernetesControlPlane:
                 await asyncio.sleep(0.1)
 
     async def _bootstrap(self, deadline: float) -> None:
-        """Bind the node agents' identity to ``system:node``; wait for what every pod needs."""
-        binding = {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": "kubedl-py:node-agent"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:node"},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": NODE_AGENT_USER}],
-        }
+        """Give the node agents' identity a kubelet's and a kube-proxy's rights (the process runtime also
+        proxies Services and writes cluster DNS); wait for what every pod needs."""
         timeout = aiohttp.ClientTimeout(total=10)
         context = self.ssl_context()
         async with aiohttp.ClientSession(timeout=timeout) as session:
-            async with session.post(
-                f"{self.url}/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", json=binding, ssl=context
-            ) as response:
-                if response.status not in (201, 409):
-                    answer = await response.text()
-                    raise ControlPlaneError(f"cannot bind the node agent role: {response.status} {answer}")
+            for role in NODE_AGENT_ROLES:
+                binding = {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "ClusterRoleBinding",
+                    "metadata": {"name": f"kubedl-py:node-agent:{role.removeprefix('system:')}"},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": NODE_AGENT_USER}],
+                }
+                async with session.post(
+                    f"{self.url}/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", json=binding, ssl=context
+                ) as response:
+                    if response.status not in (201, 409):
+                        answer = await response.text()
+                        raise ControlPlaneError(f"cannot bind the node agent to {role}: {response.status} {answer}")
             # Pods are refused until the namespace's default ServiceAccount exists, and the service-account
             # volume needs the root CA ConfigMap: both are made by kube-controller-manager shortly after start.
             for path in (
