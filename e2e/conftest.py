@@ -1,7 +1,9 @@
 """Where the e2e scenarios run, and the few target-specific operations they need.
 
-- Default: the embedded cluster, started here as ``kubedl-py local up`` (process runtime, controller
-  inside) in a subprocess, exactly as a user starts it. The job programs run from this checkout.
+- Default: a local cluster started here as ``kubedl-py local up`` (process runtime, controller beside it) in a
+  subprocess, exactly as a user starts it, once per control plane: the embedded one and the real Kubernetes
+  components (``--control-plane kubernetes``, where the controller runs under the RBAC rendered in deploy/).
+  ``KUBEDL_TEST_TIERS`` narrows that as for the other suites. The job programs run from this checkout.
 - ``KUBEDL_E2E_KUBECONFIG=path``: any cluster that already runs the controller (kind via ``make e2e-kind``).
   Pods use ``KUBEDL_E2E_IMAGE`` (default ``kubedl-py:e2e``, built from the project's Dockerfile: Python,
   kubedl-py and ``examples/`` under /app). PyTorch scenarios need torch in that image and are skipped unless
@@ -28,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.tiers import EMBEDDED, TIERS, require_tier
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -88,10 +92,12 @@ class Target:
         )
 
 
-@pytest.fixture(scope="session")
-def target() -> Iterator[Target]:
+@pytest.fixture(scope="session", params=TIERS)
+def target(request: pytest.FixtureRequest) -> Iterator[Target]:
     remote = os.environ.get("KUBEDL_E2E_KUBECONFIG")
     if remote:
+        if request.param != TIERS[0]:
+            pytest.skip("a remote cluster is one target")
         yield Target(
             name="kubeconfig " + remote,
             kubeconfig=Path(remote),
@@ -100,24 +106,36 @@ def target() -> Iterator[Target]:
             torch=os.environ.get("KUBEDL_E2E_TORCH") == "1",
         )
         return
+    control_plane: str = request.param
+    require_tier(control_plane)
     with tempfile.TemporaryDirectory(prefix="kubedl-e2e-") as tmp:
         kubeconfig = Path(tmp) / "kubeconfig"
         log_path = Path(tmp) / "cluster.log"
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "kubedl_py.cli", "local", "up", "--kubeconfig", str(kubeconfig)],
+                [
+                    sys.executable,
+                    "-m",
+                    "kubedl_py.cli",
+                    "local",
+                    "up",
+                    "--control-plane",
+                    control_plane,
+                    "--kubeconfig",
+                    str(kubeconfig),
+                ],
                 cwd=REPO,
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
         try:
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + (60 if control_plane == EMBEDDED else 300)
             while not kubeconfig.exists():
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"local up did not start:\n{log_path.read_text()}")
                 time.sleep(0.05)
             has_torch = importlib.util.find_spec("torch") is not None
-            yield Target(name="embedded", kubeconfig=kubeconfig, image="ignored:latest", local=True, torch=has_torch)
+            yield Target(name=control_plane, kubeconfig=kubeconfig, image="ignored:latest", local=True, torch=has_torch)
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
