@@ -81,23 +81,33 @@ def request_info(method: str, path: str, query: dict[str, str]) -> RequestInfo:
 class FaultProxy:
     """Serve on ``127.0.0.1:<port>`` over plain HTTP, forwarding to ``upstream`` (HTTPS).
 
-    ``ssl_context`` trusts the upstream's CA and carries the proxy's own client certificate."""
+    ``ssl_context`` trusts the upstream's CA and carries the proxy's own client certificate, used only for
+    requests without credentials of their own: a client certificate is authenticated before a bearer token,
+    so presenting it beside a client's token would make every client the administrator. ``trust`` (the
+    upstream's CA alone) carries the others."""
 
-    def __init__(self, upstream: str, ssl_context: ssl.SSLContext, *, faults: Faults | None = None) -> None:
+    def __init__(
+        self, upstream: str, ssl_context: ssl.SSLContext, trust: ssl.SSLContext, *, faults: Faults | None = None
+    ) -> None:
         self.upstream = upstream.rstrip("/")
         self.ssl_context = ssl_context
+        self.trust = trust
         self.faults = faults or Faults()
         self.request_log = RequestLog()
         self.url = ""
         self._runner: web.AppRunner | None = None
-        self._session: aiohttp.ClientSession | None = None
+        self._session: aiohttp.ClientSession | None = None  # as the proxy (administrator)
+        self._passthrough: aiohttp.ClientSession | None = None  # clients' own credentials
         self._streams: set[asyncio.Task[object]] = set()
 
     async def start(self) -> None:
         # No total timeout: watches and followed logs stream for minutes; the client sets its own.
-        connector = aiohttp.TCPConnector(ssl=self.ssl_context, limit=0)
+        no_timeout = aiohttp.ClientTimeout(total=None)
         self._session = aiohttp.ClientSession(
-            connector=connector, timeout=aiohttp.ClientTimeout(total=None), auto_decompress=False
+            connector=aiohttp.TCPConnector(ssl=self.ssl_context, limit=0), timeout=no_timeout, auto_decompress=False
+        )
+        self._passthrough = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(ssl=self.trust, limit=0), timeout=no_timeout, auto_decompress=False
         )
         app = web.Application(client_max_size=32 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
@@ -116,9 +126,10 @@ class FaultProxy:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        for session in (self._session, self._passthrough):
+            if session is not None:
+                await session.close()
+        self._session = self._passthrough = None
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         started = time.monotonic()
@@ -159,10 +170,11 @@ class FaultProxy:
         if info.verb == "watch" and resuming and self.faults.pick(info, "expire-watch") is not None:
             return await _expired_watch(request, query["resourceVersion"])
         cut = self.faults.pick(info, "cut-watch") if info.verb == "watch" else None
-        assert self._session is not None
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
+        session = self._passthrough if "Authorization" in request.headers else self._session
+        assert session is not None
         body = await request.read() if request.can_read_body else None
-        upstream = await self._session.request(
+        upstream = await session.request(
             request.method,
             self.upstream + request.path_qs,
             headers=headers,

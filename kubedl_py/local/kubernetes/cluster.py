@@ -124,7 +124,9 @@ class KubernetesCluster:
                 await install_crds(kube)
                 await apply(kube, manifest_documents(self.options.manifests, kinds=CONTROLLER_IDENTITY_KINDS))
             if self.options.fault_proxy:
-                self.proxy = FaultProxy(self.control_plane.url, self.control_plane.ssl_context())
+                self.proxy = FaultProxy(
+                    self.control_plane.url, self.control_plane.ssl_context(), self.control_plane.trust_context()
+                )
                 await self.proxy.start()
             await self._start_agent()
         except BaseException:

@@ -297,6 +297,11 @@ class KubernetesControlPlane:
         context.load_cert_chain(str(admin[0]), str(admin[1]))
         return context
 
+    def trust_context(self) -> ssl.SSLContext:
+        """Trusts the cluster CA, presents nothing (clients that bring their own credentials)."""
+        assert self.pki is not None
+        return ssl.create_default_context(cafile=str(self.pki.ca.cert))
+
     def user_kubeconfig(self, name: str, *, common_name: str, groups: Sequence[str] = ()) -> Path:
         """Issue a client certificate for ``common_name`` in ``groups``; write ``kubeconfigs/<name>``."""
         assert self.pki is not None
