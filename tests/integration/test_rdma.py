@@ -13,6 +13,8 @@ import pytest
 from kubedl_py.controllers.gang import Gang
 from kubedl_py.kube.errors import Invalid, NotFound
 from kubedl_py.kube.resources import PODS, Resource
+from kubedl_py.local.kubernetes.install import apply, manifest_documents
+from kubedl_py.templates import ManifestOptions
 
 from .conftest import (
     CRDS,
@@ -45,9 +47,24 @@ def block_of(cluster: Env) -> dict[str, str]:
 
 
 async def start(cluster: Env, **options: Any) -> RunningController:
+    """The controller with ``options``; with a gang scheduler on a real cluster, under the ClusterRole an
+    operator renders for it (``manifests --gang-scheduler``), which adds the PodGroup rules."""
+    scheduler = options.get("gang_scheduler")
+    if scheduler is not None and cluster.real is not None:
+        async with cluster.client() as kube:
+            await apply(kube, manifest_documents(ManifestOptions(gang_scheduler=scheduler), kinds=("ClusterRole",)))
     running = RunningController(cluster, fast_options(namespace=cluster.namespace, **options))
     await running.start()
     return running
+
+
+@pytest.fixture(autouse=True)
+async def rendered_cluster_role(cluster: Env) -> AsyncIterator[None]:
+    """The session's real cluster is shared: the default rendered ClusterRole is back after each test."""
+    yield
+    if cluster.real is not None:
+        async with cluster.client() as kube:
+            await apply(kube, manifest_documents(kinds=("ClusterRole",)))
 
 
 def podgroup_crd(resource: Resource) -> dict[str, Any]:
@@ -290,6 +307,33 @@ async def test_a_resubmitted_job_does_not_adopt_its_predecessors_podgroup(cluste
         group = await eventually(owned_by_the_new_job, within=60, what="a PodGroup of the new job")
         assert group["spec"]["minMember"] == 3
         await eventually(lambda: _pods(kube, "again", 3), what="pods once their group is the job's own")
+    finally:
+        await running.stop()
+
+
+async def test_an_orphaned_podgroup_of_the_jobs_name_is_adopted(cluster: Env, kube: Kube) -> None:
+    """A group left without an owner (its job deleted with propagationPolicy=Orphan) is nobody's: the new job
+    adopts it (a patch, which the rendered ClusterRole must allow) instead of waiting forever."""
+    await install_podgroups(kube, VOLCANO)
+    orphan = {
+        "apiVersion": VOLCANO.api_version,
+        "kind": "PodGroup",
+        "metadata": {"name": "adopter", "namespace": kube.ns},
+        "spec": {"minMember": 1},
+    }
+    await kube.create(VOLCANO, orphan, namespace=kube.ns)
+    running = await start(cluster, gang_scheduler="volcano")
+    try:
+        created = await kube.create(PYTORCHJOBS, pytorchjob("adopter"), namespace=kube.ns)
+
+        async def adopted() -> dict[str, Any] | None:
+            group = await podgroup(kube, VOLCANO, "adopter")
+            refs = ((group or {}).get("metadata") or {}).get("ownerReferences") or []
+            return group if [ref["uid"] for ref in refs] == [created["metadata"]["uid"]] else None
+
+        group = await eventually(adopted, what="the orphaned PodGroup owned by the job")
+        assert group["spec"]["minMember"] == 3
+        await eventually(lambda: _pods(kube, "adopter", 3), what="pods once the group is the job's")
     finally:
         await running.stop()
 
