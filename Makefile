@@ -25,7 +25,10 @@ venv: $(STAMP)
 kube-binaries: $(STAMP)
 	$(BIN)/python -m kubedl_py.local.kubernetes
 
+# Both control-plane tiers (KUBEDL_TEST_TIERS=embedded or kubernetes narrows a run to one): the real
+# control plane is built first, visibly (minutes the first time, then reused from ~/.cache/kubedl-py).
 test: $(STAMP)
+	$(BIN)/python -m kubedl_py.local.kubernetes
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(STAMP)
@@ -43,9 +46,10 @@ manifests: $(STAMP)
 demo: $(DEMO_STAMP)
 	$(BIN)/python examples/demo.py
 
-# End-to-end scenarios through the CLI/SDK with real processes on the embedded cluster (needs torch: the demo
+# End-to-end scenarios through the CLI/SDK with real processes, on both control planes (needs torch: the demo
 # extra). KUBEDL_E2E_KUBECONFIG=path runs them against another cluster that runs the controller.
 e2e: $(DEMO_STAMP)
+	$(BIN)/python -m kubedl_py.local.kubernetes
 	$(BIN)/python -m pytest -q -p no:cacheprovider e2e
 
 # The controller image kubedl-py:<version> (kubedl_py/local/image.py): with docker when its engine answers, else

