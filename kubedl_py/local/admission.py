@@ -390,11 +390,21 @@ class IPAllocator:
             self.used.discard(ip)
 
 
+def default_traffic_policy(spec: Obj) -> None:
+    """externalTrafficPolicy exists only for Services with node ports (Cluster by default); the real server
+    drops it when the type no longer has them."""
+    if spec.get("type") in ("NodePort", "LoadBalancer"):
+        spec.setdefault("externalTrafficPolicy", "Cluster")
+    else:
+        spec.pop("externalTrafficPolicy", None)
+
+
 def default_service(svc: Obj) -> None:
     spec = svc.setdefault("spec", {})
     spec.setdefault("type", "ClusterIP")
     spec.setdefault("sessionAffinity", "None")
     spec.setdefault("internalTrafficPolicy", "Cluster")
+    default_traffic_policy(spec)
     for p in spec.get("ports") or []:
         if isinstance(p, dict):
             p.setdefault("protocol", "TCP")

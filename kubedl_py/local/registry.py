@@ -513,6 +513,7 @@ class Registry:
         spec.setdefault("type", ospec.get("type", "ClusterIP"))
         spec.setdefault("sessionAffinity", "None")
         spec.setdefault("internalTrafficPolicy", "Cluster")
+        admission.default_traffic_policy(spec)
         for p in spec.get("ports") or []:
             if isinstance(p, dict):
                 p.setdefault("protocol", "TCP")
