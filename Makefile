@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-test
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: test lint demo manifests bench soak e2e e2e-kind clean venv kube-binaries
+.PHONY: test lint demo manifests bench soak e2e e2e-kind clean venv kube-binaries protobuf-table
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,7 +25,13 @@ venv: $(STAMP)
 kube-binaries: $(STAMP)
 	$(BIN)/python -m kubedl_py.local.kubernetes
 
-test: $(STAMP)
+# The field table of Kubernetes' built-in kinds that the embedded API server decodes protobuf bodies with,
+# compiled from the k8s.io/api and k8s.io/apimachinery module zips of the pinned release (Go module proxy) into
+# ~/.cache/kubedl-py/protobuf (once; about a second; nothing of Kubernetes' is committed).
+protobuf-table: $(STAMP)
+	$(BIN)/python -m kubedl_py.local.protobuf
+
+test: $(STAMP) protobuf-table
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(STAMP)
