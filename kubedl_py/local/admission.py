@@ -408,7 +408,7 @@ def default_service(svc: Obj) -> None:
     for p in spec.get("ports") or []:
         if isinstance(p, dict):
             p.setdefault("protocol", "TCP")
-            if "targetPort" not in p and "port" in p:
+            if not p.get("targetPort") and "port" in p:  # absent, 0 or "": Go's zero value
                 p["targetPort"] = p["port"]
     svc["status"] = {"loadBalancer": {}}
 

@@ -22,10 +22,11 @@ from . import discovery, protobuf, tables
 from .errors import ApiError, bad_request, expired, method_not_allowed, not_found
 from .faults import Faults, RequestInfo, RequestLog, RequestRecord
 from .podlogs import PodLogs
-from .registry import RETURN_DELETED, Registry, now_iso
+from .registry import RETURN_DELETED, FieldValidation, Registry, now_iso
 from .resources import Catalogue, ResourceType
 from .selection import parse_field_selector, parse_label_selector
 from .store import Event, Obj, Store, Watcher
+from .typed import Types
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,30 @@ def _unsupported_media_type(rt: ResourceType) -> ApiError:
         f"the body of the request was in an unknown format - accepted media types include: {accepted}",
         "UnsupportedMediaType",
     )
+
+
+def _field_validation(req: Request, options: str) -> FieldValidation:
+    """The request's ``fieldValidation`` (absent: Warn, as the real server); 422 on anything else."""
+    mode = req.query.get("fieldValidation", "")
+    if mode not in ("", "Ignore", "Strict", "Warn"):
+        supported = 'supported values: "", "Ignore", "Strict", "Warn"'
+        raise ApiError(
+            422,
+            f'{options}.meta.k8s.io "" is invalid: fieldValidation: Unsupported value: "{mode}": {supported}',
+            "Invalid",
+            {
+                "group": "meta.k8s.io",
+                "kind": options,
+                "causes": [
+                    {
+                        "reason": "FieldValueNotSupported",
+                        "message": f'Unsupported value: "{mode}": {supported}',
+                        "field": "fieldValidation",
+                    }
+                ],
+            },
+        )
+    return FieldValidation(mode or "Warn")
 
 
 def _status_ok(details: dict[str, Any] | None = None) -> Obj:
@@ -107,12 +132,24 @@ class ApiServer:
         self.default_watch_timeout = default_watch_timeout
         self.host = "127.0.0.1:0"
         self._streams: set[asyncio.Task[Any]] = set()
+        self._types_failed = False
         self.closing = False
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_route("*", "/{tail:.*}", self.handle)
         return app
+
+    async def _load_types(self) -> None:
+        """The Go structs of the built-in kinds (typed.py), from the protobuf field table, once. Without the
+        table (offline, not yet fetched) built-in bodies are stored as sent; said once in the log."""
+        if self.registry.types is not None or self._types_failed:
+            return
+        try:
+            self.registry.types = Types(await protobuf.load_table())
+        except protobuf.TableUnavailable as e:
+            self._types_failed = True
+            log.warning("built-in kinds are not type-checked or normalised: %s", e)
 
     async def close_streams(self) -> None:
         self.closing = True
@@ -329,7 +366,8 @@ class ApiServer:
         rt = req.rt
         ns = req.namespace or ""
         dry_run = bool(req.query.get("dryRun"))
-        strict = req.query.get("fieldValidation") == "Strict"
+        if verb in ("create", "update", "patch"):
+            await self._load_types()
         if verb == "watch":
             return await self._watch(request, req, info)
         if verb == "list":
@@ -344,9 +382,10 @@ class ApiServer:
             if req.name is None:
                 if rt.namespaced and req.namespace is None:
                     raise method_not_allowed()
+                fv = _field_validation(req, "CreateOptions")
                 body = await self._body(request, req)
-                obj = self.registry.create(rt, ns, body, req.version, dry_run=dry_run, strict=strict)
-                return self._object_response(request, req, obj, 201)
+                obj = self.registry.create(rt, ns, body, req.version, dry_run=dry_run, validation=fv)
+                return self._object_response(request, req, obj, 201, warnings=fv.warnings)
             if req.subresource == "binding":
                 return self._binding(req, await self._body(request, req))
             if req.subresource == "eviction":
@@ -360,13 +399,15 @@ class ApiServer:
                 return self._finalize_namespace(req, body)
             if req.subresource not in (None, "status"):
                 raise method_not_allowed()
+            fv = _field_validation(req, "UpdateOptions")
             obj = self.registry.update(
-                rt, ns, req.name, body, req.subresource, version=req.version, dry_run=dry_run, strict=strict
+                rt, ns, req.name, body, req.subresource, version=req.version, dry_run=dry_run, validation=fv
             )
-            return self._object_response(request, req, obj)
+            return self._object_response(request, req, obj, warnings=fv.warnings)
         if verb == "patch":
             if req.name is None or req.subresource not in (None, "status"):
                 raise method_not_allowed()
+            fv = _field_validation(req, "PatchOptions")
             body = await self._body(request, req, patch=True)
             obj = self.registry.patch(
                 rt,
@@ -377,9 +418,9 @@ class ApiServer:
                 subresource=req.subresource,
                 version=req.version,
                 dry_run=dry_run,
-                strict=strict,
+                validation=fv,
             )
-            return self._object_response(request, req, obj)
+            return self._object_response(request, req, obj, warnings=fv.warnings)
         if verb == "delete":
             assert req.name is not None
             if req.subresource is not None:
@@ -471,7 +512,16 @@ class ApiServer:
             obj["apiVersion"] = req.rt.api_version(req.version)
         return obj
 
-    def _object_response(self, request: web.Request, req: Request, obj: Obj, status: int = 200) -> web.Response:
+    def _object_response(
+        self, request: web.Request, req: Request, obj: Obj, status: int = 200, *, warnings: list[str] | None = None
+    ) -> web.Response:
+        resp = self._object_body(request, req, obj, status)
+        for text in warnings or ():
+            escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+            resp.headers.add("Warning", f'299 - "{escaped}"')
+        return resp
+
+    def _object_body(self, request: web.Request, req: Request, obj: Obj, status: int) -> web.Response:
         mode = self._accept(request)
         if mode == "table":
             doc = tables.table(

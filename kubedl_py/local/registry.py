@@ -34,6 +34,7 @@ from .patch import deepcopy_json, json_patch, merge_patch, strategic_merge_patch
 from .resources import Catalogue, ResourceType
 from .selection import FieldSelector, LabelSelector
 from .store import Event, Obj, Store
+from .typed import OBJECT_META, DecodeError, Types
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,39 @@ _GENERATION = {("", "pods"), ("apiextensions.k8s.io", "customresourcedefinitions
 RETURN_DELETED = frozenset({("", "pods"), ("", "services")})
 # Kinds that PUT may create (AllowCreateOnUpdate in the real strategies).
 _CREATE_ON_UPDATE = {("", "endpoints"), ("coordination.k8s.io", "leases"), ("", "events")}
+
+
+class FieldValidation:
+    """What one request's ``fieldValidation`` asks for, and the unknown fields its body turned out to have.
+
+    ``Strict``: unknown fields are a 400 (kubectl's default). ``Warn`` (also the default of a request
+    without the parameter): each becomes a ``Warning`` header on the response (``warnings``). ``Ignore``:
+    nothing is said. Either way they are dropped, as decoding into the Go struct (or pruning) drops them.
+    """
+
+    __slots__ = ("mode", "unknown", "warnings")
+
+    def __init__(self, mode: str = "Ignore") -> None:
+        self.mode = mode
+        self.unknown: list[str] = []
+        self.warnings: list[str] = []
+
+    def check(self, kind: str, version: str) -> None:
+        """Report the unknown fields found so far, as the mode says (raises for Strict)."""
+        if not self.unknown:
+            return
+        messages = [f'unknown field "{path}"' for path in self.unknown]
+        self.unknown = []
+        if self.mode == "Strict":
+            raise bad_request(
+                f'{kind} in version "{version}" cannot be handled as a {kind}: '
+                f"strict decoding error: {', '.join(messages)}"
+            )
+        if self.mode == "Warn":
+            self.warnings.extend(messages)
+
+
+IGNORE = FieldValidation()
 
 
 def now_iso() -> str:
@@ -66,6 +100,9 @@ class Registry:
     ) -> None:
         self.store = store
         self.catalogue = catalogue
+        #: the Go structs of the built-in kinds (typed.Types), once the API server has loaded the table;
+        #: without them built-in bodies are stored as sent
+        self.types: Types | None = None
         self.ips = admission.IPAllocator(service_cidr)
         self.toleration_seconds = toleration_seconds
         self.node_ports: set[int] = set()
@@ -116,7 +153,7 @@ class Registry:
         if len(orjson.dumps(obj)) > MAX_OBJECT_BYTES:
             raise too_large(f"Request entity too large: limit is {MAX_OBJECT_BYTES}")
 
-    def _check_body(self, rt: ResourceType, body: Any, version: str) -> Obj:
+    def _check_body(self, rt: ResourceType, body: Any, version: str, fv: FieldValidation = IGNORE) -> Obj:
         if not isinstance(body, dict):
             raise bad_request("the body of the request must be a JSON object")
         api_version = body.get("apiVersion")
@@ -131,13 +168,37 @@ class Registry:
             raise bad_request(
                 f"the API version in the data ({api_version}) does not match the expected API version ({want})"
             )
-        md = body.get("metadata")
-        if md is None:
-            md = body["metadata"] = {}
-        if not isinstance(md, dict):
+        if body.get("metadata") is None:
+            body["metadata"] = {}
+        obj: Obj = self._typed(rt, body, version, fv)
+        if not isinstance(obj.get("metadata"), dict):
             raise bad_request("metadata must be an object")
-        body["apiVersion"] = rt.api_version()  # stored at the storage version; served per request
-        body["kind"] = rt.kind
+        if rt.custom:
+            self._prepare_custom(rt, obj, fv)  # pruning is part of decoding a custom resource
+        fv.check(rt.kind, version)
+        obj["apiVersion"] = rt.api_version()  # stored at the storage version; served per request
+        obj["kind"] = rt.kind
+        return obj
+
+    def _typed(self, rt: ResourceType, body: Obj, version: str, fv: FieldValidation) -> Obj:
+        """Decode as the real server does (typed.py): a built-in kind into its Go struct and back, a custom
+        resource's metadata into ObjectMeta. Unknown fields are noted in ``fv``."""
+        types = self.types
+        if types is None:
+            return body
+        try:
+            if rt.custom:
+                decoded = types.decode_part(body["metadata"], OBJECT_META, "metadata")
+                body["metadata"] = decoded.obj
+            else:
+                message = types.message_for(rt.api_version(version), rt.kind)
+                if message is None:
+                    return body
+                decoded = types.decode({**body, "apiVersion": rt.api_version(version), "kind": rt.kind}, message)
+                body = decoded.obj
+        except DecodeError as e:
+            raise bad_request(f'{rt.kind} in version "{version}" cannot be handled as a {rt.kind}: {e}') from None
+        fv.unknown.extend(decoded.unknown)
         return body
 
     def _validate(self, rt: ResourceType, obj: Obj, old: Obj | None) -> None:
@@ -172,17 +233,12 @@ class Registry:
         if errs:
             raise invalid(rt.kind, rt.group, rt.plural, obj["metadata"].get("name", ""), errs)
 
-    def _prepare_custom(self, rt: ResourceType, obj: Obj, strict: bool = False) -> None:
+    def _prepare_custom(self, rt: ResourceType, obj: Obj, fv: FieldValidation = IGNORE) -> None:
         sch = rt.schemas.get(rt.version)
         if sch:
             removed: list[str] = []
             schema.prune(obj, sch, root=True, removed=removed)
-            if removed and strict:
-                unknown = ", ".join(f'unknown field "{r}"' for r in removed)
-                raise bad_request(
-                    f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
-                    f"strict decoding error: {unknown}"
-                )
+            fv.unknown.extend(removed)
             schema.apply_defaults(obj, sch)
 
     # ---- reads --------------------------------------------------------------------------------------------
@@ -220,9 +276,9 @@ class Registry:
         version: str | None = None,
         *,
         dry_run: bool = False,
-        strict: bool = False,
+        validation: FieldValidation = IGNORE,
     ) -> Obj:
-        obj = self._check_body(rt, body, version or rt.version)
+        obj = self._check_body(rt, body, version or rt.version, validation)
         md = obj["metadata"]
         if rt.namespaced:
             body_ns = md.get("namespace")
@@ -266,7 +322,7 @@ class Registry:
             md.pop("generation", None)
         if rt.has_status and rt.key != ("", "nodes"):
             obj.pop("status", None)
-        self._default(rt, obj, strict)
+        self._default(rt, obj)
         self._validate(rt, obj, None)
         self._size_check(obj)
         if rt.key == ("", "services"):
@@ -278,9 +334,9 @@ class Registry:
             return obj
         return self._commit(rt, obj, None)
 
-    def _default(self, rt: ResourceType, obj: Obj, strict: bool = False) -> None:
+    def _default(self, rt: ResourceType, obj: Obj) -> None:
         if rt.custom:
-            self._prepare_custom(rt, obj, strict)
+            self._prepare_custom(rt, obj)
             return
         if rt.group:
             if rt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
@@ -387,9 +443,9 @@ class Registry:
         *,
         version: str | None = None,
         dry_run: bool = False,
-        strict: bool = False,
+        validation: FieldValidation = IGNORE,
     ) -> Obj:
-        obj = self._check_body(rt, body, version or rt.version)
+        obj = self._check_body(rt, body, version or rt.version, validation)
         md = obj["metadata"]
         if md.get("name") not in (None, name):
             raise bad_request(f"the name of the object ({md.get('name')}) does not match the name on the URL ({name})")
@@ -400,7 +456,7 @@ class Registry:
             if rt.key in _CREATE_ON_UPDATE and subresource is None:
                 md["name"] = name
                 md.pop("resourceVersion", None)
-                return self.create(rt, ns, obj, version, dry_run=dry_run, strict=strict)
+                return self.create(rt, ns, obj, version, dry_run=dry_run)
             raise not_found(rt.group, rt.plural, name)
         rv = md.get("resourceVersion")
         if rv:
@@ -414,7 +470,7 @@ class Registry:
                 name,
                 [FieldError("FieldValueInvalid", "metadata.resourceVersion", "must be specified for an update", 0)],
             )
-        return self._update(rt, old, obj, subresource, dry_run=dry_run, strict=strict)
+        return self._update(rt, old, obj, subresource, dry_run=dry_run)
 
     def _update(
         self,
@@ -424,7 +480,6 @@ class Registry:
         subresource: str | None,
         *,
         dry_run: bool = False,
-        strict: bool = False,
     ) -> Obj:
         omd = old["metadata"]
         if subresource == "status":
@@ -453,7 +508,7 @@ class Registry:
                 else:
                     obj.pop("status", None)
             if rt.custom:
-                self._prepare_custom(rt, obj, strict)
+                self._prepare_custom(rt, obj)
             elif rt.key == ("", "services"):
                 self._service_update(obj, old)
             elif rt.key == ("", "secrets"):
@@ -517,7 +572,7 @@ class Registry:
         for p in spec.get("ports") or []:
             if isinstance(p, dict):
                 p.setdefault("protocol", "TCP")
-                if "targetPort" not in p and "port" in p:
+                if not p.get("targetPort") and "port" in p:  # absent, 0 or "": Go's zero value
                     p["targetPort"] = p["port"]
         self._patch_node_ports(spec, ospec)
         if spec.get("clusterIP") != ospec.get("clusterIP"):
@@ -566,7 +621,7 @@ class Registry:
         subresource: str | None = None,
         version: str | None = None,
         dry_run: bool = False,
-        strict: bool = False,
+        validation: FieldValidation = IGNORE,
     ) -> Obj:
         old = self.get(rt, ns, name)
         base = deepcopy_json(old)
@@ -620,8 +675,8 @@ class Registry:
             raise bad_request(f"the name of the object ({md.get('name')}) does not match the name on the URL ({name})")
         result["apiVersion"] = rt.api_version(version)
         result["kind"] = rt.kind
-        obj = self._check_body(rt, result, version or rt.version)
-        return self._update(rt, old, obj, subresource, dry_run=dry_run, strict=strict)
+        obj = self._check_body(rt, result, version or rt.version, validation)
+        return self._update(rt, old, obj, subresource, dry_run=dry_run)
 
     # ---- delete -------------------------------------------------------------------------------------------
 

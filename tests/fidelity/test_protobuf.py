@@ -252,6 +252,23 @@ def _rich_objects(ns: str) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
+async def test_protobuf_and_json_bodies_store_the_same_object(server: Server) -> None:
+    encoder = Encoder(ensure_table())
+    for collection, obj in _rich_objects(server.ns):
+        as_json = await server.post(collection, obj)
+        assert as_json.status == 201, as_json.body
+        renamed = {**obj, "metadata": {**obj["metadata"], "name": obj["metadata"]["name"] + "-pb"}}
+        as_protobuf = await server.post(collection, raw=encoder.envelope(renamed), content_type=PROTOBUF)
+        assert as_protobuf.status == 201, as_protobuf.body
+        left = comparable(as_json.body, drop_spec=("clusterIP", "clusterIPs"))
+        right = comparable(as_protobuf.body, drop_spec=("clusterIP", "clusterIPs"))
+        right["metadata"]["name"] = obj["metadata"]["name"]
+        assert right == left, obj["kind"]
+    pod = (await server.get(f"/api/v1/namespaces/{server.ns}/pods/rich-pb")).body["spec"]
+    assert (pod["enableServiceLinks"], pod["automountServiceAccountToken"]) == (False, False)
+    assert pod["terminationGracePeriodSeconds"] == 0
+
+
 async def test_decoder_reads_what_the_real_server_writes(server: Server) -> None:
     """The real server's own protobuf encoding, decoded here, is exactly its JSON."""
     if server.tier != KUBERNETES:

@@ -39,7 +39,7 @@ from ..kubernetes.binaries import cache_root
 from ..kubernetes.release import STAGING_VERSION
 
 #: bump when the table's layout changes: an older cached table is then rebuilt
-FORMAT = 2
+FORMAT = 3
 MODULES = ("k8s.io/api", "k8s.io/apimachinery")
 DEFAULT_PROXY = "https://proxy.golang.org"
 #: kinds of meta.k8s.io/v1 every group version also accepts (client-go encodes DeleteOptions in the
@@ -241,14 +241,44 @@ _STRUCT = re.compile(r"^type\s+(\w+)\s+struct\s*\{\s*$")
 _NAMED_SLICE = re.compile(r"^type\s+(\w+)\s+\[\][\w.]+\s*$")
 _FIELD = re.compile(r"^\s*(?:(\w+)\s+)?(\*?[\w.\[\]*]+)\s+`([^`]*)`")
 _TAG = re.compile(r'(\w+):"([^"]*)"')
+_PACKAGE = re.compile(r"^package\s+(\w+)", re.MULTILINE)
+_IMPORT = re.compile(r'^\s*(?:import\s+)?(\w+\s+)?"([\w./-]+)"\s*$', re.MULTILINE)
+_IDENT = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?")
+_GO_BUILTIN = frozenset(
+    {"bool", "byte", "string", "rune", "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16"}
+    | {"uint32", "uint64", "float32", "float64", "map", "any"}
+)
+
+
+def go_type_name(text: str, package: str, imports: dict[str, str]) -> str:
+    """A Go type as ``reflect`` prints it in an unmarshal error: package-qualified, pointer dropped
+    (``[]Container`` in core/v1 is ``[]v1.Container``, ``metav1.ObjectMeta`` is ``v1.ObjectMeta``)."""
+
+    def qualify(match: re.Match[str]) -> str:
+        ident = match.group(0)
+        if ident in _GO_BUILTIN:
+            return ident
+        if "." in ident:
+            alias, name = ident.split(".", 1)
+            return f"{imports.get(alias, alias)}.{name}"
+        return f"{package}.{ident}"
+
+    return _IDENT.sub(qualify, text.lstrip("*"))
 
 
 def parse_go(text: str) -> tuple[dict[str, dict[int, dict[str, Any]]], set[str]]:
     """Struct fields that carry a protobuf tag, by struct and field number, and the named slice types.
 
-    Each field: ``json`` (name, "" when inlined), ``omitempty``, ``omitzero``, ``pointer``, ``embedded``."""
+    Each field: ``json`` (name, "" when inlined), ``omitempty``, ``omitzero``, ``pointer``, ``embedded``,
+    ``go`` (the Go type as an unmarshal error names it) and ``goname`` (the Go field name, which such an
+    error shows for an inlined struct)."""
     structs: dict[str, dict[int, dict[str, Any]]] = {}
     slices: set[str] = set()
+    m = _PACKAGE.search(text)
+    package = m.group(1) if m else ""
+    imports: dict[str, str] = {}
+    for alias, path in _IMPORT.findall(text.split("\n)", 1)[0] if "import (" in text else text[:4000]):
+        imports[alias.strip() or path.rsplit("/", 1)[-1]] = path.rsplit("/", 1)[-1]
     current: str | None = None
     depth = 0
     for line in text.splitlines():
@@ -284,9 +314,7 @@ def parse_go(text: str) -> tuple[dict[str, dict[int, dict[str, Any]]], set[str]]
         json_parts = json_tag.split(",")
         json_name = json_parts[0]
         embedded = go_name is None
-        if json_name == "-":
-            json_name = "-"
-        elif not json_name and not embedded:
+        if not json_name and not embedded:
             json_name = go_name or ""
         structs[current][int(parts[1])] = {
             "json": json_name,
@@ -294,6 +322,8 @@ def parse_go(text: str) -> tuple[dict[str, dict[int, dict[str, Any]]], set[str]]
             "omitzero": "omitzero" in json_parts[1:],
             "pointer": go_type.startswith("*"),
             "embedded": embedded,
+            "go": go_type_name(go_type, package, imports),
+            "goname": go_name or go_type.lstrip("*").rsplit(".", 1)[-1],
         }
     return structs, slices
 
@@ -370,6 +400,8 @@ def _compile_message(
             "omitzero": info.get("omitzero", False),
             "pointer": info.get("pointer", False),
             "inline": bool(info.get("embedded")) and info.get("json", "x") == "",
+            "go": info.get("go", ""),
+            "goname": info.get("goname", field["name"]),
         }
         if field["label"] == "map":
             key = field["key"]
