@@ -18,8 +18,8 @@ from urllib.parse import parse_qsl
 import orjson
 from aiohttp import web
 
-from . import discovery, protobuf, tables
-from .errors import ApiError, bad_request, expired, method_not_allowed, not_found
+from . import discovery, jsonsyntax, protobuf, tables
+from .errors import ApiError, PageNotFound, bad_request, expired, method_not_allowed, not_found, resource_not_found
 from .faults import Faults, RequestInfo, RequestLog, RequestRecord
 from .podlogs import PodLogs
 from .registry import RETURN_DELETED, FieldValidation, Registry, now_iso
@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 MAX_BODY = 3 * 1024 * 1024
 JSON_CT = "application/json"
 _NS_SUBRESOURCES = ("status", "finalize")
+#: subresources PUT and PATCH write through (the object with one part replaced)
+_WRITABLE_SUBRESOURCES = (None, "status", "ephemeralcontainers")
 
 
 def _dumps(obj: Any) -> bytes:
@@ -41,6 +43,27 @@ def _dumps(obj: Any) -> bytes:
 
 def _json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(body=_dumps(obj), status=status, content_type=JSON_CT, headers=headers)
+
+
+#: how Go prints the struct the real server reads apiVersion and kind into first
+_TYPE_META_STRUCT = (
+    'struct { APIVersion string "json:\\"apiVersion,omitempty\\""; Kind string "json:\\"kind,omitempty\\"" }'
+)
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    return "string" if isinstance(value, str) else "object"
+
+
+def _unrecognized(rt: ResourceType, why: str, raw: bytes) -> ApiError:
+    return bad_request(
+        f"the object provided is unrecognized (must be of type {rt.kind}): couldn't get version/kind; "
+        f"json parse error: {why} ({jsonsyntax.summarize(raw)})"
+    )
 
 
 def _unsupported_media_type(rt: ResourceType) -> ApiError:
@@ -170,6 +193,15 @@ class ApiServer:
             resp, info = await self._dispatch(request, query, info, seen)
             status = resp.status
             return resp
+        except PageNotFound:
+            status = 404
+            return web.Response(
+                text="404 page not found\n",
+                status=404,
+                content_type="text/plain",
+                charset="utf-8",
+                headers={"X-Content-Type-Options": "nosniff"},
+            )
         except ApiError as e:
             status = e.code
             return _json_response(e.status(), e.code, e.headers)
@@ -278,12 +310,9 @@ class ApiServer:
                 doc = None
             if doc is not None:
                 return _json_response(doc)
-        raise ApiError(
-            404,
-            "the server could not find the requested resource",
-            "NotFound",
-            {"causes": [{"reason": "UnexpectedServerResponse", "message": "404 page not found"}]},
-        )
+        if parts and parts[0] == "api":
+            raise resource_not_found()
+        raise PageNotFound()
 
     # ---- resource paths -----------------------------------------------------------------------------------
 
@@ -296,20 +325,29 @@ class ApiServer:
         if rest[0] == "namespaces" and len(rest) >= 3 and not (len(rest) == 3 and rest[2] in _NS_SUBRESOURCES):
             namespace, rest = rest[1], rest[2:]
         if len(rest) > 3:
-            raise ApiError(404, "the server could not find the requested resource", "NotFound")
+            raise self._no_such_resource(group)
         plural = rest[0]
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
         rt = self.catalogue.get(group, version, plural)
         if rt is None:
-            raise ApiError(404, "the server could not find the requested resource", "NotFound")
+            raise self._no_such_resource(group)
         if namespace is not None and not rt.namespaced:
-            raise ApiError(404, "the server could not find the requested resource", "NotFound")
-        if sub is not None and sub not in rt.subresources:
-            raise ApiError(404, "the server could not find the requested resource", "NotFound")
+            raise resource_not_found()
         if name is not None and rt.namespaced and namespace is None:
-            raise ApiError(404, "the server could not find the requested resource", "NotFound")
+            raise resource_not_found()
+        if sub is not None and sub not in rt.subresources:
+            if rt.custom and name is not None:
+                self.registry.get(rt, namespace or "", name)  # a missing object is named, as on the real server
+            raise resource_not_found()
         return Request(rt, version, namespace, name, subresource=sub, query=query)
+
+    def _no_such_resource(self, group: str) -> ApiError:
+        """The core group and built-in groups answer a Status; a custom resource's group (served by the
+        apiextensions server on the real one) and unknown groups fall through to the mux's plain 404."""
+        if not group or any(rt.group == group and not rt.custom for rt in self.catalogue.types.values()):
+            return resource_not_found()
+        return PageNotFound()
 
     @staticmethod
     def _verb(method: str, req: Request) -> str:
@@ -329,7 +367,7 @@ class ApiServer:
 
     async def _body(self, request: web.Request, req: Request, *, patch: bool = False) -> Any:
         raw = await request.read()
-        if not raw:
+        if not raw and patch:
             raise bad_request("the body of the request was empty")
         # No Content-Type at all is read as JSON, as the real server does.
         ctype = request.content_type if request.headers.get("Content-Type") else JSON_CT
@@ -345,9 +383,21 @@ class ApiServer:
             except yaml.YAMLError as e:
                 raise bad_request(f"error decoding YAML: {e}") from None
         try:
-            return orjson.loads(raw)
+            body = orjson.loads(raw)
         except orjson.JSONDecodeError as e:
-            raise bad_request(f"couldn't get version/kind; json parse error: {e}") from None
+            if patch:
+                raise bad_request(f"couldn't get version/kind; json parse error: {e}") from None
+            why = jsonsyntax.syntax_error(raw) or str(e)
+            raise _unrecognized(req.rt, why, raw) from None
+        if patch:
+            return body
+        if body is None:
+            return {}  # null decodes as an empty object
+        if not isinstance(body, dict):
+            kind = "array" if isinstance(body, list) else _json_kind(body)
+            why = f"json: cannot unmarshal {kind} into Go value of type {_TYPE_META_STRUCT}"
+            raise _unrecognized(req.rt, why, raw)
+        return body
 
     @staticmethod
     async def _protobuf_body(raw: bytes, rt: ResourceType, what: str, kind: str | None = None) -> Any:
@@ -397,7 +447,7 @@ class ApiServer:
             body = await self._body(request, req)
             if rt.key == ("", "namespaces") and req.subresource == "finalize":
                 return self._finalize_namespace(req, body)
-            if req.subresource not in (None, "status"):
+            if req.subresource not in _WRITABLE_SUBRESOURCES:
                 raise method_not_allowed()
             fv = _field_validation(req, "UpdateOptions")
             obj = self.registry.update(
@@ -405,7 +455,7 @@ class ApiServer:
             )
             return self._object_response(request, req, obj, warnings=fv.warnings)
         if verb == "patch":
-            if req.name is None or req.subresource not in (None, "status"):
+            if req.name is None or req.subresource not in _WRITABLE_SUBRESOURCES:
                 raise method_not_allowed()
             fv = _field_validation(req, "PatchOptions")
             body = await self._body(request, req, patch=True)
@@ -427,13 +477,15 @@ class ApiServer:
                 raise method_not_allowed()
             opts = await self._delete_options(request, req)
             obj, gone = self.registry.delete(rt, ns, req.name, opts)
-            if gone and rt.key not in RETURN_DELETED and not rt.custom:
-                return _json_response(
-                    _status_ok(
-                        {"name": req.name, "group": rt.group, "kind": rt.plural, "uid": obj["metadata"].get("uid")}
-                    )
-                )
-            return self._object_response(request, req, obj, 200 if gone else 202)
+            if gone and rt.key not in RETURN_DELETED:
+                details = {"name": req.name, "group": rt.group, "kind": rt.plural, "uid": obj["metadata"].get("uid")}
+                if not rt.group:
+                    del details["group"]
+                return _json_response(_status_ok(details))
+            # As the real server: 200 whether or not the object is gone yet (finalizers, graceful pods,
+            # namespaces); 202 only for the deprecated orphanDependents=false.
+            accepted = not gone and opts.get("orphanDependents") is False
+            return self._object_response(request, req, obj, 202 if accepted else 200)
         if verb == "deletecollection":
             if "deletecollection" not in rt.verbs:
                 raise method_not_allowed()

@@ -45,6 +45,8 @@ _GEN_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 _GENERATION = {("", "pods"), ("apiextensions.k8s.io", "customresourcedefinitions")}
 # Built-in kinds whose DELETE answers with the object rather than a success Status (custom resources always do).
 RETURN_DELETED = frozenset({("", "pods"), ("", "services")})
+#: the namespaces the real server's namespace lifecycle admission refuses to delete
+PROTECTED_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
 # Kinds that PUT may create (AllowCreateOnUpdate in the real strategies).
 _CREATE_ON_UPDATE = {("", "endpoints"), ("coordination.k8s.io", "leases"), ("", "events")}
 
@@ -137,12 +139,21 @@ class Registry:
         if nso is None:
             raise not_found("", "namespaces", ns)
         if creating and nso["metadata"].get("deletionTimestamp"):
-            raise forbidden(
+            err = forbidden(
                 rt.group,
                 rt.plural,
                 name,
                 f"unable to create new content in namespace {ns} because it is being terminated",
             )
+            assert err.details is not None
+            err.details["causes"] = [
+                {
+                    "reason": "NamespaceTerminating",
+                    "message": f"namespace {ns} is being terminated",
+                    "field": "metadata.namespace",
+                }
+            ]
+            raise err
 
     def _commit(self, rt: ResourceType, obj: Obj, old: Obj | None) -> Obj:
         obj["metadata"]["resourceVersion"] = str(self.store.next_rv())
@@ -159,14 +170,31 @@ class Registry:
         api_version = body.get("apiVersion")
         kind = body.get("kind")
         want = rt.api_version(version)
-        if kind is not None and kind != rt.kind:
+        if rt.custom:
+            if kind is not None and kind != rt.kind:
+                raise bad_request(
+                    f'{kind} in version "{version}" cannot be handled as a {rt.kind}: '
+                    f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})"
+                )
+            if api_version is not None and api_version != want:
+                raise bad_request(
+                    f"the API version in the data ({api_version}) does not match the expected API version ({want})"
+                )
+        elif (api_version is not None and api_version != want) or (kind is not None and kind != rt.kind):
+            # What the real server's scheme says: an unknown group version/kind, or a known kind of another type.
+            data_version = str(api_version or want)
+            data_kind = str(kind or rt.kind)
+            short = data_version.rsplit("/", 1)[-1]
+            known = self.catalogue.by_kind(rt.group, data_kind) is not None and data_version == want
+            if not known:
+                raise bad_request(
+                    f'{data_kind} in version "{short}" cannot be handled as a {rt.kind}: no kind "{data_kind}" is '
+                    f'registered for version "{data_version}" in scheme "pkg/runtime/scheme.go:111"'
+                )
+            internal = rt.group.split(".", 1)[0] if rt.group else "core"
             raise bad_request(
-                f'{kind} in version "{version}" cannot be handled as a {rt.kind}: '
-                f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})"
-            )
-        if api_version is not None and api_version != want:
-            raise bad_request(
-                f"the API version in the data ({api_version}) does not match the expected API version ({want})"
+                f'{data_kind} in version "{short}" cannot be handled as a {rt.kind}: converting '
+                f"({short}.{data_kind}) to ({internal}.{rt.kind}): unknown conversion"
             )
         if body.get("metadata") is None:
             body["metadata"] = {}
@@ -289,8 +317,9 @@ class Registry:
             md["namespace"] = ns
         else:
             md.pop("namespace", None)
-        if md.get("resourceVersion"):
-            raise bad_request("resourceVersion should not be set on objects to be created")
+        if md.get("resourceVersion") and not dry_run:
+            # The real server's storage layer refuses this as an internal error, without a reason.
+            raise ApiError(500, "resourceVersion should not be set on objects to be created", "")
         name = md.get("name")
         if not name:
             gen = md.get("generateName")
@@ -490,6 +519,19 @@ class Registry:
                 new.pop("status", None)
             new["metadata"] = dict(omd)
             obj = new
+        elif subresource == "ephemeralcontainers":
+            # Only spec.ephemeralContainers changes through this subresource (kubectl debug).
+            new = dict(old)
+            spec = dict(old.get("spec") or {})
+            ephemeral = (obj.get("spec") or {}).get("ephemeralContainers")
+            if ephemeral:
+                spec["ephemeralContainers"] = ephemeral
+            else:
+                spec.pop("ephemeralContainers", None)
+            new["spec"] = spec
+            new["metadata"] = dict(omd)
+            admission.default_containers(spec, "ephemeralContainers")
+            obj = new
         else:
             md = obj["metadata"]
             md["name"] = omd["name"]
@@ -517,9 +559,13 @@ class Registry:
                 obj["spec"] = old.get("spec", {})  # spec.finalizers change only through /finalize
             elif rt.key == ("", "pods"):
                 # Binding is the only way to set nodeName; keep defaults that clients drop.
-                spec = obj.get("spec")
-                if isinstance(spec, dict) and "nodeName" in (old.get("spec") or {}) and "nodeName" not in spec:
-                    spec["nodeName"] = old["spec"]["nodeName"]
+                pod_spec = obj.get("spec")
+                if isinstance(pod_spec, dict) and "nodeName" in (old.get("spec") or {}) and "nodeName" not in pod_spec:
+                    pod_spec["nodeName"] = old["spec"]["nodeName"]
+                if isinstance(pod_spec, dict):  # ephemeral containers change only through their subresource
+                    pod_spec.pop("ephemeralContainers", None)
+                    if (old.get("spec") or {}).get("ephemeralContainers"):
+                        pod_spec["ephemeralContainers"] = old["spec"]["ephemeralContainers"]
         obj["metadata"]["resourceVersion"] = omd["resourceVersion"]
         if obj == old:
             return old  # no-op updates do not bump resourceVersion (as the real server)
@@ -691,6 +737,8 @@ class Registry:
         """Delete; returns (object, gone). ``gone`` False means it lingers (finalizers / graceful)."""
         opts = options or {}
         old = self.get(rt, ns, name)
+        if rt.key == ("", "namespaces") and name in PROTECTED_NAMESPACES:
+            raise forbidden("", "namespaces", name, "this namespace may not be deleted")
         pre = opts.get("preconditions") or {}
         omd = old["metadata"]
         if pre.get("uid") and pre["uid"] != omd.get("uid"):
@@ -766,7 +814,8 @@ class Registry:
             nmd["deletionGracePeriodSeconds"] = int(grace or 0)
         else:
             nmd["deletionTimestamp"] = now_iso()
-            nmd["deletionGracePeriodSeconds"] = 0
+            if rt.key != ("", "namespaces"):  # the namespace strategy sets no grace period
+                nmd["deletionGracePeriodSeconds"] = 0
         if finalizers:
             nmd["finalizers"] = finalizers
         if rt.key == ("", "namespaces"):

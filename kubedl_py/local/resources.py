@@ -78,7 +78,7 @@ def builtin_types() -> list[ResourceType]:
             True,
             short_names=["po"],
             categories=["all"],
-            subresources=["status", "log", "binding", "eviction"],
+            subresources=["status", "log", "binding", "eviction", "ephemeralcontainers"],
         ),
         _core(
             "Service",
