@@ -139,6 +139,10 @@ def forbidden(group: str, plural: str, name: str, why: str) -> ApiError:
     )
 
 
+#: a FieldError value that is not shown (Go's field.OmitValueType): "Invalid value: <detail>"
+OMITTED: Any = object()
+
+
 class FieldError:
     """One entry of ``details.causes`` (a field.Error in the real server)."""
 
@@ -168,6 +172,8 @@ class FieldError:
             return "Too long: " + self.detail
         if self.kind == "FieldValueTypeInvalid":
             return f"Invalid value: {_show(self.value, orjson)}: {self.detail}"
+        if self.value is OMITTED:
+            return f"Invalid value: {self.detail}"
         return f"Invalid value: {_show(self.value, orjson)}" + (f": {self.detail}" if self.detail else "")
 
 

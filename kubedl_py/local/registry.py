@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from . import admission, schema
+from . import admission, cel, schema
 from .errors import (
     ApiError,
     FieldError,
@@ -235,7 +235,11 @@ class Registry:
         if rt.custom:
             sch = rt.schemas.get(rt.version)
             if sch:
-                errs += schema.validate_object(obj, sch)
+                found = schema.validate_object(obj, sch)
+                errs += found
+                if rt.rules.get(rt.version):
+                    # As the real server: CEL rules run unless the schema found a wrong type or enum value.
+                    errs += [cel.not_checked()] if cel.blocking(found) else cel.validate(obj, sch, old)
         elif plural == "pods":
             errs += admission.validate_pod(obj)
             if old is not None:

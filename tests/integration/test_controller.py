@@ -210,8 +210,13 @@ async def test_clean_pod_policy_all_removes_pods_and_services(kube: Kube, contro
 
 
 async def test_invalid_spec_fails_without_pods_and_others_proceed(kube: Kube, controller: RunningController) -> None:
-    # Two masters: the CRD schema lets it through (a CEL rule would stop it on a real API server).
-    bad = pytorchjob("twomasters", replicas={"Master": replica(2), "Worker": replica(1)})
+    # An elastic policy whose minimum exceeds its maximum: neither the CRD schema nor its CEL rules state
+    # that, so both API servers let it through and only the controller can refuse it.
+    bad = pytorchjob(
+        "badelastic",
+        replicas={"Master": replica(1), "Worker": replica(1)},
+        elasticPolicy={"minReplicas": 4, "maxReplicas": 2},
+    )
     await kube.create(PYTORCHJOBS, bad, namespace=kube.ns)
     # A template the API server refuses as a pod: a container name that is not a DNS label.
     refused = pytorchjob("badpod", replicas={"Master": replica(1, name="Not_A_Label")})
@@ -219,17 +224,17 @@ async def test_invalid_spec_fails_without_pods_and_others_proceed(kube: Kube, co
     good = pytorchjob("fine", replicas={"Master": replica(1, exit_code=0, run_seconds=0.1)})
     await kube.create(PYTORCHJOBS, good, namespace=kube.ns)
 
-    failed = await wait_condition(kube, PYTORCHJOBS, "twomasters", "Failed")
+    failed = await wait_condition(kube, PYTORCHJOBS, "badelastic", "Failed")
     cond = condition(failed, "Failed")
     assert cond is not None and cond["reason"] == "InvalidSpec"
-    assert "spec.pytorchReplicaSpecs.Master.replicas" in cond["message"]
+    assert "spec.elasticPolicy.minReplicas" in cond["message"]
     failed = await wait_condition(kube, PYTORCHJOBS, "badpod", "Failed")
     cond = condition(failed, "Failed")
     assert cond is not None and cond["reason"] == "InvalidSpec"
     await wait_condition(kube, PYTORCHJOBS, "fine", "Succeeded")
-    assert await pods_of(kube, "twomasters") == []
+    assert await pods_of(kube, "badelastic") == []
     assert await pods_of(kube, "badpod") == []
-    events = await events_for(kube, "twomasters")
+    events = await events_for(kube, "badelastic")
     assert any(e["reason"] == "InvalidSpec" and e["type"] == "Warning" for e in events)
 
 
