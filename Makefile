@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-test
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: test lint demo manifests bench soak e2e e2e-kind clean venv kube-binaries protobuf-table
+.PHONY: test lint demo manifests bench soak e2e e2e-kind clean venv kube-binaries kube-sources
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,13 +25,14 @@ venv: $(STAMP)
 kube-binaries: $(STAMP)
 	$(BIN)/python -m kubedl_py.local.kubernetes
 
-# The field table of Kubernetes' built-in kinds that the embedded API server decodes protobuf bodies with,
-# compiled from the k8s.io/api and k8s.io/apimachinery module zips of the pinned release (Go module proxy) into
-# ~/.cache/kubedl-py/protobuf (once; about a second; nothing of Kubernetes' is committed).
-protobuf-table: $(STAMP)
-	$(BIN)/python -m kubedl_py.local.protobuf
+# What the embedded API server reads from the pinned Kubernetes release, into ~/.cache/kubedl-py (once;
+# nothing of Kubernetes' is committed): the field table of the built-in kinds (protobuf bodies, typed
+# decoding), compiled from the k8s.io/api and k8s.io/apimachinery module zips, and the built-in OpenAPI v3
+# documents (kubectl explain), from the k8s.io/kubernetes module (the Go module cache, else the proxy).
+kube-sources: $(STAMP)
+	$(BIN)/python -m kubedl_py.local.sources
 
-test: $(STAMP) protobuf-table
+test: $(STAMP) kube-sources
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(STAMP)

@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl
 import orjson
 from aiohttp import web
 
-from . import discovery, jsonsyntax, protobuf, tables
+from . import discovery, jsonsyntax, openapi, protobuf, tables
 from .errors import ApiError, PageNotFound, bad_request, expired, method_not_allowed, not_found, resource_not_found
 from .faults import Faults, RequestInfo, RequestLog, RequestRecord
 from .podlogs import PodLogs
@@ -156,6 +156,7 @@ class ApiServer:
         self.host = "127.0.0.1:0"
         self._streams: set[asyncio.Task[Any]] = set()
         self._types_failed = False
+        self._publisher: openapi.Publisher | None = None
         self.closing = False
 
     def app(self) -> web.Application:
@@ -262,6 +263,8 @@ class ApiServer:
             return await self._resource(request, req, verb, info), info
         if method not in ("GET", "HEAD"):
             raise method_not_allowed()
+        if parts[:2] == ["openapi", "v3"]:
+            return await self._openapi(parts[2:]), info
         return self._nonresource(request, parts), info
 
     # ---- non-resource paths -------------------------------------------------------------------------------
@@ -299,20 +302,31 @@ class ApiServer:
                     "definitions": {},
                 }
             )
-        if parts == ["openapi", "v3"]:
-            return _json_response(discovery.openapi_root(cat))
-        if len(parts) >= 4 and parts[:2] == ["openapi", "v3"]:
-            if parts[2] == "api" and len(parts) == 4:
-                doc = discovery.openapi_gv(cat, "", parts[3])
-            elif parts[2] == "apis" and len(parts) == 5:
-                doc = discovery.openapi_gv(cat, parts[3], parts[4])
-            else:
-                doc = None
-            if doc is not None:
-                return _json_response(doc)
         if parts and parts[0] == "api":
             raise resource_not_found()
         raise PageNotFound()
+
+    async def _openapi(self, parts: list[str]) -> web.Response:
+        """``/openapi/v3`` and its documents (openapi.py); the built-in ones are loaded (or fetched) once."""
+        if self._publisher is None:
+            try:
+                specs: dict[str, bytes] | None = await asyncio.to_thread(openapi.ensure_specs)
+            except openapi.SpecsUnavailable as e:
+                log.warning("built-in kinds get OpenAPI documents without schemas: %s", e)
+                specs = None
+            try:
+                table: dict[str, Any] | None = await protobuf.load_table()
+            except protobuf.TableUnavailable:
+                table = None
+            if self._publisher is None:
+                self._publisher = openapi.Publisher(specs, table)
+        publisher = self._publisher
+        if not parts:
+            return _json_response(publisher.root(self.catalogue, discovery.openapi_gv))
+        data = publisher.document("/".join(parts), self.catalogue, discovery.openapi_gv)
+        if data is None:
+            raise PageNotFound()
+        return web.Response(body=data, content_type=JSON_CT)
 
     # ---- resource paths -----------------------------------------------------------------------------------
 

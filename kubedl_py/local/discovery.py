@@ -1,9 +1,10 @@
-"""API discovery and the OpenAPI documents kubectl reads.
+"""API discovery, and the fallback OpenAPI documents of built-in group versions.
 
-kubectl maps kinds to resources through discovery (``/api``, ``/apis``, ``.../<version>``) and decides from
-the OpenAPI v3 documents whether the server validates fields itself (the ``fieldValidation`` parameter on
-PATCH operations). We publish exactly that much OpenAPI: paths with their group-version-kind and
-parameters, no schemas, so kubectl leaves validation to the server and builds patches from its built-in types.
+kubectl maps kinds to resources through discovery (``/api``, ``/apis``, ``.../<version>``). The OpenAPI v3
+documents are openapi.py's; when the real server's documents for built-in kinds cannot be had (offline),
+``openapi_gv`` gives a built-in group version paths with their group-version-kind and parameters and no
+schemas: kubectl then still leaves validation to the server (the ``fieldValidation`` parameter on PATCH
+operations) and builds patches from its compiled-in types; only ``kubectl explain`` has nothing to say.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import ssl
 import uuid
 from collections.abc import AsyncIterator
@@ -152,46 +153,71 @@ def tier(request: pytest.FixtureRequest) -> str:
     return chosen
 
 
+@contextlib.asynccontextmanager
+async def _embedded(session: aiohttp.ClientSession, tmp_path: Path) -> AsyncIterator[Server]:
+    namespace = f"f-{uuid.uuid4().hex[:10]}"
+    async with LocalCluster(nodes=0) as local:
+        async with KubeClient(configuration=local.configuration) as kube:
+            for crd in all_crds():
+                await kube.create(CRDS, crd)
+            await create_namespace(kube, namespace)
+        yield Server(
+            EMBEDDED,
+            url=local.url,
+            kubeconfig=local.kubeconfig_path,
+            session=session,
+            ssl_context=None,
+            namespace=namespace,
+            cache_dir=tmp_path / "kcache-embedded",
+        )
+
+
+@contextlib.asynccontextmanager
+async def _real(session: aiohttp.ClientSession, real: RealCluster, tmp_path: Path) -> AsyncIterator[Server]:
+    namespace = f"f-{uuid.uuid4().hex[:10]}"
+    async with real.client() as kube:
+        await create_namespace(kube, namespace)
+    context = ssl_context_of(real.admin_kubeconfig, tmp_path / "tls")
+    config = yaml.safe_load(real.admin_kubeconfig.read_text())
+    url = config["clusters"][0]["cluster"]["server"]
+    try:
+        yield Server(
+            KUBERNETES,
+            url=url,
+            kubeconfig=real.admin_kubeconfig,
+            session=session,
+            ssl_context=context,
+            namespace=namespace,
+            cache_dir=tmp_path / "kcache-kubernetes",
+        )
+    finally:
+        async with session.delete(f"{url}/api/v1/namespaces/{namespace}", ssl=context) as response:
+            await response.read()
+
+
 @pytest.fixture
 async def server(tier: str, request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Server]:
-    namespace = f"f-{uuid.uuid4().hex[:10]}"
     async with aiohttp.ClientSession() as session:
         if tier == EMBEDDED:
-            async with LocalCluster(nodes=0) as local:
-                async with KubeClient(configuration=local.configuration) as kube:
-                    for crd in all_crds():
-                        await kube.create(CRDS, crd)
-                    await create_namespace(kube, namespace)
-                yield Server(
-                    tier,
-                    url=local.url,
-                    kubeconfig=local.kubeconfig_path,
-                    session=session,
-                    ssl_context=None,
-                    namespace=namespace,
-                    cache_dir=tmp_path / "kcache",
-                )
+            async with _embedded(session, tmp_path) as embedded:
+                yield embedded
             return
         assert tier == KUBERNETES
-        real: RealCluster = request.getfixturevalue("real_cluster")
-        async with real.client() as kube:
-            await create_namespace(kube, namespace)
-        context = ssl_context_of(real.admin_kubeconfig, tmp_path / "tls")
-        config = yaml.safe_load(real.admin_kubeconfig.read_text())
-        url = config["clusters"][0]["cluster"]["server"]
-        try:
-            yield Server(
-                tier,
-                url=url,
-                kubeconfig=real.admin_kubeconfig,
-                session=session,
-                ssl_context=context,
-                namespace=namespace,
-                cache_dir=tmp_path / "kcache",
-            )
-        finally:
-            async with session.delete(f"{url}/api/v1/namespaces/{namespace}", ssl=context) as response:
-                await response.read()
+        async with _real(session, request.getfixturevalue("real_cluster"), tmp_path) as real:
+            yield real
+
+
+@pytest.fixture
+async def both(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[Server, Server]]:
+    """(real, embedded), for what is compared rather than asserted (``kubectl explain`` output)."""
+    require_tier(EMBEDDED)
+    require_tier(KUBERNETES)
+    async with (
+        aiohttp.ClientSession() as session,
+        _real(session, request.getfixturevalue("real_cluster"), tmp_path) as real,
+        _embedded(session, tmp_path) as embedded,
+    ):
+        yield real, embedded
 
 
 #: metadata every server makes up for itself

@@ -330,7 +330,7 @@ async def test_without_the_table_protobuf_is_415_saying_how_to_get_it(server: Se
         pytest.skip("the real server has the types compiled in")
     reply = await server.post(f"/api/v1/namespaces/{server.ns}/configmaps", raw=b"k8s\x00", content_type=PROTOBUF)
     assert (reply.status, reply.body["reason"]) == (415, "UnsupportedMediaType")
-    assert "python -m kubedl_py.local.protobuf" in reply.body["message"]
+    assert "python -m kubedl_py.local.sources" in reply.body["message"]
     assert "application/json" in reply.body["message"]
 
 

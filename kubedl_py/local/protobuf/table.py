@@ -39,7 +39,7 @@ from ..kubernetes.binaries import cache_root
 from ..kubernetes.release import STAGING_VERSION
 
 #: bump when the table's layout changes: an older cached table is then rebuilt
-FORMAT = 3
+FORMAT = 4
 MODULES = ("k8s.io/api", "k8s.io/apimachinery")
 DEFAULT_PROXY = "https://proxy.golang.org"
 #: kinds of meta.k8s.io/v1 every group version also accepts (client-go encodes DeleteOptions in the
@@ -61,7 +61,7 @@ def table_path(version: str = STAGING_VERSION) -> Path:
 def how_to_get() -> str:
     return (
         f"the protobuf field table of Kubernetes v{STAGING_VERSION} is not cached at {table_path()} and could "
-        f"not be downloaded: run `python -m kubedl_py.local.protobuf` (or `make test`) once with access to "
+        f"not be downloaded: run `python -m kubedl_py.local.sources` (or `make test`) once with access to "
         f"{proxy_url()}, or send application/json"
     )
 
@@ -266,6 +266,42 @@ def go_type_name(text: str, package: str, imports: dict[str, str]) -> str:
     return _IDENT.sub(qualify, text.lstrip("*"))
 
 
+_ENUM_TYPE = re.compile(r"^type\s+(\w+)\s+\w+\s*$")
+_CONST = re.compile(r'^\s*(?:const\s+)?(\w+)\s+(\w+)\s*=\s*"([^"]*)"')
+
+
+def parse_enums(text: str) -> dict[str, list[list[str]]]:
+    """The ``+enum`` types of a Go file and their constants: type -> [[value, doc comment], ...].
+
+    What openapi-gen turns into ``enum`` and "Possible enum values" in the published OpenAPI."""
+    enums: set[str] = set()
+    consts: dict[str, list[list[str]]] = {}
+    comment: list[str] = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("//"):
+            comment.append(stripped[2:].strip())
+            continue
+        m = _ENUM_TYPE.match(line)
+        if m and any(c == "+enum" for c in comment):
+            enums.add(m.group(1))
+        m = _CONST.match(line)
+        if m:
+            doc = " ".join(" ".join(c for c in comment if c and not c.startswith("+")).split())
+            consts.setdefault(m.group(2), []).append([m.group(3), doc, m.group(1)])
+        comment = []
+    out: dict[str, list[list[str]]] = {}
+    for name in enums:
+        values = []
+        for value, doc, const in consts.get(name, []):
+            text_doc = doc.strip()
+            if text_doc.startswith(const):
+                text_doc = text_doc[len(const) :].strip()
+            values.append([value, text_doc])
+        out[name] = sorted(values)
+    return out
+
+
 def parse_go(text: str) -> tuple[dict[str, dict[int, dict[str, Any]]], set[str]]:
     """Struct fields that carry a protobuf tag, by struct and field number, and the named slice types.
 
@@ -348,6 +384,7 @@ def compile_table(sources: dict[str, dict[str, str]], version: str) -> Table:
     {path inside the module: text}."""
     messages: dict[str, Any] = {}
     kinds: dict[str, str] = {}
+    enums: dict[str, dict[str, list[list[str]]]] = {}
     for module, files in sorted(sources.items()):
         dirs = sorted({path.rsplit("/", 1)[0] for path in files if path.endswith("/generated.proto")})
         for directory in dirs:
@@ -365,6 +402,9 @@ def compile_table(sources: dict[str, dict[str, str]], version: str) -> Table:
                 found, named = parse_go(text)
                 structs.update(found)
                 slices |= named
+            found_enums = parse_enums("\n".join(go_sources))  # a type and its constants may be in different files
+            if found_enums:
+                enums[package] = found_enums
             for name, fields in protos.items():
                 messages[f"{package}.{name}"] = _compile_message(package, name, fields, structs.get(name, {}), slices)
             group = _group_of(doc, go_sources)
@@ -375,7 +415,7 @@ def compile_table(sources: dict[str, dict[str, str]], version: str) -> Table:
             if go_package == "k8s.io/apimachinery/pkg/apis/meta/v1":
                 for name in protos:
                     kinds[f"meta.k8s.io/v1/{name}"] = f"{package}.{name}"
-    return {"format": FORMAT, "version": version, "kinds": kinds, "messages": messages}
+    return {"format": FORMAT, "version": version, "kinds": kinds, "messages": messages, "enums": enums}
 
 
 def _compile_message(
