@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import quantity
+from .patch import deepcopy_json
 from .protobuf.decode import (
     DURATION,
     FIELDS_V1,
@@ -118,6 +119,8 @@ class Types:
     def __init__(self, table: Table) -> None:
         self.table = table
         self._messages: dict[str, _Message] = {}
+        self._plans: dict[str, list[tuple[int, str, str, _Message | None, bool, bool]]] = {}
+        self._zeros: dict[str, Any] = {}
 
     def message_for(self, api_version: str, kind: str) -> str | None:
         return message_for(self.table, api_version, kind)
@@ -320,58 +323,88 @@ class Types:
 
     # ---- Go values -> JSON -------------------------------------------------------------------------------
 
-    def _encode_struct(self, msg: _Message, value: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def _plan(self, msg: _Message) -> list[tuple[int, str, str, _Message | None, bool, bool]]:
+        """How each field of ``msg`` is encoded, worked out once: (how, number, JSON name, the struct to
+        recurse into, omit when empty, omit when zero)."""
+        plan = self._plans.get(msg.name)
+        if plan is not None:
+            return plan
+        plan = []
+        messages = self.table["messages"]
         for f in msg.fields:
+            sub = self.message(f.type) if f.type in messages and f.type not in _SPECIAL else None
             if f.inline:
-                sub = value.get(f.number)
-                if f.type in self.table["messages"]:
-                    out.update(self._encode_struct(self.message(f.type), sub or {}))
+                if sub is not None:
+                    plan.append((_INLINE, f.number, "", sub, False, False))
                 continue
             if not f.name or f.name == "-":
                 continue
-            present = f.number in value
-            item = value.get(f.number)
+            struct = sub if sub is not None and not sub.wrapper else None
             if f.label in ("map", "repeated") or f.type == "bytes":
-                if item is None:
-                    if not (f.omitempty or f.omitzero):
-                        out[f.name] = None
+                how = _MAP if f.label == "map" else _LIST if f.label == "repeated" else _BYTES
+            elif f.pointer:
+                how = _POINTER
+            elif "." not in f.type:
+                how = _SCALAR
+            elif struct is not None:
+                how = _STRUCT
+            else:
+                how = _SPECIAL_VALUE
+            plan.append((how, f.number, f.name, struct, f.omitempty or f.omitzero, f.omitzero))
+            self._zeros.setdefault(f.number + "@" + msg.name, self._zero(f.type))
+        self._plans[msg.name] = plan
+        return plan
+
+    def _encode_struct(self, msg: _Message, value: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for how, number, name, struct, omit, omitzero in self._plan(msg):
+            if how == _INLINE:
+                assert struct is not None
+                out.update(self._encode_struct(struct, value.get(number) or {}))
+                continue
+            item = value.get(number, _ABSENT)
+            if how <= _BYTES:  # maps, lists and []byte: nil or empty
+                if item is _ABSENT or item is None:
+                    if not omit:
+                        out[name] = None
                     continue
-                if f.omitempty and not item:
+                if omit and not item:
                     continue
-                if f.label == "map":
-                    out[f.name] = {k: self._encode(f.type, v) for k, v in item.items()}
-                elif f.label == "repeated":
-                    out[f.name] = [self._encode(f.type, v) for v in item]
+                if struct is None:
+                    out[name] = item
+                elif how == _MAP:
+                    out[name] = {k: self._encode_struct(struct, v) for k, v in item.items()}
                 else:
-                    out[f.name] = item
+                    out[name] = [self._encode_struct(struct, v) for v in item]
                 continue
-            if f.pointer:
-                if present:
-                    out[f.name] = self._encode(f.type, item)
-                elif not (f.omitempty or f.omitzero):
-                    out[f.name] = None
+            if how == _POINTER:
+                if item is not _ABSENT:
+                    out[name] = self._encode_struct(struct, item) if struct is not None else item
+                elif not omit:
+                    out[name] = None
                 continue
-            if not present:
-                item = self._zero(f.type)
-            encoded = self._encode(f.type, item)
-            if "." not in f.type:  # a scalar: omitempty drops its zero value
-                if (f.omitempty or f.omitzero) and not encoded and encoded is not None:
+            if how == _SCALAR:
+                if item is _ABSENT:
+                    item = self._zeros[number + "@" + msg.name]
+                if omit and not item and item is not None:
                     continue
-            elif f.omitzero and encoded in (None, {}, [], 0, "", "0"):
+                out[name] = item
                 continue
-            out[f.name] = encoded
+            if how == _STRUCT:
+                assert struct is not None
+                encoded: Any = self._encode_struct(struct, item if isinstance(item, dict) else {})
+            else:
+                encoded = self._zeros[number + "@" + msg.name] if item is _ABSENT else item
+                if isinstance(encoded, dict | list):
+                    encoded = deepcopy_json(encoded)
+            if omitzero and encoded in (None, {}, [], 0, "", "0"):
+                continue
+            out[name] = encoded
         return out
 
-    def _encode(self, typ: str, value: Any) -> Any:
-        if "." not in typ or typ in _SPECIAL:
-            return value
-        msg = self.message(typ)
-        if msg.wrapper:
-            return value
-        return self._encode_struct(msg, value if isinstance(value, dict) else {})
 
-
+_ABSENT: Any = object()
+_MAP, _LIST, _BYTES, _POINTER, _SCALAR, _STRUCT, _SPECIAL_VALUE, _INLINE = range(8)
 _SPECIAL = frozenset({QUANTITY, QUANTITY_VALUE, TIME, MICRO_TIME, DURATION, INT_OR_STRING, RAW_EXTENSION, FIELDS_V1})
 
 
