@@ -379,7 +379,9 @@ class ApiServer:
             return "delete" if req.name is not None else "deletecollection"
         return method.lower()
 
-    async def _body(self, request: web.Request, req: Request, *, patch: bool = False) -> Any:
+    async def _body(
+        self, request: web.Request, req: Request, *, patch: bool = False, fv: FieldValidation | None = None
+    ) -> Any:
         raw = await request.read()
         if not raw and patch:
             raise bad_request("the body of the request was empty")
@@ -407,6 +409,8 @@ class ApiServer:
             return body
         if body is None:
             return {}  # null decodes as an empty object
+        if fv is not None and fv.mode != "Ignore" and ctype == JSON_CT:
+            fv.events = jsonsyntax.key_events(raw)  # duplicate fields, which orjson does not report
         if not isinstance(body, dict):
             kind = "array" if isinstance(body, list) else _json_kind(body)
             why = f"json: cannot unmarshal {kind} into Go value of type {_TYPE_META_STRUCT}"
@@ -447,7 +451,7 @@ class ApiServer:
                 if rt.namespaced and req.namespace is None:
                     raise method_not_allowed()
                 fv = _field_validation(req, "CreateOptions")
-                body = await self._body(request, req)
+                body = await self._body(request, req, fv=fv)
                 obj = self.registry.create(rt, ns, body, req.version, dry_run=dry_run, validation=fv)
                 return self._object_response(request, req, obj, 201, warnings=fv.warnings)
             if req.subresource == "binding":
@@ -458,12 +462,12 @@ class ApiServer:
         if verb == "update":
             if req.name is None:
                 raise method_not_allowed()
-            body = await self._body(request, req)
+            fv = _field_validation(req, "UpdateOptions")
+            body = await self._body(request, req, fv=fv)
             if rt.key == ("", "namespaces") and req.subresource == "finalize":
                 return self._finalize_namespace(req, body)
             if req.subresource not in _WRITABLE_SUBRESOURCES:
                 raise method_not_allowed()
-            fv = _field_validation(req, "UpdateOptions")
             obj = self.registry.update(
                 rt, ns, req.name, body, req.subresource, version=req.version, dry_run=dry_run, validation=fv
             )

@@ -199,3 +199,43 @@ def summarize(data: bytes, limit: int = 30) -> str:
         text = data[:limit].decode("utf-8", "replace")
         return text + " ..." if len(data) > limit else text
     return data[:limit].hex() + (" ..." if len(data) > limit else "")
+
+
+class _Pairs(dict[str, object]):
+    """An object as parsed, keeping its keys in document order with repeats (``object_pairs_hook``)."""
+
+    __slots__ = ("pairs",)
+
+    def __init__(self, pairs: list[tuple[str, object]]) -> None:
+        super().__init__(pairs)
+        self.pairs = pairs
+
+
+def key_events(data: bytes) -> list[tuple[str, bool]] | None:
+    """Every key of a JSON document in document order, as ``(path, repeated)``; None if it is not JSON.
+
+    The real server reports duplicate fields with unknown ones, in the order it meets them
+    (``unknown field "metadata.foo", duplicate field "metadata.name"``); Python's parsers keep the last
+    value of a repeated key silently, so the keys are read again here with their repeats."""
+    import json
+
+    try:
+        root = json.loads(data, object_pairs_hook=_Pairs)
+    except ValueError:
+        return None
+    events: list[tuple[str, bool]] = []
+
+    def walk(value: object, path: str) -> None:
+        if isinstance(value, _Pairs):
+            seen: set[str] = set()
+            for key, item in value.pairs:
+                child = f"{path}.{key}" if path else key
+                events.append((child, key in seen))
+                seen.add(key)
+                walk(item, child)
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(item, f"{path}[{i}]")
+
+    walk(root, "")
+    return events

@@ -52,26 +52,41 @@ _CREATE_ON_UPDATE = {("", "endpoints"), ("coordination.k8s.io", "leases"), ("", 
 
 
 class FieldValidation:
-    """What one request's ``fieldValidation`` asks for, and the unknown fields its body turned out to have.
+    """What one request's ``fieldValidation`` asks for, and the unknown (or repeated) fields of its body.
 
     ``Strict``: unknown fields are a 400 (kubectl's default). ``Warn`` (also the default of a request
     without the parameter): each becomes a ``Warning`` header on the response (``warnings``). ``Ignore``:
     nothing is said. Either way they are dropped, as decoding into the Go struct (or pruning) drops them.
     """
 
-    __slots__ = ("mode", "unknown", "warnings")
+    __slots__ = ("events", "mode", "unknown", "warnings")
 
     def __init__(self, mode: str = "Ignore") -> None:
         self.mode = mode
         self.unknown: list[str] = []
         self.warnings: list[str] = []
+        #: the body's keys in document order with repeats (jsonsyntax.key_events), when it was JSON
+        self.events: list[tuple[str, bool]] | None = None
 
     def check(self, kind: str, version: str) -> None:
-        """Report the unknown fields found so far, as the mode says (raises for Strict)."""
-        if not self.unknown:
+        """Report the unknown (and duplicate) fields found so far, as the mode says (raises for Strict),
+        in the order the real server meets them: the body's document order."""
+        events, self.events = self.events, None
+        unknown, self.unknown = self.unknown, []
+        messages: list[str] = []
+        if events:
+            pending = set(unknown)
+            for path, repeated in events:
+                if path in pending:
+                    messages.append(f'unknown field "{path}"')
+                    pending.discard(path)
+                if repeated:
+                    messages.append(f'duplicate field "{path}"')
+            messages += [f'unknown field "{path}"' for path in unknown if path in pending]
+        else:
+            messages = [f'unknown field "{path}"' for path in unknown]
+        if not messages:
             return
-        messages = [f'unknown field "{path}"' for path in self.unknown]
-        self.unknown = []
         if self.mode == "Strict":
             raise bad_request(
                 f'{kind} in version "{version}" cannot be handled as a {kind}: '

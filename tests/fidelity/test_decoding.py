@@ -318,3 +318,41 @@ async def test_kubectl_reports_decoding_errors(server: Server, tmp_path: Path) -
     assert run.code == 0, run.err
     assert run.err.strip() == 'Warning: unknown field "spec.containers[0].imagePullPolicyy"'
     assert run.out.strip() == "pod/typo created"
+
+
+async def test_duplicate_fields_are_reported_with_unknown_ones_in_document_order(server: Server) -> None:
+    path = f"/api/v1/namespaces/{server.ns}/configmaps?dryRun=All"
+    raw = b'{"metadata":{"name":"a","foo":1,"name":"b"},"zzz":1,"data":{"x":"1","x":"2"}}'
+    expected = [
+        'unknown field "metadata.foo"',
+        'duplicate field "metadata.name"',
+        'unknown field "zzz"',
+        'duplicate field "data.x"',
+    ]
+    strict = await server.post(path + "&fieldValidation=Strict", raw=raw)
+    assert (strict.status, strict.body["message"]) == (
+        400,
+        'ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: ' + ", ".join(expected),
+    )
+    warned = await server.post(path, raw=raw)
+    assert warned.status == 201, warned.body
+    assert _warnings(warned.headers) == ['299 - "' + e.replace('"', '\\"') + '"' for e in expected]
+    assert (warned.body["metadata"]["name"], warned.body["data"]) == ("b", {"x": "2"})  # the last one wins
+    pods = f"/api/v1/namespaces/{server.ns}/pods?dryRun=All&fieldValidation=Strict"
+    raw = b'{"metadata":{"name":"a"},"spec":{"containers":[{"name":"c","image":"i","image":"j"}]}}'
+    reply = await server.post(pods, raw=raw)
+    assert reply.body["message"] == (
+        'Pod in version "v1" cannot be handled as a Pod: strict decoding error: '
+        'duplicate field "spec.containers[0].image"'
+    )
+    jobs = f"/apis/training.kubedl.io/v1alpha1/namespaces/{server.ns}/pytorchjobs?dryRun=All&fieldValidation=Strict"
+    raw = (
+        b'{"apiVersion":"training.kubedl.io/v1alpha1","kind":"PyTorchJob","metadata":{"name":"j"},'
+        b'"spec":{"backoffLimit":1,"backoffLimit":2,"pytorchReplicaSpecs":{"Master":{"replicas":1,'
+        b'"template":{"spec":{"containers":[{"name":"pytorch","image":"i"}]}}}}}}'
+    )
+    reply = await server.post(jobs, raw=raw)
+    assert reply.body["message"] == (
+        'PyTorchJob in version "v1alpha1" cannot be handled as a PyTorchJob: strict decoding error: '
+        'duplicate field "spec.backoffLimit"'
+    )
