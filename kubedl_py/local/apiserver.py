@@ -409,7 +409,7 @@ class ApiServer:
             return body
         if body is None:
             return {}  # null decodes as an empty object
-        if fv is not None and fv.mode != "Ignore" and ctype == JSON_CT:
+        if fv is not None and fv.mode != "Ignore" and ctype == JSON_CT and jsonsyntax.may_repeat_keys(raw, body):
             fv.events = jsonsyntax.key_events(raw)  # duplicate fields, which orjson does not report
         if not isinstance(body, dict):
             kind = "array" if isinstance(body, list) else _json_kind(body)

@@ -9,6 +9,8 @@ on bodies that already failed to parse.
 
 from __future__ import annotations
 
+import re
+
 _WS = b" \t\r\n"
 _HEX = b"0123456789abcdefABCDEF"
 
@@ -209,6 +211,24 @@ class _Pairs(dict[str, object]):
     def __init__(self, pairs: list[tuple[str, object]]) -> None:
         super().__init__(pairs)
         self.pairs = pairs
+
+
+_KEY_END = re.compile(rb'"\s*:')
+
+
+def _count_keys(value: object) -> int:
+    if isinstance(value, dict):
+        return len(value) + sum(_count_keys(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_count_keys(v) for v in value)
+    return 0
+
+
+def may_repeat_keys(data: bytes, parsed: object) -> bool:
+    """False when ``data`` certainly has no repeated key: every key ends in ``":`` in the text, so fewer
+    such endings than parsed keys is impossible and as many means nothing collapsed (a string value
+    containing ``":`` only makes this answer True, and the exact check run)."""
+    return len(_KEY_END.findall(data)) != _count_keys(parsed)
 
 
 def key_events(data: bytes) -> list[tuple[str, bool]] | None:
