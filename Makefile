@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-test
 DEMO_STAMP := $(VENV)/.installed-demo
 
-.PHONY: test lint demo manifests bench soak e2e e2e-kind clean venv kube-binaries image
+.PHONY: test lint demo manifests bench soak e2e e2e-kind clean venv kube-binaries kube-sources image
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,9 +25,16 @@ venv: $(STAMP)
 kube-binaries: $(STAMP)
 	$(BIN)/python -m kubedl_py.local.kubernetes
 
+# What the embedded API server reads from the pinned Kubernetes release, into ~/.cache/kubedl-py (once;
+# nothing of Kubernetes' is committed): the field table of the built-in kinds (protobuf bodies, typed
+# decoding), compiled from the k8s.io/api and k8s.io/apimachinery module zips, and the built-in OpenAPI v3
+# documents (kubectl explain), from the k8s.io/kubernetes module (the Go module cache, else the proxy).
+kube-sources: $(STAMP)
+	$(BIN)/python -m kubedl_py.local.sources
+
 # Both control-plane tiers (KUBEDL_TEST_TIERS=embedded or kubernetes narrows a run to one): the real
 # control plane is built first, visibly (minutes the first time, then reused from ~/.cache/kubedl-py).
-test: $(STAMP)
+test: $(STAMP) kube-sources
 	$(BIN)/python -m kubedl_py.local.kubernetes
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 

@@ -160,8 +160,23 @@ def default_pod(pod: Obj, toleration_seconds: int) -> None:
     sa = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
     spec["serviceAccountName"] = sa
     spec["serviceAccount"] = sa
+    for key in ("initContainers", "containers", "ephemeralContainers"):
+        default_containers(spec, key)
+    tolerations = spec.setdefault("tolerations", [])
+    if isinstance(tolerations, list):
+        for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
+            if not any(isinstance(t, dict) and t.get("key") == key for t in tolerations):
+                tolerations.append(
+                    {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": toleration_seconds}
+                )
+    status: Obj = {"phase": "Pending", "qosClass": qos_class(spec)}
+    pod["status"] = status
+
+
+def default_containers(spec: Obj, key: str) -> None:
+    """The defaults of one list of containers (``containers``, ``initContainers``, ``ephemeralContainers``)."""
     host_net = bool(spec.get("hostNetwork"))
-    for key in ("initContainers", "containers"):
+    if key:
         for c in spec.get(key) or []:
             if not isinstance(c, dict):
                 continue
@@ -185,15 +200,6 @@ def default_pod(pod: Obj, toleration_seconds: int) -> None:
                     p.setdefault("protocol", "TCP")
                     if host_net and "hostPort" not in p and "containerPort" in p:
                         p["hostPort"] = p["containerPort"]
-    tolerations = spec.setdefault("tolerations", [])
-    if isinstance(tolerations, list):
-        for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
-            if not any(isinstance(t, dict) and t.get("key") == key for t in tolerations):
-                tolerations.append(
-                    {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": toleration_seconds}
-                )
-    status: Obj = {"phase": "Pending", "qosClass": qos_class(spec)}
-    pod["status"] = status
 
 
 def qos_class(spec: Obj) -> str:
@@ -224,7 +230,7 @@ def validate_pod(pod: Obj) -> list[FieldError]:
         containers = []
     names: set[str] = set()
     host_net = bool(spec.get("hostNetwork"))
-    for key in ("initContainers", "containers"):
+    for key in ("initContainers", "containers", "ephemeralContainers"):
         lst = spec.get(key) or []
         if not isinstance(lst, list):
             errs.append(FieldError("FieldValueInvalid", f"spec.{key}", "must be a list", lst))
@@ -245,6 +251,12 @@ def validate_pod(pod: Obj) -> list[FieldError]:
                 names.add(name)
             if not c.get("image"):
                 errs.append(FieldError("FieldValueRequired", f"{base}.image"))
+            if key == "ephemeralContainers":
+                if c.get("ports"):
+                    errs.append(
+                        FieldError("FieldValueForbidden", f"{base}.ports", "cannot be set for an Ephemeral Container")
+                    )
+                continue
             for j, p in enumerate(c.get("ports") or []):
                 pbase = f"{base}.ports[{j}]"
                 if not isinstance(p, dict):
@@ -326,6 +338,9 @@ def validate_pod_update(new: Obj, old: Obj) -> list[FieldError]:
     for k in _POD_MUTABLE:
         ns.pop(k, None)
         os_.pop(k, None)
+    errs = _ephemeral_update(ns.pop("ephemeralContainers", None) or [], os_.pop("ephemeralContainers", None) or [])
+    if errs:
+        return errs
 
     def strip_images(spec: Obj) -> None:
         for key in ("containers", "initContainers"):
@@ -347,6 +362,32 @@ def validate_pod_update(new: Obj, old: Obj) -> list[FieldError]:
                 "(allow it to be set to 1 if it was previously negative)",
             )
         ]
+    return []
+
+
+def _ephemeral_update(new: list[Any], old: list[Any]) -> list[FieldError]:
+    """Ephemeral containers may be added, never removed or changed (the real server's messages)."""
+    by_name = {c.get("name"): c for c in new if isinstance(c, dict)}
+    removed = [str(c.get("name")) for c in old if isinstance(c, dict) and c.get("name") not in by_name]
+    if removed:
+        names = ", ".join(f'"{n}"' for n in removed)
+        return [
+            FieldError(
+                "FieldValueForbidden",
+                "spec.ephemeralContainers",
+                f"existing ephemeral containers {names} may not be removed\n",
+            )
+        ]
+    for c in old:
+        if isinstance(c, dict) and by_name.get(c.get("name")) != c:
+            i = new.index(by_name[c.get("name")])
+            return [
+                FieldError(
+                    "FieldValueForbidden",
+                    f"spec.ephemeralContainers[{i}]",
+                    "existing ephemeral containers may not be changed",
+                )
+            ]
     return []
 
 
@@ -390,15 +431,25 @@ class IPAllocator:
             self.used.discard(ip)
 
 
+def default_traffic_policy(spec: Obj) -> None:
+    """externalTrafficPolicy exists only for Services with node ports (Cluster by default); the real server
+    drops it when the type no longer has them."""
+    if spec.get("type") in ("NodePort", "LoadBalancer"):
+        spec.setdefault("externalTrafficPolicy", "Cluster")
+    else:
+        spec.pop("externalTrafficPolicy", None)
+
+
 def default_service(svc: Obj) -> None:
     spec = svc.setdefault("spec", {})
     spec.setdefault("type", "ClusterIP")
     spec.setdefault("sessionAffinity", "None")
     spec.setdefault("internalTrafficPolicy", "Cluster")
+    default_traffic_policy(spec)
     for p in spec.get("ports") or []:
         if isinstance(p, dict):
             p.setdefault("protocol", "TCP")
-            if "targetPort" not in p and "port" in p:
+            if not p.get("targetPort") and "port" in p:  # absent, 0 or "": Go's zero value
                 p["targetPort"] = p["port"]
     svc["status"] = {"loadBalancer": {}}
 

@@ -20,19 +20,32 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from . import discovery, serviceaccounts, tables
-from .errors import ApiError, FieldError, bad_request, expired, invalid, method_not_allowed, not_found
+from . import discovery, jsonsyntax, openapi, protobuf, serviceaccounts, tables
+from .errors import (
+    ApiError,
+    FieldError,
+    PageNotFound,
+    bad_request,
+    expired,
+    invalid,
+    method_not_allowed,
+    not_found,
+    resource_not_found,
+)
 from .faults import Faults, RequestInfo, RequestLog, RequestRecord
-from .registry import RETURN_DELETED, Registry, now_iso
+from .registry import RETURN_DELETED, FieldValidation, Registry, now_iso
 from .resources import Catalogue, ResourceType
 from .selection import parse_field_selector, parse_label_selector
 from .store import Event, Obj, Store, Watcher
+from .typed import Types
 
 log = logging.getLogger(__name__)
 
 MAX_BODY = 3 * 1024 * 1024
 JSON_CT = "application/json"
 _NS_SUBRESOURCES = ("status", "finalize")
+#: subresources PUT and PATCH write through (the object with one part replaced)
+_WRITABLE_SUBRESOURCES = (None, "status", "ephemeralcontainers")
 
 
 def _dumps(obj: Any) -> bytes:
@@ -41,6 +54,62 @@ def _dumps(obj: Any) -> bytes:
 
 def _json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(body=_dumps(obj), status=status, content_type=JSON_CT, headers=headers)
+
+
+#: how Go prints the struct the real server reads apiVersion and kind into first
+_TYPE_META_STRUCT = (
+    'struct { APIVersion string "json:\\"apiVersion,omitempty\\""; Kind string "json:\\"kind,omitempty\\"" }'
+)
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    return "string" if isinstance(value, str) else "object"
+
+
+def _unrecognized(rt: ResourceType, why: str, raw: bytes) -> ApiError:
+    return bad_request(
+        f"the object provided is unrecognized (must be of type {rt.kind}): couldn't get version/kind; "
+        f"json parse error: {why} ({jsonsyntax.summarize(raw)})"
+    )
+
+
+def _unsupported_media_type(rt: ResourceType) -> ApiError:
+    accepted = "application/json, application/yaml"
+    if not rt.custom:
+        accepted += f", {protobuf.CONTENT_TYPE}"
+    return ApiError(
+        415,
+        f"the body of the request was in an unknown format - accepted media types include: {accepted}",
+        "UnsupportedMediaType",
+    )
+
+
+def _field_validation(req: Request, options: str) -> FieldValidation:
+    """The request's ``fieldValidation`` (absent: Warn, as the real server); 422 on anything else."""
+    mode = req.query.get("fieldValidation", "")
+    if mode not in ("", "Ignore", "Strict", "Warn"):
+        supported = 'supported values: "", "Ignore", "Strict", "Warn"'
+        raise ApiError(
+            422,
+            f'{options}.meta.k8s.io "" is invalid: fieldValidation: Unsupported value: "{mode}": {supported}',
+            "Invalid",
+            {
+                "group": "meta.k8s.io",
+                "kind": options,
+                "causes": [
+                    {
+                        "reason": "FieldValueNotSupported",
+                        "message": f'Unsupported value: "{mode}": {supported}',
+                        "field": "fieldValidation",
+                    }
+                ],
+            },
+        )
+    return FieldValidation(mode or "Warn")
 
 
 def _status_ok(details: dict[str, Any] | None = None) -> Obj:
@@ -100,12 +169,25 @@ class ApiServer:
         self.default_watch_timeout = default_watch_timeout
         self.host = "127.0.0.1:0"
         self._streams: set[asyncio.Task[Any]] = set()
+        self._types_failed = False
+        self._publisher: openapi.Publisher | None = None
         self.closing = False
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_route("*", "/{tail:.*}", self.handle)
         return app
+
+    async def _load_types(self) -> None:
+        """The Go structs of the built-in kinds (typed.py), from the protobuf field table, once. Without the
+        table (offline, not yet fetched) built-in bodies are stored as sent; said once in the log."""
+        if self.registry.types is not None or self._types_failed:
+            return
+        try:
+            self.registry.types = Types(await protobuf.load_table())
+        except protobuf.TableUnavailable as e:
+            self._types_failed = True
+            log.warning("built-in kinds are not type-checked or normalised: %s", e)
 
     async def close_streams(self) -> None:
         self.closing = True
@@ -129,6 +211,15 @@ class ApiServer:
             resp, info = await self._dispatch(request, query, info, seen)
             status = resp.status
             return resp
+        except PageNotFound:
+            status = 404
+            return web.Response(
+                text="404 page not found\n",
+                status=404,
+                content_type="text/plain",
+                charset="utf-8",
+                headers={"X-Content-Type-Options": "nosniff"},
+            )
         except ApiError as e:
             status = e.code
             return _json_response(e.status(), e.code, e.headers)
@@ -189,6 +280,8 @@ class ApiServer:
             return await self._resource(request, req, verb, info), info
         if method not in ("GET", "HEAD"):
             raise method_not_allowed()
+        if parts[:2] == ["openapi", "v3"]:
+            return await self._openapi(parts[2:]), info
         return self._nonresource(request, parts), info
 
     # ---- non-resource paths -------------------------------------------------------------------------------
@@ -226,23 +319,31 @@ class ApiServer:
                     "definitions": {},
                 }
             )
-        if parts == ["openapi", "v3"]:
-            return _json_response(discovery.openapi_root(cat))
-        if len(parts) >= 4 and parts[:2] == ["openapi", "v3"]:
-            if parts[2] == "api" and len(parts) == 4:
-                doc = discovery.openapi_gv(cat, "", parts[3])
-            elif parts[2] == "apis" and len(parts) == 5:
-                doc = discovery.openapi_gv(cat, parts[3], parts[4])
-            else:
-                doc = None
-            if doc is not None:
-                return _json_response(doc)
-        raise ApiError(
-            404,
-            "the server could not find the requested resource",
-            "NotFound",
-            {"causes": [{"reason": "UnexpectedServerResponse", "message": "404 page not found"}]},
-        )
+        if parts and parts[0] == "api":
+            raise resource_not_found()
+        raise PageNotFound()
+
+    async def _openapi(self, parts: list[str]) -> web.Response:
+        """``/openapi/v3`` and its documents (openapi.py); the built-in ones are loaded (or fetched) once."""
+        if self._publisher is None:
+            try:
+                specs: dict[str, bytes] | None = await asyncio.to_thread(openapi.ensure_specs)
+            except openapi.SpecsUnavailable as e:
+                log.warning("built-in kinds get OpenAPI documents without schemas: %s", e)
+                specs = None
+            try:
+                table: dict[str, Any] | None = await protobuf.load_table()
+            except protobuf.TableUnavailable:
+                table = None
+            if self._publisher is None:
+                self._publisher = openapi.Publisher(specs, table)
+        publisher = self._publisher
+        if not parts:
+            return _json_response(publisher.root(self.catalogue, discovery.openapi_gv))
+        data = publisher.document("/".join(parts), self.catalogue, discovery.openapi_gv)
+        if data is None:
+            raise PageNotFound()
+        return web.Response(body=data, content_type=JSON_CT)
 
     # ---- resource paths -----------------------------------------------------------------------------------
 
@@ -255,20 +356,29 @@ class ApiServer:
         if rest[0] == "namespaces" and len(rest) >= 3 and not (len(rest) == 3 and rest[2] in _NS_SUBRESOURCES):
             namespace, rest = rest[1], rest[2:]
         if len(rest) > 3:
-            raise ApiError(404, "the server could not find the requested resource", "NotFound")
+            raise self._no_such_resource(group)
         plural = rest[0]
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
         rt = self.catalogue.get(group, version, plural)
         if rt is None:
-            raise ApiError(404, "the server could not find the requested resource", "NotFound")
+            raise self._no_such_resource(group)
         if namespace is not None and not rt.namespaced:
-            raise ApiError(404, "the server could not find the requested resource", "NotFound")
-        if sub is not None and sub not in rt.subresources:
-            raise ApiError(404, "the server could not find the requested resource", "NotFound")
+            raise resource_not_found()
         if name is not None and rt.namespaced and namespace is None:
-            raise ApiError(404, "the server could not find the requested resource", "NotFound")
+            raise resource_not_found()
+        if sub is not None and sub not in rt.subresources:
+            if rt.custom and name is not None:
+                self.registry.get(rt, namespace or "", name)  # a missing object is named, as on the real server
+            raise resource_not_found()
         return Request(rt, version, namespace, name, subresource=sub, query=query)
+
+    def _no_such_resource(self, group: str) -> ApiError:
+        """The core group and built-in groups answer a Status; a custom resource's group (served by the
+        apiextensions server on the real one) and unknown groups fall through to the mux's plain 404."""
+        if not group or any(rt.group == group and not rt.custom for rt in self.catalogue.types.values()):
+            return resource_not_found()
+        return PageNotFound()
 
     @staticmethod
     def _verb(method: str, req: Request) -> str:
@@ -286,11 +396,18 @@ class ApiServer:
             return "delete" if req.name is not None else "deletecollection"
         return method.lower()
 
-    async def _body(self, request: web.Request) -> Any:
+    async def _body(
+        self, request: web.Request, req: Request, *, patch: bool = False, fv: FieldValidation | None = None
+    ) -> Any:
         raw = await request.read()
-        if not raw:
+        if not raw and patch:
             raise bad_request("the body of the request was empty")
-        ctype = request.content_type or JSON_CT
+        # No Content-Type at all is read as JSON, as the real server does.
+        ctype = request.content_type if request.headers.get("Content-Type") else JSON_CT
+        if ctype == protobuf.CONTENT_TYPE and not patch:
+            return await self._protobuf_body(raw, req.rt, "the object provided is unrecognized")
+        if not patch and ctype not in (JSON_CT, "application/yaml"):
+            raise _unsupported_media_type(req.rt)
         if "yaml" in ctype and "apply-patch" not in ctype:
             import yaml
 
@@ -299,15 +416,43 @@ class ApiServer:
             except yaml.YAMLError as e:
                 raise bad_request(f"error decoding YAML: {e}") from None
         try:
-            return orjson.loads(raw)
+            body = orjson.loads(raw)
         except orjson.JSONDecodeError as e:
-            raise bad_request(f"couldn't get version/kind; json parse error: {e}") from None
+            if patch:
+                raise bad_request(f"couldn't get version/kind; json parse error: {e}") from None
+            why = jsonsyntax.syntax_error(raw) or str(e)
+            raise _unrecognized(req.rt, why, raw) from None
+        if patch:
+            return body
+        if body is None:
+            return {}  # null decodes as an empty object
+        if fv is not None and fv.mode != "Ignore" and ctype == JSON_CT and jsonsyntax.may_repeat_keys(raw, body):
+            fv.events = jsonsyntax.key_events(raw)  # duplicate fields, which orjson does not report
+        if not isinstance(body, dict):
+            kind = "array" if isinstance(body, list) else _json_kind(body)
+            why = f"json: cannot unmarshal {kind} into Go value of type {_TYPE_META_STRUCT}"
+            raise _unrecognized(req.rt, why, raw)
+        return body
+
+    @staticmethod
+    async def _protobuf_body(raw: bytes, rt: ResourceType, what: str, kind: str | None = None) -> Any:
+        """A protobuf body of a built-in kind as the dict its JSON form would give (kubedl_py.local.protobuf)."""
+        if rt.custom and kind is None:
+            # The real server (1.37) crashes the connection on this; a 415 says what works instead.
+            raise _unsupported_media_type(rt)
+        try:
+            return await protobuf.decode_body(raw)
+        except protobuf.TableUnavailable as e:
+            raise ApiError(415, str(e), "UnsupportedMediaType") from None
+        except protobuf.ProtobufError as e:
+            raise bad_request(f"{what} (must be of type {kind or rt.kind}): {e} ({raw[:64].hex()})") from None
 
     async def _resource(self, request: web.Request, req: Request, verb: str, info: RequestInfo) -> web.StreamResponse:
         rt = req.rt
         ns = req.namespace or ""
         dry_run = bool(req.query.get("dryRun"))
-        strict = req.query.get("fieldValidation") == "Strict"
+        if verb in ("create", "update", "patch"):
+            await self._load_types()
         if verb == "watch":
             return await self._watch(request, req, info)
         if verb == "list":
@@ -322,35 +467,38 @@ class ApiServer:
             if req.name is None:
                 if rt.namespaced and req.namespace is None:
                     raise method_not_allowed()
-                body = await self._body(request)
-                obj = self.registry.create(rt, ns, body, req.version, dry_run=dry_run, strict=strict)
-                return self._object_response(request, req, obj, 201)
+                fv = _field_validation(req, "CreateOptions")
+                body = await self._body(request, req, fv=fv)
+                obj = self.registry.create(rt, ns, body, req.version, dry_run=dry_run, validation=fv)
+                return self._object_response(request, req, obj, 201, warnings=fv.warnings)
             if req.subresource == "binding":
-                return self._binding(req, await self._body(request))
+                return self._binding(req, await self._body(request, req))
             if req.subresource == "eviction":
-                return self._eviction(req, await self._body(request))
+                return self._eviction(req, await self._body(request, req))
             if req.subresource == "token":
                 answer = serviceaccounts.token_request(
-                    self.store, ns, req.name, await self._body(request), issuer=f"https://{self.host}"
+                    self.store, ns, req.name, await self._body(request, req), issuer=f"https://{self.host}"
                 )
                 return _json_response(answer, 201)
             raise method_not_allowed()
         if verb == "update":
             if req.name is None:
                 raise method_not_allowed()
-            body = await self._body(request)
+            fv = _field_validation(req, "UpdateOptions")
+            body = await self._body(request, req, fv=fv)
             if rt.key == ("", "namespaces") and req.subresource == "finalize":
                 return self._finalize_namespace(req, body)
-            if req.subresource not in (None, "status"):
+            if req.subresource not in _WRITABLE_SUBRESOURCES:
                 raise method_not_allowed()
             obj = self.registry.update(
-                rt, ns, req.name, body, req.subresource, version=req.version, dry_run=dry_run, strict=strict
+                rt, ns, req.name, body, req.subresource, version=req.version, dry_run=dry_run, validation=fv
             )
-            return self._object_response(request, req, obj)
+            return self._object_response(request, req, obj, warnings=fv.warnings)
         if verb == "patch":
-            if req.name is None or req.subresource not in (None, "status"):
+            if req.name is None or req.subresource not in _WRITABLE_SUBRESOURCES:
                 raise method_not_allowed()
-            body = await self._body(request)
+            fv = _field_validation(req, "PatchOptions")
+            body = await self._body(request, req, patch=True)
             obj = self.registry.patch(
                 rt,
                 ns,
@@ -360,22 +508,24 @@ class ApiServer:
                 subresource=req.subresource,
                 version=req.version,
                 dry_run=dry_run,
-                strict=strict,
+                validation=fv,
             )
-            return self._object_response(request, req, obj)
+            return self._object_response(request, req, obj, warnings=fv.warnings)
         if verb == "delete":
             assert req.name is not None
             if req.subresource is not None:
                 raise method_not_allowed()
             opts = await self._delete_options(request, req)
             obj, gone = self.registry.delete(rt, ns, req.name, opts)
-            if gone and rt.key not in RETURN_DELETED and not rt.custom:
-                return _json_response(
-                    _status_ok(
-                        {"name": req.name, "group": rt.group, "kind": rt.plural, "uid": obj["metadata"].get("uid")}
-                    )
-                )
-            return self._object_response(request, req, obj, 200 if gone else 202)
+            if gone and rt.key not in RETURN_DELETED:
+                details = {"name": req.name, "group": rt.group, "kind": rt.plural, "uid": obj["metadata"].get("uid")}
+                if not rt.group:
+                    del details["group"]
+                return _json_response(_status_ok(details))
+            # As the real server: 200 whether or not the object is gone yet (finalizers, graceful pods,
+            # namespaces); 202 only for the deprecated orphanDependents=false.
+            accepted = not gone and opts.get("orphanDependents") is False
+            return self._object_response(request, req, obj, 202 if accepted else 200)
         if verb == "deletecollection":
             if "deletecollection" not in rt.verbs:
                 raise method_not_allowed()
@@ -398,7 +548,10 @@ class ApiServer:
         opts: dict[str, Any] = {}
         if request.can_read_body:
             raw = await request.read()
-            if raw.strip():
+            if raw.startswith(protobuf.MAGIC):
+                body = await self._protobuf_body(raw, req.rt, "the body is not DeleteOptions", "DeleteOptions")
+                opts.update(body)
+            elif raw.strip():
                 try:
                     body = orjson.loads(raw)
                 except orjson.JSONDecodeError as e:
@@ -451,7 +604,16 @@ class ApiServer:
             obj["apiVersion"] = req.rt.api_version(req.version)
         return obj
 
-    def _object_response(self, request: web.Request, req: Request, obj: Obj, status: int = 200) -> web.Response:
+    def _object_response(
+        self, request: web.Request, req: Request, obj: Obj, status: int = 200, *, warnings: list[str] | None = None
+    ) -> web.Response:
+        resp = self._object_body(request, req, obj, status)
+        for text in warnings or ():
+            escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+            resp.headers.add("Warning", f'299 - "{escaped}"')
+        return resp
+
+    def _object_body(self, request: web.Request, req: Request, obj: Obj, status: int) -> web.Response:
         mode = self._accept(request)
         if mode == "table":
             doc = tables.table(

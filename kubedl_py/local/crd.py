@@ -11,7 +11,7 @@ import asyncio
 import re
 from typing import Any
 
-from . import schema
+from . import cel, schema
 from .errors import FieldError
 from .registry import now_iso
 from .resources import Catalogue, ResourceType
@@ -81,6 +81,7 @@ def validate_crd(crd: Obj) -> list[FieldError]:
             )
         else:
             schema.check_structural(sch, f"spec.versions[{i}].schema.openAPIV3Schema", errs)
+            errs += cel.check_schema(sch, "spec.validation.openAPIV3Schema")
     return errs
 
 
@@ -143,6 +144,7 @@ def resource_type(crd: Obj) -> ResourceType:
         custom=True,
         versions=[v["name"] for v in versions] or [storage["name"]],
         schemas={v["name"]: (v.get("schema") or {}).get("openAPIV3Schema") or {} for v in spec["versions"]},
+        rules={v["name"]: cel.has_rules((v.get("schema") or {}).get("openAPIV3Schema")) for v in spec["versions"]},
         printer_columns={v["name"]: list(v.get("additionalPrinterColumns") or []) for v in spec["versions"]},
         crd_name=crd["metadata"]["name"],
     )

@@ -1,9 +1,10 @@
-"""API discovery and the OpenAPI documents kubectl reads.
+"""API discovery, and the fallback OpenAPI documents of built-in group versions.
 
-kubectl maps kinds to resources through discovery (``/api``, ``/apis``, ``.../<version>``) and decides from
-the OpenAPI v3 documents whether the server validates fields itself (the ``fieldValidation`` parameter on
-PATCH operations). We publish exactly that much OpenAPI: paths with their group-version-kind and
-parameters, no schemas, so kubectl leaves validation to the server and builds patches from its built-in types.
+kubectl maps kinds to resources through discovery (``/api``, ``/apis``, ``.../<version>``). The OpenAPI v3
+documents are openapi.py's; when the real server's documents for built-in kinds cannot be had (offline),
+``openapi_gv`` gives a built-in group version paths with their group-version-kind and parameters and no
+schemas: kubectl then still leaves validation to the server (the ``fieldValidation`` parameter on PATCH
+operations) and builds patches from its compiled-in types; only ``kubectl explain`` has nothing to say.
 """
 
 from __future__ import annotations
@@ -11,24 +12,27 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from .kubernetes.release import KUBERNETES_VERSION
 from .resources import Catalogue, ResourceType
 
 Obj = dict[str, Any]
 
+_MAJOR, _MINOR, _PATCH = KUBERNETES_VERSION.split(".")
+#: the release the embedded server follows (its protobuf table and OpenAPI documents are that release's)
 VERSION_INFO: Obj = {
-    "major": "1",
-    "minor": "34",
-    "gitVersion": "v1.34.0-kubedl-local",
+    "major": _MAJOR,
+    "minor": _MINOR,
+    "emulationMajor": _MAJOR,
+    "emulationMinor": _MINOR,
+    "minCompatibilityMajor": _MAJOR,
+    "minCompatibilityMinor": str(int(_MINOR) - 1),
+    "gitVersion": f"v{KUBERNETES_VERSION}-kubedl-local",
     "gitCommit": "0000000000000000000000000000000000000000",
     "gitTreeState": "clean",
     "buildDate": "2026-01-01T00:00:00Z",
-    "goVersion": "go1.24.0",
+    "goVersion": "go1.26.0",
     "compiler": "gc",
     "platform": "linux/amd64",
-    "emulationMajor": "1",
-    "emulationMinor": "34",
-    "minCompatibilityMajor": "1",
-    "minCompatibilityMinor": "33",
 }
 
 

@@ -47,26 +47,43 @@ class ApiError(Exception):
         self.headers = headers or {}
 
     def status(self) -> dict[str, Any]:
+        # The real server's field order; an empty reason is left out (its 500s on some create errors).
         out: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
         }
+        if self.reason:
+            out["reason"] = self.reason
         if self.details is not None:
             out["details"] = self.details
+        out["code"] = self.code
         return out
 
 
+class PageNotFound(ApiError):
+    """A path no API handler owns: the real server's mux answers plain text, not a Status."""
+
+    def __init__(self) -> None:
+        super().__init__(404, "404 page not found", "NotFound")
+
+
+def resource_not_found() -> ApiError:
+    """A path under a served group version that names no resource (or no subresource): ``details`` is
+    present and empty, which is how kubectl tells it from a missing object (``kubectl debug`` reads
+    ``details.name``)."""
+    return ApiError(404, "the server could not find the requested resource", "NotFound", {})
+
+
 def _details(group: str, plural: str, name: str | None) -> dict[str, Any]:
-    d: dict[str, Any] = {"kind": plural}
-    if group:
-        d["group"] = group
+    d: dict[str, Any] = {}
     if name:
         d["name"] = name
+    if group:
+        d["group"] = group
+    d["kind"] = plural
     return d
 
 
@@ -122,6 +139,10 @@ def forbidden(group: str, plural: str, name: str, why: str) -> ApiError:
     )
 
 
+#: a FieldError value that is not shown (Go's field.OmitValueType): "Invalid value: <detail>"
+OMITTED: Any = object()
+
+
 class FieldError:
     """One entry of ``details.causes`` (a field.Error in the real server)."""
 
@@ -151,6 +172,8 @@ class FieldError:
             return "Too long: " + self.detail
         if self.kind == "FieldValueTypeInvalid":
             return f"Invalid value: {_show(self.value, orjson)}: {self.detail}"
+        if self.value is OMITTED:
+            return f"Invalid value: {self.detail}"
         return f"Invalid value: {_show(self.value, orjson)}" + (f": {self.detail}" if self.detail else "")
 
 

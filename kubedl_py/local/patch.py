@@ -230,7 +230,15 @@ def _smp_map(original: dict[str, Any], patch: dict[str, Any], path: tuple[str, .
         if isinstance(value, dict):
             result[key] = _smp_map(cur if isinstance(cur, dict) else {}, value, (*path, key), kind)
         elif isinstance(value, list):
-            result[key] = _smp_list(cur if isinstance(cur, list) else [], value, key, (*path, key), kind)
+            order = patch.get(f"$setElementOrder/{key}")
+            result[key] = _smp_list(
+                cur if isinstance(cur, list) else [],
+                value,
+                key,
+                (*path, key),
+                kind,
+                order=order if isinstance(order, list) else None,
+            )
         else:
             result[key] = value
     if isinstance(retain, list):
@@ -239,7 +247,15 @@ def _smp_map(original: dict[str, Any], patch: dict[str, Any], path: tuple[str, .
     return result
 
 
-def _smp_list(original: list[Any], patch: list[Any], field: str, path: tuple[str, ...], kind: str) -> list[Any]:
+def _smp_list(
+    original: list[Any],
+    patch: list[Any],
+    field: str,
+    path: tuple[str, ...],
+    kind: str,
+    *,
+    order: list[Any] | None = None,
+) -> list[Any]:
     if field in _SET_LISTS:
         out = list(original)
         for v in patch:
@@ -265,4 +281,38 @@ def _smp_list(original: list[Any], patch: list[Any], field: str, path: tuple[str
             out.append(_smp_map({}, clean, path, kind))
         else:
             out[idx] = _smp_map(out[idx], clean, path, kind)
+    return _element_order(out, original, order if order is not None else patch, key)
+
+
+def _element_order(merged: list[Any], original: list[Any], order: list[Any], key: str) -> list[Any]:
+    """The order the real server gives a merged list (strategicpatch.normalizeElementOrder): the patch's
+    items in the patch's (or ``$setElementOrder``'s) order, the server-only items in their original order,
+    the two merged by original position, with items new to the list coming before the server's later ones."""
+
+    def position(items: list[Any], item: Any) -> int:
+        value = item.get(key) if isinstance(item, dict) else None
+        return next((i for i, o in enumerate(items) if isinstance(o, dict) and o.get(key) == value), -1)
+
+    in_patch = {o.get(key) for o in order if isinstance(o, dict)}
+    patch_items = [o for o in merged if isinstance(o, dict) and o.get(key) in in_patch]
+    server_only = [o for o in merged if not (isinstance(o, dict) and o.get(key) in in_patch)]
+    patch_items.sort(key=lambda o: (position(order, o) < 0, position(order, o)))
+    server_only.sort(key=lambda o: (position(original, o) < 0, position(original, o)))
+    out: list[Any] = []
+    i = j = 0
+    while i < len(server_only) or j < len(patch_items):
+        if j >= len(patch_items):
+            out.append(server_only[i])
+            i += 1
+        elif i >= len(server_only):
+            out.append(patch_items[j])
+            j += 1
+        else:
+            left, right = position(original, server_only[i]), position(original, patch_items[j])
+            if left >= 0 and right >= 0 and left < right:
+                out.append(server_only[i])
+                i += 1
+            else:
+                out.append(patch_items[j])
+                j += 1
     return out

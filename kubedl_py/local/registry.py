@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from . import admission, schema, serviceaccounts
+from . import admission, cel, schema, serviceaccounts
 from .errors import (
     ApiError,
     FieldError,
@@ -34,6 +34,7 @@ from .patch import deepcopy_json, json_patch, merge_patch, strategic_merge_patch
 from .resources import Catalogue, ResourceType
 from .selection import FieldSelector, LabelSelector
 from .store import Event, Obj, Store
+from .typed import OBJECT_META, DecodeError, Types
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,58 @@ _GEN_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 _GENERATION = {("", "pods"), ("apiextensions.k8s.io", "customresourcedefinitions")}
 # Built-in kinds whose DELETE answers with the object rather than a success Status (custom resources always do).
 RETURN_DELETED = frozenset({("", "pods"), ("", "services")})
+#: the namespaces the real server's namespace lifecycle admission refuses to delete
+PROTECTED_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
 # Kinds that PUT may create (AllowCreateOnUpdate in the real strategies).
 _CREATE_ON_UPDATE = {("", "endpoints"), ("coordination.k8s.io", "leases"), ("", "events")}
+
+
+class FieldValidation:
+    """What one request's ``fieldValidation`` asks for, and the unknown (or repeated) fields of its body.
+
+    ``Strict``: unknown fields are a 400 (kubectl's default). ``Warn`` (also the default of a request
+    without the parameter): each becomes a ``Warning`` header on the response (``warnings``). ``Ignore``:
+    nothing is said. Either way they are dropped, as decoding into the Go struct (or pruning) drops them.
+    """
+
+    __slots__ = ("events", "mode", "unknown", "warnings")
+
+    def __init__(self, mode: str = "Ignore") -> None:
+        self.mode = mode
+        self.unknown: list[str] = []
+        self.warnings: list[str] = []
+        #: the body's keys in document order with repeats (jsonsyntax.key_events), when it was JSON
+        self.events: list[tuple[str, bool]] | None = None
+
+    def check(self, kind: str, version: str) -> None:
+        """Report the unknown (and duplicate) fields found so far, as the mode says (raises for Strict),
+        in the order the real server meets them: the body's document order."""
+        events, self.events = self.events, None
+        unknown, self.unknown = self.unknown, []
+        messages: list[str] = []
+        if events:
+            pending = set(unknown)
+            for path, repeated in events:
+                if path in pending:
+                    messages.append(f'unknown field "{path}"')
+                    pending.discard(path)
+                if repeated:
+                    messages.append(f'duplicate field "{path}"')
+            messages += [f'unknown field "{path}"' for path in unknown if path in pending]
+        else:
+            messages = [f'unknown field "{path}"' for path in unknown]
+        if not messages:
+            return
+        if self.mode == "Strict":
+            raise bad_request(
+                f'{kind} in version "{version}" cannot be handled as a {kind}: '
+                f"strict decoding error: {', '.join(messages)}"
+            )
+        if self.mode == "Warn":
+            self.warnings.extend(messages)
+
+
+IGNORE = FieldValidation()
 
 
 def now_iso() -> str:
@@ -66,6 +117,9 @@ class Registry:
     ) -> None:
         self.store = store
         self.catalogue = catalogue
+        #: the Go structs of the built-in kinds (typed.Types), once the API server has loaded the table;
+        #: without them built-in bodies are stored as sent
+        self.types: Types | None = None
         self.ips = admission.IPAllocator(service_cidr)
         self.toleration_seconds = toleration_seconds
         self.node_ports: set[int] = set()
@@ -100,12 +154,21 @@ class Registry:
         if nso is None:
             raise not_found("", "namespaces", ns)
         if creating and nso["metadata"].get("deletionTimestamp"):
-            raise forbidden(
+            err = forbidden(
                 rt.group,
                 rt.plural,
                 name,
                 f"unable to create new content in namespace {ns} because it is being terminated",
             )
+            assert err.details is not None
+            err.details["causes"] = [
+                {
+                    "reason": "NamespaceTerminating",
+                    "message": f"namespace {ns} is being terminated",
+                    "field": "metadata.namespace",
+                }
+            ]
+            raise err
 
     def _commit(self, rt: ResourceType, obj: Obj, old: Obj | None) -> Obj:
         obj["metadata"]["resourceVersion"] = str(self.store.next_rv())
@@ -116,28 +179,69 @@ class Registry:
         if len(orjson.dumps(obj)) > MAX_OBJECT_BYTES:
             raise too_large(f"Request entity too large: limit is {MAX_OBJECT_BYTES}")
 
-    def _check_body(self, rt: ResourceType, body: Any, version: str) -> Obj:
+    def _check_body(self, rt: ResourceType, body: Any, version: str, fv: FieldValidation = IGNORE) -> Obj:
         if not isinstance(body, dict):
             raise bad_request("the body of the request must be a JSON object")
         api_version = body.get("apiVersion")
         kind = body.get("kind")
         want = rt.api_version(version)
-        if kind is not None and kind != rt.kind:
+        if rt.custom:
+            if kind is not None and kind != rt.kind:
+                raise bad_request(
+                    f'{kind} in version "{version}" cannot be handled as a {rt.kind}: '
+                    f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})"
+                )
+            if api_version is not None and api_version != want:
+                raise bad_request(
+                    f"the API version in the data ({api_version}) does not match the expected API version ({want})"
+                )
+        elif (api_version is not None and api_version != want) or (kind is not None and kind != rt.kind):
+            # What the real server's scheme says: an unknown group version/kind, or a known kind of another type.
+            data_version = str(api_version or want)
+            data_kind = str(kind or rt.kind)
+            short = data_version.rsplit("/", 1)[-1]
+            known = self.catalogue.by_kind(rt.group, data_kind) is not None and data_version == want
+            if not known:
+                raise bad_request(
+                    f'{data_kind} in version "{short}" cannot be handled as a {rt.kind}: no kind "{data_kind}" is '
+                    f'registered for version "{data_version}" in scheme "pkg/runtime/scheme.go:111"'
+                )
+            internal = rt.group.split(".", 1)[0] if rt.group else "core"
             raise bad_request(
-                f'{kind} in version "{version}" cannot be handled as a {rt.kind}: '
-                f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})"
+                f'{data_kind} in version "{short}" cannot be handled as a {rt.kind}: converting '
+                f"({short}.{data_kind}) to ({internal}.{rt.kind}): unknown conversion"
             )
-        if api_version is not None and api_version != want:
-            raise bad_request(
-                f"the API version in the data ({api_version}) does not match the expected API version ({want})"
-            )
-        md = body.get("metadata")
-        if md is None:
-            md = body["metadata"] = {}
-        if not isinstance(md, dict):
+        if body.get("metadata") is None:
+            body["metadata"] = {}
+        obj: Obj = self._typed(rt, body, version, fv)
+        if not isinstance(obj.get("metadata"), dict):
             raise bad_request("metadata must be an object")
-        body["apiVersion"] = rt.api_version()  # stored at the storage version; served per request
-        body["kind"] = rt.kind
+        if rt.custom:
+            self._prepare_custom(rt, obj, fv)  # pruning is part of decoding a custom resource
+        fv.check(rt.kind, version)
+        obj["apiVersion"] = rt.api_version()  # stored at the storage version; served per request
+        obj["kind"] = rt.kind
+        return obj
+
+    def _typed(self, rt: ResourceType, body: Obj, version: str, fv: FieldValidation) -> Obj:
+        """Decode as the real server does (typed.py): a built-in kind into its Go struct and back, a custom
+        resource's metadata into ObjectMeta. Unknown fields are noted in ``fv``."""
+        types = self.types
+        if types is None:
+            return body
+        try:
+            if rt.custom:
+                decoded = types.decode_part(body["metadata"], OBJECT_META, "metadata")
+                body["metadata"] = decoded.obj
+            else:
+                message = types.message_for(rt.api_version(version), rt.kind)
+                if message is None:
+                    return body
+                decoded = types.decode({**body, "apiVersion": rt.api_version(version), "kind": rt.kind}, message)
+                body = decoded.obj
+        except DecodeError as e:
+            raise bad_request(f'{rt.kind} in version "{version}" cannot be handled as a {rt.kind}: {e}') from None
+        fv.unknown.extend(decoded.unknown)
         return body
 
     def _validate(self, rt: ResourceType, obj: Obj, old: Obj | None) -> None:
@@ -146,7 +250,11 @@ class Registry:
         if rt.custom:
             sch = rt.schemas.get(rt.version)
             if sch:
-                errs += schema.validate_object(obj, sch)
+                found = schema.validate_object(obj, sch)
+                errs += found
+                if rt.rules.get(rt.version):
+                    # As the real server: CEL rules run unless the schema found a wrong type or enum value.
+                    errs += [cel.not_checked()] if cel.blocking(found) else cel.validate(obj, sch, old)
         elif plural == "pods":
             errs += admission.validate_pod(obj)
             if old is not None:
@@ -172,17 +280,12 @@ class Registry:
         if errs:
             raise invalid(rt.kind, rt.group, rt.plural, obj["metadata"].get("name", ""), errs)
 
-    def _prepare_custom(self, rt: ResourceType, obj: Obj, strict: bool = False) -> None:
+    def _prepare_custom(self, rt: ResourceType, obj: Obj, fv: FieldValidation = IGNORE) -> None:
         sch = rt.schemas.get(rt.version)
         if sch:
             removed: list[str] = []
             schema.prune(obj, sch, root=True, removed=removed)
-            if removed and strict:
-                unknown = ", ".join(f'unknown field "{r}"' for r in removed)
-                raise bad_request(
-                    f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
-                    f"strict decoding error: {unknown}"
-                )
+            fv.unknown.extend(removed)
             schema.apply_defaults(obj, sch)
 
     # ---- reads --------------------------------------------------------------------------------------------
@@ -220,9 +323,9 @@ class Registry:
         version: str | None = None,
         *,
         dry_run: bool = False,
-        strict: bool = False,
+        validation: FieldValidation = IGNORE,
     ) -> Obj:
-        obj = self._check_body(rt, body, version or rt.version)
+        obj = self._check_body(rt, body, version or rt.version, validation)
         md = obj["metadata"]
         if rt.namespaced:
             body_ns = md.get("namespace")
@@ -233,8 +336,9 @@ class Registry:
             md["namespace"] = ns
         else:
             md.pop("namespace", None)
-        if md.get("resourceVersion"):
-            raise bad_request("resourceVersion should not be set on objects to be created")
+        if md.get("resourceVersion") and not dry_run:
+            # The real server's storage layer refuses this as an internal error, without a reason.
+            raise ApiError(500, "resourceVersion should not be set on objects to be created", "")
         name = md.get("name")
         if not name:
             gen = md.get("generateName")
@@ -266,7 +370,7 @@ class Registry:
             md.pop("generation", None)
         if rt.has_status and rt.key != ("", "nodes"):
             obj.pop("status", None)
-        self._default(rt, obj, strict)
+        self._default(rt, obj)
         if rt.key == ("", "pods"):
             serviceaccounts.admit_pod(self.store, obj)  # the ServiceAccount admission plugin's volume
         self._validate(rt, obj, None)
@@ -280,9 +384,9 @@ class Registry:
             return obj
         return self._commit(rt, obj, None)
 
-    def _default(self, rt: ResourceType, obj: Obj, strict: bool = False) -> None:
+    def _default(self, rt: ResourceType, obj: Obj) -> None:
         if rt.custom:
-            self._prepare_custom(rt, obj, strict)
+            self._prepare_custom(rt, obj)
             return
         if rt.group:
             if rt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
@@ -389,9 +493,9 @@ class Registry:
         *,
         version: str | None = None,
         dry_run: bool = False,
-        strict: bool = False,
+        validation: FieldValidation = IGNORE,
     ) -> Obj:
-        obj = self._check_body(rt, body, version or rt.version)
+        obj = self._check_body(rt, body, version or rt.version, validation)
         md = obj["metadata"]
         if md.get("name") not in (None, name):
             raise bad_request(f"the name of the object ({md.get('name')}) does not match the name on the URL ({name})")
@@ -402,7 +506,7 @@ class Registry:
             if rt.key in _CREATE_ON_UPDATE and subresource is None:
                 md["name"] = name
                 md.pop("resourceVersion", None)
-                return self.create(rt, ns, obj, version, dry_run=dry_run, strict=strict)
+                return self.create(rt, ns, obj, version, dry_run=dry_run)
             raise not_found(rt.group, rt.plural, name)
         rv = md.get("resourceVersion")
         if rv:
@@ -416,7 +520,7 @@ class Registry:
                 name,
                 [FieldError("FieldValueInvalid", "metadata.resourceVersion", "must be specified for an update", 0)],
             )
-        return self._update(rt, old, obj, subresource, dry_run=dry_run, strict=strict)
+        return self._update(rt, old, obj, subresource, dry_run=dry_run)
 
     def _update(
         self,
@@ -426,7 +530,6 @@ class Registry:
         subresource: str | None,
         *,
         dry_run: bool = False,
-        strict: bool = False,
     ) -> Obj:
         omd = old["metadata"]
         if subresource == "status":
@@ -436,6 +539,19 @@ class Registry:
             else:
                 new.pop("status", None)
             new["metadata"] = dict(omd)
+            obj = new
+        elif subresource == "ephemeralcontainers":
+            # Only spec.ephemeralContainers changes through this subresource (kubectl debug).
+            new = dict(old)
+            spec = dict(old.get("spec") or {})
+            ephemeral = (obj.get("spec") or {}).get("ephemeralContainers")
+            if ephemeral:
+                spec["ephemeralContainers"] = ephemeral
+            else:
+                spec.pop("ephemeralContainers", None)
+            new["spec"] = spec
+            new["metadata"] = dict(omd)
+            admission.default_containers(spec, "ephemeralContainers")
             obj = new
         else:
             md = obj["metadata"]
@@ -455,7 +571,7 @@ class Registry:
                 else:
                     obj.pop("status", None)
             if rt.custom:
-                self._prepare_custom(rt, obj, strict)
+                self._prepare_custom(rt, obj)
             elif rt.key == ("", "services"):
                 self._service_update(obj, old)
             elif rt.key == ("", "secrets"):
@@ -464,9 +580,13 @@ class Registry:
                 obj["spec"] = old.get("spec", {})  # spec.finalizers change only through /finalize
             elif rt.key == ("", "pods"):
                 # Binding is the only way to set nodeName; keep defaults that clients drop.
-                spec = obj.get("spec")
-                if isinstance(spec, dict) and "nodeName" in (old.get("spec") or {}) and "nodeName" not in spec:
-                    spec["nodeName"] = old["spec"]["nodeName"]
+                pod_spec = obj.get("spec")
+                if isinstance(pod_spec, dict) and "nodeName" in (old.get("spec") or {}) and "nodeName" not in pod_spec:
+                    pod_spec["nodeName"] = old["spec"]["nodeName"]
+                if isinstance(pod_spec, dict):  # ephemeral containers change only through their subresource
+                    pod_spec.pop("ephemeralContainers", None)
+                    if (old.get("spec") or {}).get("ephemeralContainers"):
+                        pod_spec["ephemeralContainers"] = old["spec"]["ephemeralContainers"]
         obj["metadata"]["resourceVersion"] = omd["resourceVersion"]
         if obj == old:
             return old  # no-op updates do not bump resourceVersion (as the real server)
@@ -515,10 +635,11 @@ class Registry:
         spec.setdefault("type", ospec.get("type", "ClusterIP"))
         spec.setdefault("sessionAffinity", "None")
         spec.setdefault("internalTrafficPolicy", "Cluster")
+        admission.default_traffic_policy(spec)
         for p in spec.get("ports") or []:
             if isinstance(p, dict):
                 p.setdefault("protocol", "TCP")
-                if "targetPort" not in p and "port" in p:
+                if not p.get("targetPort") and "port" in p:  # absent, 0 or "": Go's zero value
                     p["targetPort"] = p["port"]
         self._patch_node_ports(spec, ospec)
         if spec.get("clusterIP") != ospec.get("clusterIP"):
@@ -567,7 +688,7 @@ class Registry:
         subresource: str | None = None,
         version: str | None = None,
         dry_run: bool = False,
-        strict: bool = False,
+        validation: FieldValidation = IGNORE,
     ) -> Obj:
         old = self.get(rt, ns, name)
         base = deepcopy_json(old)
@@ -621,8 +742,8 @@ class Registry:
             raise bad_request(f"the name of the object ({md.get('name')}) does not match the name on the URL ({name})")
         result["apiVersion"] = rt.api_version(version)
         result["kind"] = rt.kind
-        obj = self._check_body(rt, result, version or rt.version)
-        return self._update(rt, old, obj, subresource, dry_run=dry_run, strict=strict)
+        obj = self._check_body(rt, result, version or rt.version, validation)
+        return self._update(rt, old, obj, subresource, dry_run=dry_run)
 
     # ---- delete -------------------------------------------------------------------------------------------
 
@@ -637,6 +758,8 @@ class Registry:
         """Delete; returns (object, gone). ``gone`` False means it lingers (finalizers / graceful)."""
         opts = options or {}
         old = self.get(rt, ns, name)
+        if rt.key == ("", "namespaces") and name in PROTECTED_NAMESPACES:
+            raise forbidden("", "namespaces", name, "this namespace may not be deleted")
         pre = opts.get("preconditions") or {}
         omd = old["metadata"]
         if pre.get("uid") and pre["uid"] != omd.get("uid"):
@@ -712,7 +835,8 @@ class Registry:
             nmd["deletionGracePeriodSeconds"] = int(grace or 0)
         else:
             nmd["deletionTimestamp"] = now_iso()
-            nmd["deletionGracePeriodSeconds"] = 0
+            if rt.key != ("", "namespaces"):  # the namespace strategy sets no grace period
+                nmd["deletionGracePeriodSeconds"] = 0
         if finalizers:
             nmd["finalizers"] = finalizers
         if rt.key == ("", "namespaces"):

@@ -29,6 +29,7 @@ class ResourceType:
     custom: bool = False
     versions: list[str] = field(default_factory=list)  # all served versions (CRDs)
     schemas: dict[str, dict[str, Any]] = field(default_factory=dict)  # version -> openAPIV3Schema
+    rules: dict[str, bool] = field(default_factory=dict)  # version -> whether its schema has CEL rules
     printer_columns: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     crd_name: str = ""
 
@@ -78,7 +79,7 @@ def builtin_types() -> list[ResourceType]:
             True,
             short_names=["po"],
             categories=["all"],
-            subresources=["status", "log", "binding", "eviction"],
+            subresources=["status", "log", "binding", "eviction", "ephemeralcontainers"],
         ),
         _core(
             "Service",

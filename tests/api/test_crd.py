@@ -12,7 +12,6 @@ from kubedl_py.api.crd import all_crds, crd_for
 from kubedl_py.api.jobs import TENSORFLOW
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
-from tests.tiers import EMBEDDED
 
 CONTAINER = {"name": "pytorch", "image": "img", "resources": {"limits": {"rdma/hca": 1}}}
 
@@ -100,8 +99,6 @@ CEL_ONLY = [
         "a TFJob may have a Chief or a Master, not both",
     ),
 ]
-# Fields whose constraints only CEL can state (int-or-string), which the embedded server does not evaluate yet.
-CEL_FIELDS = {"spec.nprocPerNode"}
 
 
 async def _dry_run_create(kube: KubeClient, document: dict[str, Any]) -> dict[str, Any]:
@@ -124,12 +121,10 @@ async def test_valid_documents_are_accepted_unpruned(api: KubeClient, document: 
 
 @pytest.mark.parametrize("document,field", INVALID)
 async def test_invalid_documents_are_refused_naming_the_field(
-    api: KubeClient, api_tier: str, document: dict[str, Any], field: str
+    api: KubeClient, document: dict[str, Any], field: str
 ) -> None:
     with pytest.raises(JobValidationError):
         parse_job(document)
-    if api_tier == EMBEDDED and field in CEL_FIELDS:
-        pytest.xfail("the embedded server does not evaluate CEL rules (docs/local-cluster.md)")
     with pytest.raises(errors.Invalid) as refused:
         await _dry_run_create(api, document)
     assert field in {cause.field for cause in refused.value.causes}, refused.value
@@ -142,13 +137,9 @@ async def test_unknown_fields_are_refused_by_strict_decoding(api: KubeClient) ->
 
 
 @pytest.mark.parametrize("document,message", CEL_ONLY)
-async def test_cel_rules_refuse_at_create(
-    api: KubeClient, api_tier: str, document: dict[str, Any], message: str
-) -> None:
+async def test_cel_rules_refuse_at_create(api: KubeClient, document: dict[str, Any], message: str) -> None:
     with pytest.raises(JobValidationError):
         parse_job(document)
-    if api_tier == EMBEDDED:
-        pytest.xfail("the embedded server does not evaluate CEL rules (docs/local-cluster.md)")
     with pytest.raises(errors.Invalid) as refused:
         await _dry_run_create(api, document)
     replica_field = "spec.pytorchReplicaSpecs" if document["kind"] == "PyTorchJob" else "spec.tfReplicaSpecs"

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from kubedl_py.api import constants as c
-from kubedl_py.kube.errors import AlreadyExists, Invalid
+from kubedl_py.kube.errors import AlreadyExists
 from kubedl_py.kube.resources import NAMESPACES, PODS
 from tests.integration.conftest import (
     PYTORCHJOBS,
@@ -210,35 +210,32 @@ async def test_clean_pod_policy_all_removes_pods_and_services(kube: Kube, contro
 
 
 async def test_invalid_spec_fails_without_pods_and_others_proceed(kube: Kube, controller: RunningController) -> None:
-    # Two masters: a CRD's CEL rule refuses it at create; a server without CEL lets it through, and the
-    # controller must then fail it (its backstop).
-    bad = pytorchjob("twomasters", replicas={"Master": replica(2), "Worker": replica(1)})
-    try:
-        await kube.create(PYTORCHJOBS, bad, namespace=kube.ns)
-        backstop = True
-    except Invalid as refused:
-        backstop = False
-        assert [c.field for c in refused.causes] == ["spec.pytorchReplicaSpecs"]
-        assert "exactly one Master" in refused.causes[0].message
+    # An elastic policy whose minimum exceeds its maximum: neither the CRD schema nor its CEL rules state
+    # that, so both API servers let it through and only the controller can refuse it.
+    bad = pytorchjob(
+        "badelastic",
+        replicas={"Master": replica(1), "Worker": replica(1)},
+        elasticPolicy={"minReplicas": 4, "maxReplicas": 2},
+    )
+    await kube.create(PYTORCHJOBS, bad, namespace=kube.ns)
     # A template the API server refuses as a pod: a container name that is not a DNS label.
     refused = pytorchjob("badpod", replicas={"Master": replica(1, name="Not_A_Label")})
     await kube.create(PYTORCHJOBS, refused, namespace=kube.ns)
     good = pytorchjob("fine", replicas={"Master": replica(1, exit_code=0, run_seconds=0.1)})
     await kube.create(PYTORCHJOBS, good, namespace=kube.ns)
 
-    if backstop:
-        failed = await wait_condition(kube, PYTORCHJOBS, "twomasters", "Failed")
-        cond = condition(failed, "Failed")
-        assert cond is not None and cond["reason"] == "InvalidSpec"
-        assert "spec.pytorchReplicaSpecs.Master.replicas" in cond["message"]
-        events = await events_for(kube, "twomasters")
-        assert any(e["reason"] == "InvalidSpec" and e["type"] == "Warning" for e in events)
+    failed = await wait_condition(kube, PYTORCHJOBS, "badelastic", "Failed")
+    cond = condition(failed, "Failed")
+    assert cond is not None and cond["reason"] == "InvalidSpec"
+    assert "spec.elasticPolicy.minReplicas" in cond["message"]
     failed = await wait_condition(kube, PYTORCHJOBS, "badpod", "Failed")
     cond = condition(failed, "Failed")
     assert cond is not None and cond["reason"] == "InvalidSpec"
     await wait_condition(kube, PYTORCHJOBS, "fine", "Succeeded")
-    assert await pods_of(kube, "twomasters") == []
+    assert await pods_of(kube, "badelastic") == []
     assert await pods_of(kube, "badpod") == []
+    events = await events_for(kube, "badelastic")
+    assert any(e["reason"] == "InvalidSpec" and e["type"] == "Warning" for e in events)
 
 
 async def test_a_service_the_server_refuses_fails_the_job_before_any_pod(

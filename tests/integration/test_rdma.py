@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from kubedl_py.controllers.gang import Gang
-from kubedl_py.kube.errors import Invalid, NotFound
+from kubedl_py.kube.errors import AlreadyExists, Invalid, NotFound
 from kubedl_py.kube.resources import PODS, Resource
 from kubedl_py.local.kubernetes.install import apply, manifest_documents
 from kubedl_py.templates import ManifestOptions
@@ -90,8 +90,8 @@ def podgroup_crd(resource: Resource) -> dict[str, Any]:
 
 
 async def install_podgroups(kube: Kube, resource: Resource) -> None:
-    crd = podgroup_crd(resource)
-    await kube.patch(CRDS, crd["metadata"]["name"], crd, patch_type="apply", field_manager="test", force=True)
+    with contextlib.suppress(AlreadyExists):
+        await kube.create(CRDS, podgroup_crd(resource))
 
     async def served() -> bool:
         try:
@@ -140,7 +140,8 @@ async def _remove_podgroup_crds(kube: Kube) -> None:
 async def priority_class(kube: Kube, name: str, value: int) -> None:
     """A PriorityClass the jobs name: a real API server refuses pods naming one that does not exist."""
     body = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value}
-    await kube.patch(PRIORITY_CLASSES, name, body, patch_type="apply", field_manager="test", force=True)
+    with contextlib.suppress(AlreadyExists):
+        await kube.create(PRIORITY_CLASSES, body)
 
 
 def placed(pods: list[dict[str, Any]]) -> list[str] | None:

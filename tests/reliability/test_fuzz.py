@@ -325,7 +325,8 @@ def test_after_the_storm_invalid_jobs_failed_and_the_controller_still_works(back
     background.run(check)
     print(f"accepted by the server: {len(background.accepted_valid)} valid, {len(background.accepted_invalid)} invalid")
     if background.tier != KUBERNETES:
-        # The embedded server evaluates no CEL: jobs only those rules refuse reach the controller's backstop.
+        # Jobs only the models refuse (the CRD's schema and CEL rules let them through) must reach the
+        # controller's backstop: the derandomized storm makes some.
         assert background.accepted_invalid, "no invalid job got past the server: the backstop went untested"
     assert background.accepted_valid, "no valid job was generated"
 
