@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import re
+import threading
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -47,18 +48,38 @@ class RequestRecord:
 
 
 class RequestLog:
-    """The last ``maxlen`` requests plus counters since start (or since :meth:`clear`)."""
+    """The last ``maxlen`` requests plus counters since start (or since :meth:`clear`).
+
+    Thread-safe: the fault proxy of a session-long real cluster writes from its own thread while tests read
+    from theirs, so readers get snapshots (``records`` is a copy)."""
 
     def __init__(self, maxlen: int = 100_000) -> None:
-        self.records: deque[RequestRecord] = deque(maxlen=maxlen)
-        self.counts: Counter[tuple[str, str]] = Counter()  # (verb, resource) -> n
-        self.status_counts: Counter[int] = Counter()
+        self._records: deque[RequestRecord] = deque(maxlen=maxlen)
+        self._counts: Counter[tuple[str, str]] = Counter()  # (verb, resource) -> n
+        self._status_counts: Counter[int] = Counter()
+        self._lock = threading.Lock()
+
+    @property
+    def records(self) -> list[RequestRecord]:
+        with self._lock:
+            return list(self._records)
+
+    @property
+    def counts(self) -> Counter[tuple[str, str]]:
+        with self._lock:
+            return Counter(self._counts)
+
+    @property
+    def status_counts(self) -> Counter[int]:
+        with self._lock:
+            return Counter(self._status_counts)
 
     def add(self, rec: RequestRecord) -> None:
-        self.records.append(rec)
         key = rec.resource + (f"/{rec.subresource}" if rec.subresource else "")
-        self.counts[(rec.verb, key)] += 1
-        self.status_counts[rec.status] += 1
+        with self._lock:
+            self._records.append(rec)
+            self._counts[(rec.verb, key)] += 1
+            self._status_counts[rec.status] += 1
 
     def count(self, verb: str | None = None, resource: str | None = None) -> int:
         """Requests so far, optionally only of one verb and/or resource (``pods``, ``pods/status``)."""
@@ -80,9 +101,10 @@ class RequestLog:
         ]
 
     def clear(self) -> None:
-        self.records.clear()
-        self.counts.clear()
-        self.status_counts.clear()
+        with self._lock:
+            self._records.clear()
+            self._counts.clear()
+            self._status_counts.clear()
 
 
 @dataclass

@@ -87,7 +87,7 @@ async def test_status_only_through_the_status_subresource_and_deletion_confirmed
     assert not [r for r in mine if r.verb in ("update", "patch") and r.subresource == ""]
     # Graceful deletion: the user's DELETE leaves the pod terminating; the agent reports and confirms.
     r = await fhttp.delete(f"{PODS}/st")
-    assert r.status == 202 and r.body["metadata"]["deletionTimestamp"]
+    assert r.status == 200 and r.body["metadata"]["deletionTimestamp"]  # the real server answers 200 too
 
     async def gone() -> bool:
         return (await fhttp.get(f"{PODS}/st")).status == 404
