@@ -40,6 +40,8 @@ from kubedl_py.kube.errors import ServerError, TooManyRequests, TransportError
 __all__ = ["RetryPolicy", "RetrySettings", "backoff_delay", "forever", "is_retryable"]
 
 logger = logging.getLogger(__name__)
+#: our own generator: background threads must not move the global one (tests seed it; hypothesis checks it)
+_RNG = random.Random()
 
 T = TypeVar("T")
 
@@ -73,7 +75,7 @@ def backoff_delay(settings: RetrySettings, attempt: int, exc: BaseException | No
     exponent = min(max(attempt - 1, 0), 64)  # 2**1100 overflows a float long before anyone waits that long
     delay = float(min(settings.initial_delay * 2**exponent, settings.max_delay))
     if settings.jitter > 0:
-        delay += random.uniform(0.0, settings.jitter)
+        delay += _RNG.uniform(0.0, settings.jitter)
     if isinstance(exc, TooManyRequests) and exc.retry_after is not None:
         delay = max(delay, min(exc.retry_after, settings.max_delay))
     return delay

@@ -45,6 +45,8 @@ from .scheduler import Scheduler
 from .store import Event, Obj, Store
 
 log = logging.getLogger(__name__)
+#: our own generator: background threads must not move the global one (tests seed it; hypothesis checks it)
+_RNG = random.Random()
 
 CONTEXT = "kubedl-local"
 DEFAULT_NODE_RESOURCES: dict[str, str] = dict(DEFAULT_CAPACITY)
@@ -106,7 +108,7 @@ class LocalCluster:
         if service_cidr is None:
             # Process runtime: the Service proxy really binds the clusterIPs, so two clusters on one machine
             # must not hand out the same ones; a random loopback /16 keeps them apart.
-            service_cidr = f"127.{random.randint(64, 191)}.0.0/16" if runtime == "process" else "127.1.0.0/16"
+            service_cidr = f"127.{_RNG.randint(64, 191)}.0.0/16" if runtime == "process" else "127.1.0.0/16"
         if pod_cidr is None:
             pod_cidr = "10.244.0.0/16" if runtime == "process" else "198.19.0.0/16"
         self.nodes = nodes

@@ -37,6 +37,8 @@ from .store import Event, Obj, Store
 from .typed import OBJECT_META, DecodeError, Types
 
 log = logging.getLogger(__name__)
+#: our own generator: background threads must not move the global one (tests seed it; hypothesis checks it)
+_RNG = random.Random()
 
 MAX_OBJECT_BYTES = 1_572_864
 _GEN_CHARS = "bcdfghjklmnpqrstvwxz2456789"
@@ -351,7 +353,7 @@ class Registry:
                     [FieldError("FieldValueRequired", "metadata.name", "name or generateName is required")],
                 )
             for _ in range(8):
-                name = str(gen)[:58] + "".join(random.choices(_GEN_CHARS, k=5))
+                name = str(gen)[:58] + "".join(_RNG.choices(_GEN_CHARS, k=5))
                 if self.store.get(rt.key, ns if rt.namespaced else "", name) is None:
                     break
             md["name"] = name

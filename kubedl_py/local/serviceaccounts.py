@@ -24,6 +24,9 @@ import orjson
 from .errors import ApiError, FieldError, bad_request, invalid, not_found
 from .store import Obj, Store
 
+#: our own generator: background threads must not move the global one (tests seed it; hypothesis checks it)
+_RNG = random.Random()
+
 MOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 ROOT_CA_CONFIGMAP = "kube-root-ca.crt"
 DEFAULT_EXPIRATION = 3607  # what the admission plugin asks for (an hour and a bit, so refreshes are visible)
@@ -53,7 +56,7 @@ def admit_pod(store: Store, pod: Obj) -> None:
     volumes = spec.setdefault("volumes", [])
     if not isinstance(volumes, list):
         return
-    name = "kube-api-access-" + "".join(random.choices(_SUFFIX, k=5))
+    name = "kube-api-access-" + "".join(_RNG.choices(_SUFFIX, k=5))
     volumes.append(
         {
             "name": name,

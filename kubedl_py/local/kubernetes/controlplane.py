@@ -48,6 +48,8 @@ from .kubeconfig import kubeconfig, write_kubeconfig
 from .pki import PKI, KeyPair
 
 log = logging.getLogger(__name__)
+#: our own generator: background threads must not move the global one (tests seed it; hypothesis checks it)
+_RNG = random.Random()
 
 CONTEXT = "kubedl-local"
 CLUSTER_DOMAIN = "cluster.local"
@@ -105,7 +107,7 @@ class KubernetesControlPlane:
         self._started = False
         self.dir = Path()
         self.url = ""
-        self.service_cidr = self.options.service_cidr or f"127.{random.randint(64, 191)}.0.0/16"
+        self.service_cidr = self.options.service_cidr or f"127.{_RNG.randint(64, 191)}.0.0/16"
         self.pki: PKI | None = None
         self.admin_kubeconfig = Path()
 

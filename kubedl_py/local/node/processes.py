@@ -69,6 +69,8 @@ from .status import pod_conditions
 from .volumes import VolumeError, VolumeManager
 
 log = logging.getLogger(__name__)
+#: our own generator: background threads must not move the global one (tests seed it; hypothesis checks it)
+_RNG = random.Random()
 
 Obj = dict[str, Any]
 ENDPOINTS = Resource("", "v1", "endpoints", "Endpoints")
@@ -815,7 +817,7 @@ class LocalProcessRuntime(Runtime):
             if match is None:
                 continue
             backends += [Backend(a["ip"], int(match["port"])) for a in subset.get("addresses") or []]
-        random.shuffle(backends)  # kube-proxy spreads connections over endpoints at random
+        _RNG.shuffle(backends)  # kube-proxy spreads connections over endpoints at random
         return backends
 
     def _service_infos(self) -> list[ServiceInfo]:

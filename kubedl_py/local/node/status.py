@@ -31,6 +31,8 @@ from kubedl_py.kube.errors import Conflict, KubeError, NotFound
 from kubedl_py.kube.resources import PODS
 
 log = logging.getLogger(__name__)
+#: our own generator: background threads must not move the global one (tests seed it; hypothesis checks it)
+_RNG = random.Random()
 
 Obj = dict[str, Any]
 Key = tuple[str, str]
@@ -158,7 +160,7 @@ class PodStatusWriter:
 
     def _retry_later(self, e: _Entry) -> None:
         e.failures += 1
-        delay = min(5.0, 0.05 * 2 ** min(e.failures, 8)) * (0.5 + random.random())
+        delay = min(5.0, 0.05 * 2 ** min(e.failures, 8)) * (0.5 + _RNG.random())
 
         def again() -> None:
             if self._entries.get(e.key) is e:
