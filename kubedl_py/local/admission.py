@@ -11,6 +11,7 @@ import ipaddress
 import re
 from typing import Any
 
+from . import quantity
 from .errors import FieldError
 from .selection import valid_label_key, valid_label_value
 
@@ -102,41 +103,14 @@ def check_metadata(plural: str, md: Obj) -> list[FieldError]:
 # ---- pods ------------------------------------------------------------------------------------------------
 
 
-def _qty_cpu(v: Any) -> float:
-    s = str(v)
-    if s.endswith("m"):
-        return float(s[:-1]) / 1000
-    return float(s)
-
-
-_SUFFIX = {
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-    "Pi": 2**50,
-    "Ei": 2**60,
-    "k": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-    "P": 10**15,
-    "E": 10**18,
-    "m": 0.001,
-}
-
-
 def parse_quantity(v: Any, resource: str = "") -> float:
-    """A Kubernetes quantity as a number (cpu in cores)."""
+    """A Kubernetes quantity as a number (cpu in cores), parsed as ``resource.ParseQuantity`` does: the API
+    server stores quantities canonical (node capacity ``cpu: 1000`` reads back as ``"1k"``)."""
+    del resource  # one grammar for every resource; kept so callers can say what they parse
     if isinstance(v, int | float):
         return float(v)
-    s = str(v).strip()
-    if resource == "cpu":
-        return _qty_cpu(s)
-    for suf in ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "k", "M", "G", "T", "P", "E", "m"):
-        if s.endswith(suf):
-            return float(s[: -len(suf)]) * _SUFFIX[suf]
-    return float(s)
+    parsed = quantity.parse(str(v).strip())
+    return float(parsed.unscaled * 10.0**parsed.scale)
 
 
 def valid_quantity(v: Any) -> bool:

@@ -275,3 +275,22 @@ async def test_unschedulable_pod_retried_when_its_spec_changes(http: Http) -> No
     assert r.status == 200, r.body
     p = await eventually(phase_is(http, "t", "Running"))
     assert p["spec"]["nodeName"] == "local-node-0"
+
+
+async def test_resources_fit_against_capacity_the_server_stored_canonical(http: Http) -> None:
+    """Node capacity ``cpu: 1000`` reads back as ``"1k"``, like a real server's; requests are fitted
+    against it (the scheduler once read only ``m`` suffixes for cpu and crashed on every pod asking cpu)."""
+    node = (await http.get("/api/v1/nodes/local-node-0")).body
+    assert node["status"]["allocatable"]["cpu"] == "1k"
+    asks = {"requests": {"cpu": "1500m", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}}
+    await http.post(PODS, pod("fits", containers=[{"name": "c", "image": "busybox", "resources": asks}]))
+    placed = await eventually(phase_is(http, "fits", "Running"))
+    assert placed["spec"]["nodeName"] == "local-node-0"
+    too_big = {"requests": {"cpu": "2k"}, "limits": {"cpu": "2k"}}
+    await http.post(PODS, pod("huge", containers=[{"name": "c", "image": "busybox", "resources": too_big}]))
+
+    async def unschedulable() -> bool:
+        conditions = (await get_pod(http, "huge"))["status"].get("conditions") or []
+        return any(c["type"] == "PodScheduled" and c["reason"] == "Unschedulable" for c in conditions)
+
+    await eventually(unschedulable)
