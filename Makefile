@@ -51,7 +51,7 @@ manifests: $(STAMP)
 # The README's first command: a real distributed PyTorch job (torch CPU from the `demo` extra) in host-network
 # mode on the embedded cluster, with the controller; see examples/demo.py.
 demo: $(DEMO_STAMP)
-	$(BIN)/python examples/demo.py
+	$(BIN)/python examples/demo.py --control-plane $(or $(CONTROL_PLANE),embedded)
 
 # End-to-end scenarios through the CLI/SDK with real processes, on both control planes (needs torch: the demo
 # extra). KUBEDL_E2E_KUBECONFIG=path runs them against another cluster that runs the controller.
