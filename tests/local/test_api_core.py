@@ -6,7 +6,7 @@ from typing import Any
 
 from kubedl_py.local import LocalCluster
 
-from .conftest import Http, pod
+from .conftest import Http, eventually, pod
 
 PODS = "/api/v1/namespaces/default/pods"
 CMS = "/api/v1/namespaces/default/configmaps"
@@ -147,7 +147,13 @@ async def test_patch_flavours(http: Http) -> None:
         content_type="application/strategic-merge-patch+json",
     )
     assert r.status == 422  # deleting the only container is both a change of containers and invalid
-    rv = r.body and (await http.get(f"{PODS}/p")).body["metadata"]["resourceVersion"]
+
+    # The node agent writes the pod's status while it starts: let it settle before a precondition on its version.
+    async def settled() -> bool:
+        return bool((await http.get(f"{PODS}/p")).body["status"].get("phase") == "Running")
+
+    await eventually(settled)
+    rv = (await http.get(f"{PODS}/p")).body["metadata"]["resourceVersion"]
     r = await http.patch(f"{PODS}/p", {"metadata": {"resourceVersion": "1", "labels": {"c": "3"}}})
     assert (r.status, r.body["reason"]) == (409, "Conflict")
     r = await http.patch(f"{PODS}/p", {"metadata": {"resourceVersion": rv, "labels": {"c": "3"}}})
