@@ -7,8 +7,10 @@ user wrote and a later change of a default reaches existing jobs on their next r
 - ``replicas``: 1 for both kinds — the Kubernetes convention for an omitted count.
 - ``restartPolicy``: PyTorchJob ``OnFailure`` — DDP replicas restart in place cheaply and re-rendezvous;
   TFJob ``ExitCode`` — PS/Worker must retry preemption (exit 137/143) but fail fast on a program error.
-- ``cleanPodPolicy``: ``Running`` for both — PS replicas never exit by themselves, so the end of the job
-  frees them, while finished pods stay for their logs.
+- ``cleanPodPolicy``: PyTorchJob ``None`` (as the Training Operator) — a PyTorch job succeeds when its Master
+  does, and its workers, finishing a moment later, must not be killed before they end: their pods and logs
+  stay; TFJob ``Running`` — PS replicas never exit by themselves, so the end of the job frees them, while
+  finished pods stay for their logs. Set ``Running``/``All`` on a PyTorchJob to free running pods at the end.
 - ``backoffLimit``: unset, meaning no limit, as in KubeDL and Kubeflow.
 - ``successPolicy`` (TFJob): ``""`` — Chief/Master, else worker 0, decides success (TensorFlow's convention).
 - ``nprocPerNode`` (PyTorchJob): 1 — one process per pod, so WORLD_SIZE equals the pod count.

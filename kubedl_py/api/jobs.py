@@ -43,7 +43,7 @@ PYTORCH = Framework(
     port_name=c.PYTORCH_PORT_NAME,
     default_port=c.PYTORCH_PORT,
     default_restart_policy="OnFailure",
-    default_clean_pod_policy="Running",
+    default_clean_pod_policy="None",
 )
 TENSORFLOW = Framework(
     kind=c.TF_KIND,

@@ -600,9 +600,12 @@ class JobReconciler:
 
     async def _report(self, seen: Observation) -> None:
         status = seen.status
-        if not st.is_finished(status):
-            self._update_replica_statuses(seen)
+        finished_before = st.is_finished(status)
+        if not finished_before:
             self._update_conditions(seen)
+        # Counted after the conditions, so the reconcile that ends a job reports the pods' final phases, and
+        # counted on after the end: pods keep finishing (a TF worker after worker 0) and cleanup removes them.
+        self._update_replica_statuses(seen, finished=st.is_finished(status))
         if seen.waiting:
             message = self.hostnetwork.exhausted_message(seen)
             if st.set_condition(status, st.RUNNING, true=False, reason="HostPortsExhausted", message=message):
@@ -610,26 +613,27 @@ class JobReconciler:
         # A job that just finished is woken by the watch event of this write; _finish then times the TTL.
         await self._write_status(seen)
 
-    def _update_replica_statuses(self, seen: Observation) -> None:
+    def _update_replica_statuses(self, seen: Observation, *, finished: bool) -> None:
+        """Per replica type, the pods a user sees in ``kubectl get pods``: ``active`` running, ``succeeded``,
+        ``failed`` (a Pending pod is none of them yet). Once the job has finished, cleanup deletes pods: a
+        pod that ended is still counted as it ended, so finished counts never go down then."""
         statuses = seen.status.setdefault("replicaStatuses", {})
         for replica_type in seen.job.replica_specs:
             counts = {"active": 0, "succeeded": 0, "failed": 0}
             for replica in seen.replicas.values():
-                if replica.replica_type != replica_type:
-                    continue
-                if replica.pod is None:
-                    # Just created and not in the cache yet: it is on its way to active.
-                    if self.expectations.pending_create(seen.pod_key(replica)):
-                        counts["active"] += 1
+                if replica.replica_type != replica_type or replica.pod is None:
                     continue
                 phase = replica.phase
                 if phase == "Succeeded":
                     counts["succeeded"] += 1
                 elif phase == "Failed":
                     counts["failed"] += 1
-                else:
+                elif phase == "Running" and not replica.terminating:
                     counts["active"] += 1
             entry = statuses.setdefault(replica_type, {})
+            if finished:
+                for key in ("succeeded", "failed"):
+                    counts[key] = max(counts[key], int(entry.get(key) or 0))
             entry.update(counts)
 
     def _update_conditions(self, seen: Observation) -> None:

@@ -1,0 +1,150 @@
+"""The job's status tells the truth: replica counts are what ``kubectl get pods`` shows, before, at and after
+the end of the job, and the conditions say what happened last."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kubedl_py.kube.resources import PODS
+from tests.integration.conftest import (
+    PYTORCHJOBS,
+    TFJOBS,
+    Kube,
+    RunningController,
+    condition,
+    eventually,
+    job_state,
+    pods_of,
+    pytorchjob,
+    replica,
+    tfjob,
+    wait_condition,
+)
+
+
+def counts(job: dict[str, Any] | None, replica_type: str) -> tuple[int, int, int]:
+    entry = (((job or {}).get("status") or {}).get("replicaStatuses") or {}).get(replica_type) or {}
+    return int(entry.get("active") or 0), int(entry.get("succeeded") or 0), int(entry.get("failed") or 0)
+
+
+async def phases(kube: Kube, job: str) -> dict[str, str]:
+    return {p["metadata"]["name"]: (p.get("status") or {}).get("phase", "") for p in await pods_of(kube, job)}
+
+
+async def test_a_failed_job_counts_its_failed_replica(kube: Kube, controller: RunningController) -> None:
+    job = pytorchjob(
+        "broken",
+        replicas={"Master": replica(1, restart_policy="Never", exit_code=3, run_seconds=0.3), "Worker": replica(1)},
+    )
+    await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
+    await wait_condition(kube, PYTORCHJOBS, "broken", "Failed")
+
+    async def settled() -> dict[str, Any] | None:
+        state = await job_state(kube, PYTORCHJOBS, "broken")
+        return state if counts(state, "Master") == (0, 0, 1) and counts(state, "Worker") == (1, 0, 0) else None
+
+    # cleanPodPolicy defaults to None for PyTorch: the worker keeps running, and is counted as such.
+    await eventually(settled, what="Master 0/0/1 and Worker 1/0/0")
+    assert await phases(kube, "broken") == {"broken-master-0": "Failed", "broken-worker-0": "Running"}
+
+
+async def test_a_tf_job_whose_pods_all_failed_counts_them_all(kube: Kube, controller: RunningController) -> None:
+    never = {"restart_policy": "Never", "exit_code": 1, "run_seconds": 0.2, "name": "tensorflow"}
+    # cleanPodPolicy None: no pod is cleaned up before it has failed by itself.
+    job = tfjob("allfail", cleanPodPolicy="None", replicas={"PS": replica(2, **never), "Worker": replica(3, **never)})
+    await kube.create(TFJOBS, job, namespace=kube.ns)
+    await wait_condition(kube, TFJOBS, "allfail", "Failed")
+
+    async def all_counted() -> bool:
+        state = await job_state(kube, TFJOBS, "allfail")
+        return counts(state, "PS") == (0, 0, 2) and counts(state, "Worker") == (0, 0, 3)
+
+    await eventually(all_counted, what="PS 0/0/2 and Worker 0/0/3")
+
+
+async def test_workers_finishing_after_the_master_are_counted_and_kept(
+    kube: Kube, controller: RunningController
+) -> None:
+    job = pytorchjob(
+        "late",
+        replicas={
+            "Master": replica(1, exit_code=0, run_seconds=0.2),
+            "Worker": replica(2, exit_code=0, run_seconds=1.5),
+        },
+    )
+    await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
+    done = await wait_condition(kube, PYTORCHJOBS, "late", "Succeeded")
+    assert counts(done, "Master") == (0, 1, 0)
+
+    async def workers_done() -> bool:
+        state = await job_state(kube, PYTORCHJOBS, "late")
+        return counts(state, "Worker") == (0, 2, 0)
+
+    await eventually(workers_done, what="both workers counted as succeeded after the job")
+    # PyTorch's default cleanPodPolicy (None) kept the workers, and so their logs.
+    assert set((await phases(kube, "late")).values()) == {"Succeeded"}
+
+
+async def test_cleaned_up_pods_stay_counted_as_they_ended(kube: Kube, controller: RunningController) -> None:
+    job = pytorchjob(
+        "tidy",
+        cleanPodPolicy="All",
+        replicas={"Master": replica(1, exit_code=0, run_seconds=0.2), "Worker": replica(1)},
+    )
+    await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
+    await wait_condition(kube, PYTORCHJOBS, "tidy", "Succeeded")
+    await eventually(lambda: _gone(kube, "tidy"), what="pods cleaned up")
+
+    async def final() -> bool:
+        # The master ended Succeeded and stays counted; the worker never ended: killed by the cleanup, it
+        # is no longer active and was never a success.
+        state = await job_state(kube, PYTORCHJOBS, "tidy")
+        return counts(state, "Master") == (0, 1, 0) and counts(state, "Worker") == (0, 0, 0)
+
+    await eventually(final, what="Master 0/1/0 and Worker 0/0/0 after cleanup")
+
+
+async def _gone(kube: Kube, job: str) -> bool:
+    return not await pods_of(kube, job)
+
+
+@pytest.mark.nodes(1, labels=[{"pool": "here"}])
+async def test_pending_pods_are_not_active(kube: Kube, controller: RunningController) -> None:
+    job = pytorchjob("waiting")
+    for spec in job["spec"]["pytorchReplicaSpecs"].values():
+        spec["template"]["spec"]["nodeSelector"] = {"pool": "elsewhere"}
+    await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
+    await eventually(lambda: _count(kube, "waiting", 3), what="3 pods")
+
+    async def reported() -> dict[str, Any] | None:
+        state = await job_state(kube, PYTORCHJOBS, "waiting")
+        return state if ((state or {}).get("status") or {}).get("replicaStatuses", {}).get("Worker") else None
+
+    state = await eventually(reported, what="replica statuses")
+    assert counts(state, "Master") == (0, 0, 0) and counts(state, "Worker") == (0, 0, 0)
+    assert set((await phases(kube, "waiting")).values()) == {"Pending"}
+    assert condition(state, "Running") is None
+
+
+async def _count(kube: Kube, job: str, n: int) -> bool:
+    return len(await pods_of(kube, job)) == n
+
+
+async def test_after_a_failover_no_restarting_condition_is_left(kube: Kube, controller: RunningController) -> None:
+    await kube.create(PYTORCHJOBS, pytorchjob("fo", host=True), namespace=kube.ns)
+    await wait_condition(kube, PYTORCHJOBS, "fo", "Running")
+    await kube.delete(PODS, "fo-worker-0", namespace=kube.ns)
+
+    async def running_again() -> dict[str, Any] | None:
+        state = await job_state(kube, PYTORCHJOBS, "fo")
+        conditions = ((state or {}).get("status") or {}).get("conditions") or []
+        live = {p["metadata"]["name"]: p for p in await pods_of(kube, "fo")}
+        replaced = len(live) == 3 and all((p.get("status") or {}).get("phase") == "Running" for p in live.values())
+        return state if replaced and conditions and conditions[-1]["type"] == "Running" else None
+
+    state = await eventually(running_again, what="the job Running again after the failover")
+    restarting = condition(state, "Restarting")
+    assert restarting is None, f"a stale Restarting condition: {restarting}"
+    assert counts(state, "Worker") == (2, 0, 0)
