@@ -563,6 +563,19 @@ async def _wait_with_progress(
             sys.stderr.flush()
 
 
+def _event_age(event: dict[str, Any]) -> str:
+    from datetime import UTC, datetime
+
+    from kubedl_py.sdk import event_time
+
+    when = event_time(event)
+    try:
+        at = datetime.fromisoformat(when.replace("Z", "+00:00"))
+    except ValueError:
+        return "<unknown>"
+    return _age((datetime.now(UTC) - at).total_seconds())
+
+
 def _age(seconds: float | None) -> str:
     if seconds is None:
         return "<unknown>"
@@ -685,11 +698,12 @@ def _format_description(described: Any, sdk: Any) -> str:
         out.append("  <none>\n")
     out.append("Events:\n")
     if described.events:
-        rows = [["TYPE", "REASON", "OBJECT", "COUNT", "MESSAGE"]]
+        rows = [["AGE", "TYPE", "REASON", "OBJECT", "COUNT", "MESSAGE"]]
         for event in described.events:
             involved = event.get("involvedObject") or {}
             rows.append(
                 [
+                    _event_age(event),
                     event.get("type", ""),
                     event.get("reason", ""),
                     f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}",

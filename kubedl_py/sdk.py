@@ -50,6 +50,7 @@ __all__ = [
     "InvalidJobError",
     "JobAlreadyExistsError",
     "JobDescription",
+    "JobEndedError",
     "JobFailedError",
     "JobNotFoundError",
     "JobProgress",
@@ -151,6 +152,16 @@ class JobFailedError(TrainingError):
         self.message = message
         self.job = job
         super().__init__(f"{job.kind} {job.namespace}/{job.name} failed: {reason}: {message}")
+
+
+class JobEndedError(TrainingError):
+    """The job ended in a state the wait did not ask for (it succeeded while ``Failed`` was awaited);
+    ``state`` is how it ended."""
+
+    def __init__(self, message: str, job: Job, state: str) -> None:
+        super().__init__(message)
+        self.job = job
+        self.state = state
 
 
 class JobTimeoutError(TrainingError, TimeoutError):
@@ -793,7 +804,8 @@ class AsyncTrainingClient:
         """Wait, on a watch, until one of the ``until`` conditions is True, and return the job then.
 
         A job that fails first raises :class:`JobFailedError` (unless ``"Failed"`` is in ``until``); a job
-        that succeeds satisfies any ``until`` (it was Created and Running). ``timeout`` (seconds, ``None``
+        that succeeds satisfies an ``until`` of Created/Running (it went through them) but raises
+        :class:`JobEndedError` when ``"Failed"`` was awaited. ``timeout`` (seconds, ``None``
         for ever) raises :class:`JobTimeoutError` carrying the last state seen. ``on_progress`` is called
         with a :class:`JobProgress` on every change. A deleted job raises :class:`JobNotFoundError`.
         """
@@ -1167,10 +1179,46 @@ class AsyncTrainingClient:
                     target_port=ports[0].get("targetPort") if service else None,
                 )
             )
-        names = {name} | {p.name for p in infos} | set(by_service)
-        mine = [e for e in events.items if (e.get("involvedObject") or {}).get("name") in names]
-        mine.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
-        return JobDescription(job=job, pods=infos, events=mine[-20:])
+        mine = _events_of(job, pods.items, services.items, events.items)
+        return JobDescription(job=job, pods=infos, events=mine[-DESCRIBE_EVENTS:])
+
+
+#: how many events ``describe`` shows (the newest)
+DESCRIBE_EVENTS = 20
+
+
+def event_time(event: Mapping[str, Any]) -> str:
+    """When an event last happened (RFC 3339): ``lastTimestamp``, else ``eventTime``, else creation."""
+    meta = event.get("metadata") or {}
+    return str(event.get("lastTimestamp") or event.get("eventTime") or meta.get("creationTimestamp") or "")
+
+
+def _events_of(
+    job: Job, pods: list[dict[str, Any]], services: list[dict[str, Any]], events: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The events of this job (by uid), of its pods and Services, and of its earlier pods (replaced in a
+    failover: same names, newer than the job) — never those of a previous job of the same name. Oldest
+    first."""
+    uids = {job.metadata.uid} | {str(o["metadata"].get("uid")) for o in [*pods, *services]}
+    created = job.metadata.creation_timestamp or ""
+    replica_names = {o["metadata"]["name"] for o in [*pods, *services]}
+    prefix = f"{job.name}-"
+    mine = []
+    for event in events:
+        involved = event.get("involvedObject") or {}
+        if involved.get("uid") in uids or (
+            involved.get("kind") in ("Pod", "Service")
+            and (involved.get("name") in replica_names or str(involved.get("name", "")).startswith(prefix))
+            and _timestamp_key(event_time(event)) >= _timestamp_key(created)
+        ):
+            mine.append(event)
+    mine.sort(key=lambda e: _timestamp_key(event_time(e)))
+    return mine
+
+
+def _timestamp_key(value: str) -> str:
+    """RFC 3339 times compare as strings once they have the same precision (``Z`` vs ``.000000Z``)."""
+    return value.replace("Z", "").ljust(26, "0") if value else ""
 
 
 def _conditions_wanted(until: Iterable[str]) -> set[str]:
@@ -1189,13 +1237,24 @@ def _conditions_wanted(until: Iterable[str]) -> set[str]:
 
 
 def _settled(job: Job, wanted: set[str]) -> Job | None:
-    """The job when the wait is over, ``None`` to keep waiting; raises when it failed unexpectedly."""
+    """The job when the wait is over, ``None`` to keep waiting; raises when it ended otherwise than asked.
+
+    A job that succeeded satisfies a wait for ``Created``/``Running``/``Restarting`` (it went through them),
+    but not a wait for ``Failed``: that raises :class:`JobEndedError` saying what happened."""
     if any(_true(job, kind) for kind in wanted):
         return job
     failed = _true(job, "Failed")
     if failed is not None:
         raise JobFailedError(failed.reason or "Failed", failed.message or "", job)
-    if _true(job, "Succeeded"):
+    succeeded = _true(job, "Succeeded")
+    if succeeded is not None:
+        if "Failed" in wanted:
+            raise JobEndedError(
+                f"{job.kind} {job.namespace}/{job.name} succeeded ({succeeded.message or succeeded.reason}); "
+                "it will not become Failed",
+                job,
+                "Succeeded",
+            )
         return job
     return None
 
