@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, TypeVar, overload
+from typing import Any, Final, TypeVar, cast, overload
 
 from kubedl_py.api import constants as c
 from kubedl_py.api.common import JobCondition
@@ -74,6 +74,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+#: a job model of any kind: ``submit`` gives back the same kind it was given
+AnyJob = TypeVar("AnyJob", bound=Job)
 
 PYTORCHJOBS: Final = Resource(c.GROUP, c.VERSION, c.PYTORCH_PLURAL, c.PYTORCH_KIND)
 TFJOBS: Final = Resource(c.GROUP, c.VERSION, c.TF_PLURAL, c.TF_KIND)
@@ -672,9 +674,7 @@ class AsyncTrainingClient:
     # ------------------------------------------------------------------------------------------ submit
 
     @overload
-    async def submit(self, job: PyTorchJob, *, namespace: str | None = None) -> PyTorchJob: ...
-    @overload
-    async def submit(self, job: TFJob, *, namespace: str | None = None) -> TFJob: ...
+    async def submit(self, job: AnyJob, *, namespace: str | None = None) -> AnyJob: ...
     @overload
     async def submit(self, job: Mapping[str, Any], *, namespace: str | None = None) -> Job: ...
     @overload
@@ -1374,9 +1374,7 @@ class TrainingClient:
         self._loop.close()
 
     @overload
-    def submit(self, job: PyTorchJob, *, namespace: str | None = None) -> PyTorchJob: ...
-    @overload
-    def submit(self, job: TFJob, *, namespace: str | None = None) -> TFJob: ...
+    def submit(self, job: AnyJob, *, namespace: str | None = None) -> AnyJob: ...
     @overload
     def submit(self, job: Mapping[str, Any], *, namespace: str | None = None) -> Job: ...
     @overload
@@ -1384,7 +1382,8 @@ class TrainingClient:
 
     def submit(self, job: JobSource, *, namespace: str | None = None) -> Job | list[Job]:
         """See :meth:`AsyncTrainingClient.submit`."""
-        return self._run(self._async.submit(job, namespace=namespace))
+        submitted = cast("Job | list[Job]", self._run(self._async.submit(job, namespace=namespace)))
+        return submitted
 
     def get(self, name: str, kind: str | None = None, *, namespace: str | None = None) -> Job:
         """See :meth:`AsyncTrainingClient.get`."""

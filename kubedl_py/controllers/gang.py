@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from kubedl_py.api import PyTorchJob, TFJob
+from kubedl_py.api import TrainingJob
 from kubedl_py.api import constants as c
 from kubedl_py.kube.resources import Resource
 
@@ -58,11 +58,11 @@ class Gang:
         return self.scheduler_name or DEFAULT_SCHEDULER_NAMES[self.scheduler]
 
 
-def podgroup_name(job: PyTorchJob | TFJob) -> str:
+def podgroup_name(job: TrainingJob) -> str:
     return job.name
 
 
-def min_member(job: PyTorchJob | TFJob) -> int:
+def min_member(job: TrainingJob) -> int:
     """``schedulingPolicy.minAvailable``, else every replica of the job (job already defaulted)."""
     policy = job.run_policy.scheduling_policy
     if policy is not None and policy.min_available is not None:
@@ -70,7 +70,7 @@ def min_member(job: PyTorchJob | TFJob) -> int:
     return sum(spec.replicas or 0 for spec in job.replica_specs.values())
 
 
-def build_podgroup(job: PyTorchJob | TFJob, gang: Gang, owner: Object) -> Object:
+def build_podgroup(job: TrainingJob, gang: Gang, owner: Object) -> Object:
     """The PodGroup of a job: Volcano's carries queue and priority class, scheduler-plugins' only minMember."""
     spec: Object = {"minMember": min_member(job)}
     policy = job.run_policy.scheduling_policy
@@ -92,7 +92,7 @@ def build_podgroup(job: PyTorchJob | TFJob, gang: Gang, owner: Object) -> Object
     }
 
 
-def apply_gang(pod: Object, job: PyTorchJob | TFJob, gang: Gang) -> None:
+def apply_gang(pod: Object, job: TrainingJob, gang: Gang) -> None:
     """Point ``pod`` (in place) at the job's PodGroup; the template's schedulerName and priority win."""
     spec = pod["spec"]
     metadata = pod["metadata"]

@@ -23,9 +23,9 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from kubedl_py.api import constants as c
+from kubedl_py.controllers.addressing import replica_name
 from kubedl_py.controllers.pods import service_target_port
 from kubedl_py.controllers.ports import HostPortAllocator, PortsExhausted, pod_host_ports
-from kubedl_py.controllers.rendezvous import replica_name
 from kubedl_py.kube.events import EventRecorder
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def _is_live(pod: Object) -> bool:
 
 
 class HostNetwork:
-    """Shared by the PyTorchJob and TFJob reconcilers: one allocator for the whole cluster."""
+    """Shared by the reconcilers of every kind: one allocator for the whole cluster."""
 
     def __init__(self, allocator: HostPortAllocator, recorder: EventRecorder) -> None:
         self.allocator = allocator

@@ -1,7 +1,7 @@
 """The reconcile of one training job, framework-agnostic: observe, decide, act, report.
 
-One :class:`JobReconciler` serves one kind (PyTorchJob or TFJob); the framework-specific parts are the
-rendezvous settings (``rendezvous.py``), the success rule (``success.py``) and host-network ports
+One :class:`JobReconciler` serves one kind; what differs per kind is asked of the kind's plug-in
+(``controllers/kinds/<kind>.py``: rendezvous settings, success rule, extra owned objects) and host-network ports
 (``hostnetwork.py``). A reconcile reads the job, its pods and its Services from the informers' caches and
 makes the cluster match the job, then writes the status only if it changed. It is level-based: it never
 asks what event woke it, so a missed event, a duplicate or a controller restart changes nothing.
@@ -35,18 +35,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from kubedl_py.api import Framework, JobValidationError, RdmaSpec, parse_job, with_defaults
+from kubedl_py.api import Framework, JobValidationError, RdmaSpec, TrainingJob, parse_job, with_defaults
 from kubedl_py.api import constants as c
 from kubedl_py.api.defaults import default_container_index
-from kubedl_py.api.jobs import PyTorchJob, TFJob
 from kubedl_py.controllers import status as st
+from kubedl_py.controllers.addressing import Addressing, replica_name
 from kubedl_py.controllers.failures import classify
 from kubedl_py.controllers.gang import Gang, build_podgroup, podgroup_name
 from kubedl_py.controllers.hostnetwork import HostNetwork
+from kubedl_py.controllers.kinds import controller_for
 from kubedl_py.controllers.pods import addressing_for, build_pod, build_service, owner_reference
 from kubedl_py.controllers.refusals import Outcome, Refusal, classify_refusal
-from kubedl_py.controllers.rendezvous import Addressing, replica_name
-from kubedl_py.controllers.success import is_succeeded
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.events import EventRecorder
@@ -57,7 +56,7 @@ from kubedl_py.kube.resources import PODS, SERVICES, Resource
 logger = logging.getLogger(__name__)
 
 Object = dict[str, Any]
-Job = PyTorchJob | TFJob
+Job = TrainingJob
 
 # How long an expectation (a create or delete we sent) may stay unobserved before we stop trusting it.
 EXPECTATION_TIMEOUT = 30.0
@@ -240,9 +239,6 @@ class JobReconciler:
             job = parse_job(document)
         except JobValidationError as exc:
             return None, [str(error) for error in exc.errors]
-        # Two calls so that with_defaults' type variable resolves to each kind.
-        if isinstance(job, PyTorchJob):
-            return with_defaults(job), []
         return with_defaults(job), []
 
     def _observe(self, raw: Object, job: Job, status: Object, now: datetime) -> Observation:
@@ -641,7 +637,7 @@ class JobReconciler:
         pods_by_type: dict[str, list[Object | None]] = {}
         for replica in seen.replicas.values():
             pods_by_type.setdefault(replica.replica_type, []).append(replica.pod)
-        if is_succeeded(job, pods_by_type):
+        if controller_for(job.kind).succeeded(job, pods_by_type):
             st.set_condition(
                 status, st.SUCCEEDED, reason="JobSucceeded", message=f"{job.kind} {seen.key} successfully completed."
             )

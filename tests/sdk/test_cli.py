@@ -134,7 +134,7 @@ async def test_cli_invalid_input_exits_2_naming_the_field(
     )
     assert wrong_kind.code == 2
     assert one_line(wrong_kind.err) == (
-        f"kubedl-py: invalid {deployment}: kind: 'Deployment' is not a training job kind; use PyTorchJob or TFJob"
+        f"kubedl-py: invalid {deployment}: kind: 'Deployment' is not a training job kind; use one of PyTorchJob, TFJob"
     )
     assert bad_run.code == 2
     assert "spec.pytorchReplicaSpecs.Worker.replicas: must be >= 0" in one_line(bad_run.err)
