@@ -18,6 +18,7 @@ from kubedl_py.api import constants as c
 from kubedl_py.api.defaults import default_container_index, training_port
 from kubedl_py.controllers.addressing import Addressing, replica_name
 from kubedl_py.controllers.gang import Gang, apply_gang
+from kubedl_py.controllers.ownership import owner_reference
 from kubedl_py.controllers.rdma import apply_placement, apply_rdma, resolve_rdma
 from kubedl_py.controllers.rendezvous import apply_rendezvous
 
@@ -38,17 +39,6 @@ def replica_labels(job_name: str, replica_type: str, index: int) -> dict[str, st
     if replica_type in ("Master", "Chief"):
         labels[c.LABEL_JOB_ROLE] = "master"
     return labels
-
-
-def owner_reference(job: TrainingJob) -> dict[str, Any]:
-    return {
-        "apiVersion": c.API_VERSION,
-        "kind": job.kind,
-        "name": job.name,
-        "uid": job.metadata.uid or "",
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
 
 
 def service_ports(job: TrainingJob, replica_type: str) -> int:

@@ -133,7 +133,7 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
     host_pods = manager.informer(PODS, field_selector="spec.hostNetwork=true", transform=trim_host_pod)
     recorder = manager.recorder(c.CONTROLLER_NAME)
     low, high = options.host_port_range
-    hostnetwork = HostNetwork(HostPortAllocator(low, high), recorder)
+    hostnetwork = HostNetwork(HostPortAllocator(low, high), recorder, client)
     host_pods.add_handler(
         Handler(
             on_add=hostnetwork.on_pod,
