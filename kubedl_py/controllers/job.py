@@ -95,6 +95,7 @@ class JobReconciler:
         *,
         client: KubeClient,
         framework: Framework,
+        resource: Resource,
         jobs: Informer,
         pods: Informer,
         services: Informer,
@@ -105,7 +106,7 @@ class JobReconciler:
     ) -> None:
         self.client = client
         self.framework = framework
-        self.resource = Resource(c.GROUP, c.VERSION, framework.plural, framework.kind)
+        self.resource = resource
         self.jobs = jobs
         self.pods = pods
         self.services = services

@@ -15,7 +15,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubedl_py.api import FRAMEWORKS, RdmaSpec
+from kubedl_py.api import RdmaSpec, kinds
 from kubedl_py.api import constants as c
 from kubedl_py.controllers.gang import Gang, GangSchedulerKind
 from kubedl_py.controllers.hostnetwork import HostNetwork
@@ -148,12 +148,14 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
     def on_transition(kind: str, condition: str) -> None:
         transitions.labels(kind, condition).inc()
 
-    for framework in FRAMEWORKS.values():
-        resource = Resource(c.GROUP, c.VERSION, framework.plural, framework.kind)
+    for plugin in kinds():
+        framework = plugin.framework
+        resource = Resource(plugin.group, plugin.version, framework.plural, framework.kind)
         jobs = manager.informer(resource, namespace=options.namespace)
         reconciler = JobReconciler(
             client=client,
             framework=framework,
+            resource=resource,
             jobs=jobs,
             pods=pods,
             services=services,
@@ -166,8 +168,8 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
         )
         controller = manager.add_controller(framework.plural, reconciler)
         controller.watch(jobs)
-        controller.watch(pods, map=owner_key(framework.kind, api_version=c.API_VERSION))
-        controller.watch(services, map=owner_key(framework.kind, api_version=c.API_VERSION))
+        controller.watch(pods, map=owner_key(framework.kind, api_version=resource.api_version))
+        controller.watch(services, map=owner_key(framework.kind, api_version=resource.api_version))
         expectations = reconciler.expectations
         pods.add_handler(
             Handler(

@@ -17,7 +17,7 @@ fields). Code outside the kind's modules only uses the :class:`TrainingJob` inte
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pydantic import Field
@@ -125,7 +125,9 @@ class KindAPI:
     - ``defaults(job)``: fills the kind's own defaults in place (the generic ones are applied before);
     - ``cel_rules``: CEL rules on the replica-spec map (what a schema cannot state, e.g. "one Master"),
       each ``{"rule": ..., "message": ...}``; the generic "known replica types" rule is added for every kind;
-    - ``controller``: the dotted module of the controller half (default ``kubedl_py.controllers.kinds.<name>``).
+    - ``controller``: the dotted module of the controller half (default ``kubedl_py.controllers.kinds.<name>``);
+    - ``owned_resources``: (API group, resource) of the objects its jobs own besides pods and Services (the
+      install manifests grant the controller those, e.g. MPI's ``("", "configmaps")``).
     """
 
     name: str
@@ -134,7 +136,7 @@ class KindAPI:
     defaults: Defaulter = _no_defaults
     cel_rules: tuple[Mapping[str, str], ...] = ()
     controller: str = ""
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    owned_resources: tuple[tuple[str, str], ...] = ()
 
     @property
     def framework(self) -> Framework:
@@ -143,6 +145,19 @@ class KindAPI:
     @property
     def kind(self) -> str:
         return self.framework.kind
+
+    @property
+    def api_version(self) -> str:
+        """``group/version`` of the kind (the model's fixed ``apiVersion``)."""
+        return str(self.model.model_fields["api_version"].default)
+
+    @property
+    def group(self) -> str:
+        return self.api_version.partition("/")[0]
+
+    @property
+    def version(self) -> str:
+        return self.api_version.partition("/")[2]
 
     @property
     def controller_module(self) -> str:
