@@ -37,8 +37,8 @@ from kubedl_py.api.jobs import (
     TFJob,
     TFJobSpec,
     TrainingJob,
+    all_kinds,
     kind_api,
-    kinds,
 )
 from kubedl_py.api.loading import load_jobs, load_jobs_file
 from kubedl_py.api.validation import parse_job, validate_job
@@ -73,9 +73,9 @@ __all__ = [
     "TFJob",
     "TFJobSpec",
     "TrainingJob",
+    "all_kinds",
     "constants",
     "kind_api",
-    "kinds",
     "load_jobs",
     "load_jobs_file",
     "parse_job",

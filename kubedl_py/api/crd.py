@@ -27,7 +27,7 @@ from pydantic.fields import FieldInfo
 
 from kubedl_py.api import constants as c
 from kubedl_py.api.common import OpenModel
-from kubedl_py.api.kinds import kind_api, kinds
+from kubedl_py.api.kinds import all_kinds, kind_api
 from kubedl_py.api.kinds.base import Framework, KindAPI
 
 Schema = dict[str, Any]
@@ -104,7 +104,7 @@ def crd_for(kind: KindAPI | Framework) -> dict[str, Any]:
 
 def all_crds() -> list[dict[str, Any]]:
     """The CRD of every registered kind."""
-    return [crd_for(plugin) for plugin in kinds()]
+    return [crd_for(plugin) for plugin in all_kinds()]
 
 
 def _replica_rules(plugin: KindAPI) -> list[dict[str, str]]:

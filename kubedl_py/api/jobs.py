@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Generic, TypeVar
 
-from kubedl_py.api.kinds import frameworks, kind_api, kinds
+from kubedl_py.api.kinds import all_kinds, frameworks, kind_api
 from kubedl_py.api.kinds.base import Framework, KindAPI, TrainingJob
 from kubedl_py.api.kinds.pytorch import (
     NPROC_WORDS,
@@ -36,7 +36,7 @@ class _ByKind(Mapping[str, V], Generic[V]):
         self._pick = pick
 
     def _current(self) -> dict[str, V]:
-        return {entry.kind: self._pick(entry) for entry in kinds()}
+        return {entry.kind: self._pick(entry) for entry in all_kinds()}
 
     def __getitem__(self, kind: str) -> V:
         return self._current()[kind]
@@ -79,7 +79,7 @@ __all__ = [
     "TFJob",
     "TFJobSpec",
     "TrainingJob",
+    "all_kinds",
     "frameworks",
     "kind_api",
-    "kinds",
 ]

@@ -23,7 +23,7 @@ from kubedl_py.api import constants as c
 from kubedl_py.api.common import RdmaSpec
 from kubedl_py.api.defaults import DEFAULT_REPLICAS
 from kubedl_py.api.errors import FieldError, JobValidationError
-from kubedl_py.api.kinds import kind_api, kinds
+from kubedl_py.api.kinds import all_kinds, kind_api
 from kubedl_py.api.kinds.base import TrainingJob
 
 Job = TrainingJob
@@ -50,7 +50,7 @@ def parse_job(data: Any, *, source: str | None = None) -> Job:
         )
     kind = data.get("kind")
     api_version = data.get("apiVersion")
-    registered = {entry.kind: entry for entry in kinds()}
+    registered = {entry.kind: entry for entry in all_kinds()}
     if kind not in registered:
         names = ", ".join(registered)
         raise JobValidationError(

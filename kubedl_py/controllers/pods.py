@@ -29,14 +29,15 @@ ANNOTATION_RECREATIONS = f"{c.GROUP}/recreations"
 ANNOTATION_PRIOR_RESTARTS = f"{c.GROUP}/prior-restarts"
 
 
-def replica_labels(job_name: str, replica_type: str, index: int) -> dict[str, str]:
+def replica_labels(job: TrainingJob, replica_type: str, index: int) -> dict[str, str]:
+    """The contract labels; ``job-role: master`` on the kind's master replica (PyTorch's Master, TF's Chief)."""
     labels = {
         c.LABEL_CONTROLLER: c.CONTROLLER_NAME,
-        c.LABEL_JOB_NAME: job_name,
+        c.LABEL_JOB_NAME: job.name,
         c.LABEL_REPLICA_TYPE: replica_type.lower(),
         c.LABEL_REPLICA_INDEX: str(index),
     }
-    if replica_type in ("Master", "Chief"):
+    if replica_type in job.framework.master_types:
         labels[c.LABEL_JOB_ROLE] = "master"
     return labels
 
@@ -80,7 +81,7 @@ def build_pod(
     metadata = template.get("metadata") or {}
     pod_spec = template["spec"]
     name = replica_name(job.name, replica_type, index)
-    labels = {**(metadata.get("labels") or {}), **replica_labels(job.name, replica_type, index)}
+    labels = {**(metadata.get("labels") or {}), **replica_labels(job, replica_type, index)}
     pod_annotations = {**(metadata.get("annotations") or {}), **(annotations or {})}
 
     # ExitCode is decided by the controller, so the kubelet must not restart the container itself.
@@ -131,7 +132,7 @@ def _ensure_port(container: dict[str, Any], port_name: str, port: int) -> None:
 def build_service(job: TrainingJob, replica_type: str, index: int, addressing: Addressing) -> dict[str, Any]:
     """The Service of one replica: headless in normal mode, a ClusterIP port-forward in host mode."""
     name = replica_name(job.name, replica_type, index)
-    labels = replica_labels(job.name, replica_type, index)
+    labels = replica_labels(job, replica_type, index)
     selector = {key: value for key, value in labels.items() if key != c.LABEL_JOB_ROLE}
     port = addressing.service_port(replica_type)
     host_port = addressing.host_ports.get((replica_type, index))

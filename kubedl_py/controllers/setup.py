@@ -15,7 +15,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubedl_py.api import RdmaSpec, kinds
+from kubedl_py.api import RdmaSpec, all_kinds
 from kubedl_py.api import constants as c
 from kubedl_py.controllers.gang import Gang, GangSchedulerKind
 from kubedl_py.controllers.hostnetwork import HostNetwork
@@ -148,7 +148,7 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
     def on_transition(kind: str, condition: str) -> None:
         transitions.labels(kind, condition).inc()
 
-    for plugin in kinds():
+    for plugin in all_kinds():
         framework = plugin.framework
         resource = Resource(plugin.group, plugin.version, framework.plural, framework.kind)
         jobs = manager.informer(resource, namespace=options.namespace)

@@ -15,7 +15,7 @@ import yaml
 from kubedl_py._version import __version__
 from kubedl_py.api import constants as c
 from kubedl_py.api.crd import all_crds
-from kubedl_py.api.kinds import kinds
+from kubedl_py.api.kinds import all_kinds
 
 #: The image ``make image`` builds (kubedl_py/local/image.py tags it with this name): the manifests of a release
 #: pin the controller image of that same release.
@@ -55,7 +55,7 @@ def _owned_rules() -> list[dict[str, object]]:
     """One RBAC rule per API group of the objects the kinds' jobs own besides pods and Services."""
     resources: dict[str, list[str]] = {}
     owners: dict[str, list[str]] = {}
-    for plugin in kinds():
+    for plugin in all_kinds():
         for group, resource in plugin.owned_resources:
             if resource not in resources.setdefault(group, []):
                 resources[group].append(resource)
@@ -75,7 +75,7 @@ def render_manifests(options: ManifestOptions | None = None) -> str:
         "options": options,
         "crds": all_crds(),
         "group": c.GROUP,
-        "plurals": [plugin.framework.plural for plugin in kinds()],
+        "plurals": [plugin.framework.plural for plugin in all_kinds()],
         "owned": _owned_rules(),
     }
     parts = [env.get_template(name).render(**context).strip("\n") for name in names]
