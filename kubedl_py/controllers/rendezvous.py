@@ -7,23 +7,31 @@ into the containers the kind names, never overwriting a variable the user alread
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kubedl_py.api.kinds.base import TrainingJob
 from kubedl_py.controllers.addressing import Addressing, replica_name
 from kubedl_py.controllers.kinds import controller_for
+from kubedl_py.controllers.kinds.base import Env
 
 __all__ = ["Addressing", "apply_rendezvous", "merge_env", "rendezvous_env", "replica_name"]
 
 
-def merge_env(container: dict[str, Any], env: dict[str, str]) -> None:
-    """Append ``env`` to the container's env, keeping every variable the user already set."""
+def merge_env(container: dict[str, Any], env: Env) -> None:
+    """Append ``env`` to the container's env, in order, keeping every variable the user already set. A value
+    that is a mapping is a ``valueFrom`` (e.g. Paddle's ``POD_IP_DUMMY`` from ``status.podIP``)."""
     existing = container.setdefault("env", [])
     present = {item.get("name") for item in existing}
-    existing.extend({"name": name, "value": value} for name, value in env.items() if name not in present)
+    for name, value in env.items():
+        if name in present:
+            continue
+        existing.append(
+            {"name": name, "valueFrom": dict(value)} if isinstance(value, Mapping) else {"name": name, "value": value}
+        )
 
 
-def rendezvous_env(job: TrainingJob, replica_type: str, index: int, addressing: Addressing) -> dict[str, str]:
+def rendezvous_env(job: TrainingJob, replica_type: str, index: int, addressing: Addressing) -> Env:
     return controller_for(job.kind).rendezvous_env(job, replica_type, index, addressing)
 
 

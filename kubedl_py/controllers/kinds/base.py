@@ -28,6 +28,8 @@ from kubedl_py.kube.resources import Resource
 Object = dict[str, Any]
 #: replica type -> its pods by index (None where a pod does not exist)
 Pods = Mapping[str, list[Object | None]]
+#: rendezvous settings: variable -> value, or -> a ``valueFrom`` source (e.g. ``{"fieldRef": {...}}``)
+Env = Mapping[str, "str | Mapping[str, Any]"]
 
 
 @dataclass(frozen=True)
@@ -58,8 +60,8 @@ def replicas(job: TrainingJob, replica_type: str) -> int:
 class KindController:
     """Defaults fit a kind whose every replica is a peer and whose job succeeds when every pod has."""
 
-    def rendezvous_env(self, job: TrainingJob, replica_type: str, index: int, addressing: Addressing) -> dict[str, str]:
-        """The settings of one replica (the job has its defaults applied)."""
+    def rendezvous_env(self, job: TrainingJob, replica_type: str, index: int, addressing: Addressing) -> Env:
+        """The settings of one replica, in order (the job has its defaults applied)."""
         return {}
 
     def env_targets(self, job: TrainingJob, containers: list[Object]) -> list[Object]:

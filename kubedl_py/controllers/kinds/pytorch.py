@@ -18,7 +18,7 @@ from typing import Any
 
 from kubedl_py.api.kinds.pytorch import DEFAULT_RDZV_BACKEND, PyTorchJob
 from kubedl_py.controllers.addressing import Addressing, replica_name
-from kubedl_py.controllers.kinds.base import KindController, Pods, all_succeeded, pod_succeeded, replicas
+from kubedl_py.controllers.kinds.base import Env, KindController, Pods, all_succeeded, pod_succeeded, replicas
 
 
 def rendezvous_host(job: PyTorchJob) -> tuple[str, int]:
@@ -81,7 +81,7 @@ def pytorch_env(job: PyTorchJob, replica_type: str, index: int, addressing: Addr
 
 
 class PyTorchController(KindController):
-    def rendezvous_env(self, job: Any, replica_type: str, index: int, addressing: Addressing) -> dict[str, str]:
+    def rendezvous_env(self, job: Any, replica_type: str, index: int, addressing: Addressing) -> Env:
         assert isinstance(job, PyTorchJob)
         return pytorch_env(job, replica_type, index, addressing)
 

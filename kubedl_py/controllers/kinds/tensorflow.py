@@ -16,7 +16,7 @@ from typing import Any
 
 from kubedl_py.api.kinds.tensorflow import TFJob
 from kubedl_py.controllers.addressing import Addressing
-from kubedl_py.controllers.kinds.base import KindController, Pods, all_succeeded, pod_succeeded, replicas
+from kubedl_py.controllers.kinds.base import Env, KindController, Pods, all_succeeded, pod_succeeded, replicas
 
 # TensorFlow's task types are the lower-cased replica types; Evaluator never joins the cluster spec.
 _NOT_IN_CLUSTER = frozenset({"Evaluator"})
@@ -45,7 +45,7 @@ def tf_config(job: TFJob, replica_type: str, index: int, addressing: Addressing)
 
 
 class TensorFlowController(KindController):
-    def rendezvous_env(self, job: Any, replica_type: str, index: int, addressing: Addressing) -> dict[str, str]:
+    def rendezvous_env(self, job: Any, replica_type: str, index: int, addressing: Addressing) -> Env:
         assert isinstance(job, TFJob)
         config = tf_config(job, replica_type, index, addressing)
         return {} if config is None else {"TF_CONFIG": json.dumps(config, separators=(",", ":"))}
