@@ -383,7 +383,7 @@ class PodWorker:
                 self._event("Warning", "Failed", f"Error: {e}")
                 return e.terminated
         ctr.proc = proc
-        probes = None
+        probes: ContainerProbes | None = None
         if not init:
             probes = ContainerProbes(
                 c,
@@ -401,6 +401,7 @@ class PodWorker:
             self._report()
         self._event("Normal", "Started", f"Started container {c['name']}")
         if probes is not None:
+            ctr.probes = probes
             probes.start()
         waiter = asyncio.ensure_future(proc.wait())
         stopper = asyncio.ensure_future(self.stop_requested.wait())
@@ -409,6 +410,7 @@ class PodWorker:
         finally:
             stopper.cancel()
             if probes is not None:
+                ctr.probes = None
                 await probes.close()
         kill, ctr.kill = ctr.kill, None
         if kill is not None:
@@ -973,6 +975,14 @@ class LocalProcessRuntime(Runtime):
                 await asyncio.wait_for(self._services_changed.wait_for(lambda: self._services_pushed >= wanted), within)
 
     # ---- test hooks ---------------------------------------------------------------------------------------
+
+    def probe_attempts(self, namespace: str, pod: str, container: str) -> dict[str, list[int]]:
+        """The running instance's probe attempts so far, by kind: ``[successes, failures]`` (no API shows a
+        probe that passed; tests ask here)."""
+        worker = self.workers.get((namespace, pod))
+        ctr = worker.containers.get(container) if worker is not None else None
+        probes = ctr.probes if ctr is not None else None
+        return {kind: list(counts) for kind, counts in probes.attempts.items()} if probes is not None else {}
 
     def container_pid(self, namespace: str, pod: str, container: str) -> int | None:
         """PID of the container's running process (tests kill it to play a crash)."""
