@@ -9,6 +9,11 @@ with a token from the TokenRequest API.
 
 Optionally a :class:`~kubedl_py.local.faultproxy.FaultProxy` sits between the controller and the API server:
 tests inject faults there and count the controller's requests, as they do inside the embedded server.
+
+With ``install=False`` the cluster starts bare (no CRDs, no controller identity), and with the ``container``
+runtime its node runs pods whose images are in the local podman store in containers: together, the place
+where ``kubectl apply -f deploy/kubedl-py.yaml`` installs the controller as a Deployment, from its image,
+exactly as on any cluster (``tests/test_install.py``, the e2e ``in-cluster`` target).
 """
 
 from __future__ import annotations

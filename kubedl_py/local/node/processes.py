@@ -23,6 +23,12 @@ Organised like the real kubelet:
 
 One node only: host-network pods bind on the node IP (the host's primary address) and a second process node
 on the same host would share that port space while the scheduler believed otherwise.
+
+Containers (``containers=True``, ``runtime="container"``): when a pod starts, the node looks up all its
+images in the local podman store; found, the pod's containers run with podman (:mod:`.containers`) in the
+same sandbox, with the same volumes, environment, logs, restarts and deletion; otherwise the pod runs as
+processes. Probes (:mod:`.probes`) run for both kinds: readiness decides ``ready`` (and so the pod's
+``Ready``), a failing liveness or startup probe gets the instance stopped and restarted per the policy.
 """
 
 from __future__ import annotations

@@ -17,10 +17,17 @@ Kubernetes). The token comes from the TokenRequest API (``serviceaccounts/{sa}/t
 audience, ``expirationSeconds`` and a ``boundObjectRef`` to the pod) and is refreshed once 80% of its
 lifetime has passed, as the kubelet does.
 
-Mount points: there is no container filesystem to create a missing ``mountPath`` in, so missing directories
-(or, for a file ``subPath``, an empty file) are created on the host and removed again when the last pod
-using them is gone. Without root that is often impossible (``/var/run/secrets`` belongs to root): such a
-mount is skipped with a warning (the pod still runs, without that volume).
+Mount points: a process has no container filesystem to create a missing ``mountPath`` in, so missing
+directories (or, for a file ``subPath``, an empty file) are created on the host and removed again when the
+last pod using them is gone. Without root that is often impossible (``/var/run/secrets`` belongs to root):
+such a mount is skipped with a warning (the pod still runs, without that volume). A pod that runs in
+containers needs none of that (the engine makes mount points in the container's root filesystem).
+
+As in Kubernetes, ConfigMap, Secret, downward API and projected volumes are mounted read-only whatever the
+mount says, and an ``emptyDir`` is writable by everyone. For a container pod (``owners``) the kubelet's
+ownership rules apply, since its containers do not run as root: the service account token belongs to the
+``runAsUser`` the pod's containers share (``fsUser``; mode 0600), and with ``fsGroup`` every file and
+directory belongs to that group and is readable by it.
 """
 
 from __future__ import annotations
