@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import aiohttp
 import pytest
 
 from kubedl_py.api import constants as c
@@ -49,6 +50,7 @@ SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 PYTORCHJOBS = Resource(c.GROUP, c.VERSION, c.PYTORCH_PLURAL, c.PYTORCH_KIND)
 TOKEN_REVIEWS = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False)
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
+ENDPOINT_SLICES = Resource("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice")
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("podman") is None, reason=f"podman is not installed ({INSTALL_HINT})"),
@@ -181,6 +183,18 @@ async def test_kubectl_apply_installs_the_controller_in_cluster(image_id: str) -
             events = (await kube.list(EVENTS, namespace=NAMESPACE)).items
             assert not [e for e in events if e["reason"] == "Killing"], "the controller was killed by a probe"
 
+            # readiness is what the EndpointSlice controller and the Service proxy go by
+            slices = await kube.list(
+                ENDPOINT_SLICES,
+                namespace=NAMESPACE,
+                label_selector="kubernetes.io/service-name=kubedl-py-controller-metrics",
+            )
+            endpoints = [e for s in slices.items for e in s.get("endpoints") or []]
+            assert [(e["addresses"], e["conditions"]["ready"]) for e in endpoints] == [([pod["status"]["podIP"]], True)]
+            service = await kube.get(SERVICES, "kubedl-py-controller-metrics", namespace=NAMESPACE)
+            metrics = await http_get(f"http://{service['spec']['clusterIP']}:8080/metrics")
+            assert "kubedl" in metrics
+
             # leader, logs through the API server, and at work under the shipped RBAC
             lease = await kube.get(LEASES, "kubedl-py-controller", namespace=NAMESPACE)
             assert lease["spec"]["holderIdentity"].startswith(f"{name}_")
@@ -208,6 +222,13 @@ async def test_kubectl_apply_installs_the_controller_in_cluster(image_id: str) -
             await until(released, within=60, what="the Lease to be released")
             await until(lambda: _gone(kube, name), within=60, what="the controller pod to be gone")
             assert (await podman("ps", "--all", "--quiet", "--filter", f"id={engine_id}")).strip() == ""
+
+
+async def http_get(url: str) -> str:
+    """Through the node's Service proxy, from the host."""
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session, session.get(url) as r:
+        assert r.status == 200, r.status
+        return await r.text()
 
 
 async def _gone(kube: KubeClient, name: str) -> bool:

@@ -125,7 +125,8 @@ async def test_a_pod_runs_from_its_image_as_its_security_context_says(kube: Kube
     script = (
         'id -u; id -g; id -G; touch /root-fs 2>/dev/null || echo "root fs read-only"; '
         "grep NoNewPrivs /proc/self/status | tr -d '\\t'; grep CapEff /proc/self/status | tr -d '\\t'; "
-        f'echo "$POD_NAME $GREETING"; cat {sa}/namespace; echo; stat -c "%u %a" {sa}/..data/token; '
+        'echo "$POD_NAME $GREETING $KUBERNETES_SERVICE_PORT"; '
+        f'cat {sa}/namespace; echo; stat -c "%u %a" {sa}/..data/token; '
         f"head -c 2 {sa}/token; echo; cat /etc/settings/mode; echo; touch /etc/settings/x 2>/dev/null || echo cm ro; "
         "echo scratch > /scratch/f && cat /scratch/f; cat /etc/hostname; "
         "echo bye > /dev/termination-log; exit 3"
@@ -172,7 +173,7 @@ async def test_a_pod_runs_from_its_image_as_its_security_context_says(kube: Kube
         "root fs read-only",
         "NoNewPrivs:1",
         "CapEff:0000000000000000",
-        "locked hi-locked",
+        "locked hi-locked 443",  # downward API, $(VAR), and the kubernetes Service's variables
         "default",
         "1000 600",  # the token belongs to the pod's user, as the kubelet's fsUser rule makes it
         "ey",
@@ -186,7 +187,8 @@ async def test_a_pod_runs_from_its_image_as_its_security_context_says(kube: Kube
 
 
 async def test_runtime_is_chosen_per_pod_by_the_image_store(kube: KubeClient, image: str) -> None:
-    await kube.create(PODS, pod("in-store", image, "cat /etc/debian_version", restartPolicy="Never"), namespace=NS)
+    in_store = pod("in-store", image, "cat /etc/debian_version", host_network=True, restartPolicy="Never")
+    await kube.create(PODS, in_store, namespace=NS)
     elsewhere = pod(
         "not-in-store", "kubedl-py-test/not-here:1", f"{sys.executable} -c 'print(1)'", restartPolicy="Never"
     )
@@ -194,6 +196,7 @@ async def test_runtime_is_chosen_per_pod_by_the_image_store(kube: KubeClient, im
     a = await eventually(lambda: phase_of(kube, "in-store", "Succeeded", "Failed"), timeout=SLOW)
     b = await eventually(lambda: phase_of(kube, "not-in-store", "Succeeded", "Failed"), timeout=SLOW)
     assert a["status"]["containerStatuses"][0]["containerID"].startswith("podman://")
+    assert a["status"]["podIP"] == a["status"]["hostIP"]  # --network host
     assert b["status"]["containerStatuses"][0]["containerID"].startswith("process://")
     assert (await kube.read_log("in-store", namespace=NS)).strip()[:2] == "12"  # Debian bookworm
     assert await kube.read_log("not-in-store", namespace=NS) == "1\n"
