@@ -640,62 +640,74 @@ class PodmanRuntime:
         termination_log.write_bytes(b"")
         termination_log.chmod(0o666)  # whatever user the container runs as may write its message
         self.watchdog.tell(b"+", b"c:" + name.encode())  # before it exists: a crash right after leaves nothing
-        created = await _run(command)
-        if created.code != 0:
-            await self.remove(name)
-            raise ContainerCreateError(_engine_error(created.err) or f"podman create exited {created.code}")
-        engine_id = created.out.strip().splitlines()[-1]
-        spec = ContainerSpec(
-            name=cname,
-            command=list(container.get("command") or []),
-            args=list(container.get("args") or []),
-            env=dict(env),
-            working_dir=container.get("workingDir") or None,
-            image=image.ref,
-            mounts=tuple(mounts),
-        )
-        container_log = ContainerLog(self.registry.log_path(ref, cname, restart_count), writable=True)
-        attach = await asyncio.create_subprocess_exec(
-            *self.engine.command("start", "--attach", engine_id),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        state = await self._until_started(engine_id, attach)
-        started_at = _engine_time(str(state.get("StartedAt", "")))
-        if started_at is None:  # never ran: the OCI runtime could not start its process
-            _, err = await attach.communicate()
-            container_log.close()
-            await self.remove(name)
-            message = _engine_error(err.decode("utf-8", "replace")) or str(state.get("Error") or "start failed")
-            now = dt.datetime.now(dt.UTC)
-            term = TerminatedState(
-                exit_code=128,
-                reason="StartError",
-                started_at=None,
-                finished_at=now,
-                container_id=f"podman://{engine_id}",
-                message=message,
+        attach: asyncio.subprocess.Process | None = None
+        container_log: ContainerLog | None = None
+        try:
+            created = await _run(command)
+            if created.code != 0:
+                raise ContainerCreateError(_engine_error(created.err) or f"podman create exited {created.code}")
+            engine_id = created.out.strip().splitlines()[-1]
+            container_log = ContainerLog(self.registry.log_path(ref, cname, restart_count), writable=True)
+            attach = await asyncio.create_subprocess_exec(
+                *self.engine.command("start", "--attach", engine_id),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
             )
-            raise ContainerStartError(message, term)
-        policy = container.get("terminationMessagePolicy") or "File"
-        instance = PodmanContainer(
-            runtime=self,
-            pod=ref,
-            spec=spec,
-            restart_count=restart_count,
-            name=name,
-            engine_id=engine_id,
-            attach=attach,
-            log=container_log,
-            started_at=started_at,
-            pid=int(state.get("Pid") or 0),
-            stop_signal=_signal_name(image.stop_signal),
-            termination_log=termination_log,
-            fallback_to_logs=policy == "FallbackToLogsOnError",
-        )
+            state = await self._until_started(engine_id, attach)
+            started_at = _engine_time(str(state.get("StartedAt", "")))
+            if started_at is None:  # never ran: the OCI runtime could not start its process
+                _, err = await attach.communicate()
+                message = _engine_error(err.decode("utf-8", "replace")) or str(state.get("Error") or "start failed")
+                term = TerminatedState(
+                    exit_code=128,
+                    reason="StartError",
+                    started_at=None,
+                    finished_at=dt.datetime.now(dt.UTC),
+                    container_id=f"podman://{engine_id}",
+                    message=message,
+                )
+                raise ContainerStartError(message, term)
+            spec = ContainerSpec(
+                name=cname,
+                command=list(container.get("command") or []),
+                args=list(container.get("args") or []),
+                env=dict(env),
+                working_dir=container.get("workingDir") or None,
+                image=image.ref,
+                mounts=tuple(mounts),
+            )
+            instance = PodmanContainer(
+                runtime=self,
+                pod=ref,
+                spec=spec,
+                restart_count=restart_count,
+                name=name,
+                engine_id=engine_id,
+                attach=attach,
+                log=container_log,
+                started_at=started_at,
+                pid=int(state.get("Pid") or 0),
+                stop_signal=_signal_name(image.stop_signal),
+                termination_log=termination_log,
+                fallback_to_logs=(container.get("terminationMessagePolicy") or "File") == "FallbackToLogsOnError",
+            )
+        except BaseException:
+            # refused, failed, or given up on (the pod went away while it started): nothing may stay behind
+            if container_log is not None:
+                container_log.close()
+            await asyncio.shield(self._discard(name, attach))
+            raise
         log.info("started container %s (%s, image %s, pid %s)", instance.describe(), name, image.ref, instance.pid)
         return instance
+
+    async def _discard(self, name: str, attach: asyncio.subprocess.Process | None) -> None:
+        if attach is not None:
+            if attach.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    attach.kill()
+            await attach.wait()
+        await self.remove(name)
 
     async def _until_started(self, engine_id: str, attach: asyncio.subprocess.Process) -> Obj:
         """Poll the container until its process started (or the attempt is over): its state then."""
