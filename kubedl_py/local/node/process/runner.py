@@ -227,6 +227,33 @@ class RunningContainer(Protocol):
     async def exec(self, argv: Sequence[str], time_limit: float) -> tuple[int, str]: ...
 
 
+class _ExitProtocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """The stream protocol, plus a future resolved the moment the process exits."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=2**16, loop=loop)
+        self.exited: asyncio.Future[int] = loop.create_future()
+
+    def process_exited(self) -> None:
+        transport = self._transport  # type: ignore[attr-defined]  # the parent drops it once all is closed
+        super().process_exited()
+        if not self.exited.done():
+            self.exited.set_result(transport.get_returncode())
+
+
+async def spawn(argv: Sequence[str], **kwargs: Any) -> tuple[asyncio.subprocess.Process, asyncio.Future[int]]:
+    """``asyncio.create_subprocess_exec``, plus a future of the exit code resolved when the process exits.
+
+    Why not ``Process.wait()``: since Python 3.11 it also waits until every pipe to the child is closed, so a
+    daemon the container started (``sshd`` forks a session per login into its own session; Open MPI's
+    ``orted`` runs under it) would keep a container whose main process is long dead "running". In
+    Kubernetes a container ends when its main process does.
+    """
+    loop = asyncio.get_running_loop()
+    transport, protocol = await loop.subprocess_exec(lambda: _ExitProtocol(loop), *argv, **kwargs)
+    return asyncio.subprocess.Process(transport, protocol, loop), protocol.exited
+
+
 class ContainerProcess:
     """One running (or finished) instance of a container; created by ``ProcessRuntime.start_container``."""
 
@@ -237,6 +264,7 @@ class ContainerProcess:
         spec: ContainerSpec,
         restart_count: int,
         proc: asyncio.subprocess.Process,
+        exited: asyncio.Future[int],
         log: ContainerLog,
         container_id: str,
         started_at: dt.datetime,
@@ -251,6 +279,7 @@ class ContainerProcess:
         self.started_at = started_at
         self.pid: int = proc.pid
         self._proc = proc
+        self._exited = exited
         self._terminated: TerminatedState | None = None
         self._done = asyncio.get_running_loop().create_future()
         self._on_exit = on_exit
@@ -336,7 +365,7 @@ class ContainerProcess:
             asyncio.create_task(pump_stream(self._proc.stderr, "stderr", self.log)),
         ]
         try:
-            returncode = await self._proc.wait()
+            returncode = await self._exited
             # The container is over: nothing else in its group may keep running (cgroup teardown).
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.pid, signal.SIGKILL)
@@ -344,6 +373,8 @@ class ContainerProcess:
             for t in pending:
                 log.warning("container %s: output still held open by a detached process", self.describe())
                 t.cancel()
+            if pending:  # abandon the pipes (the process itself has been reaped)
+                self._proc._transport.close()  # type: ignore[attr-defined]
         except BaseException:
             for t in pumps:
                 t.cancel()
@@ -512,8 +543,8 @@ class ProcessRuntime:
             raise start_error(f'exec: "{argv[0]}": executable file not found in $PATH')
         container_log = ContainerLog(self.log_path(pod, spec.name, restart_count), writable=True)
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *wrap_argv(argv, sandbox),
+            proc, exited = await spawn(
+                wrap_argv(argv, sandbox),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -531,6 +562,7 @@ class ProcessRuntime:
             spec=spec,
             restart_count=restart_count,
             proc=proc,
+            exited=exited,
             log=container_log,
             container_id=container_id,
             started_at=started_at,
