@@ -329,7 +329,10 @@ class JobReconciler:
         entry["restarts"] = int(entry.get("restarts") or 0) + 1 + in_place_restarts(replica.pod)
 
     async def _create_owned(self, seen: Observation, network: HostNetworkStep) -> None:
-        """The kind's extra objects (MPI's hostfile and SSH key), before any pod; AlreadyExists is fine."""
+        """The kind's extra objects (MPI's hostfile and SSH key), before any pod; AlreadyExists is fine. Only
+        tried while a pod is missing: a running job costs no request."""
+        if not any(r.pod is None and not r.terminating for r in seen.replicas.values()):
+            return
         addressing = addressing_for(seen.job, cluster_domain=self.options.cluster_domain, host_ports=network.ports())
         owned = controller_for(seen.job.kind).owned_objects(seen.job, addressing)
         for item in owned:

@@ -38,10 +38,11 @@ def rendezvous_env(job: TrainingJob, replica_type: str, index: int, addressing: 
 def apply_rendezvous(
     pod_spec: dict[str, Any], job: TrainingJob, replica_type: str, index: int, addressing: Addressing
 ) -> None:
-    """Set the rendezvous variables in the containers the kind names (PyTorch: all; TF: the framework's)."""
+    """Set the rendezvous variables in the containers the kind names (PyTorch: all; TF: the framework's), and
+    let the kind add what else its pods need (MPI: volumes)."""
+    plugin = controller_for(job.kind)
     env = rendezvous_env(job, replica_type, index, addressing)
-    if not env:
-        return
-    containers = pod_spec.get("containers") or []
-    for container in controller_for(job.kind).env_targets(job, containers):
+    targets = plugin.env_targets(job, pod_spec.get("containers") or [])
+    for container in targets:
         merge_env(container, env)
+    plugin.amend_pod(job, replica_type, index, pod_spec, targets)

@@ -8,12 +8,13 @@ parsing and the controller: nothing else lists kinds.
 
 from __future__ import annotations
 
-from kubedl_py.api.kinds import jax, paddle, pytorch, tensorflow, xgboost
+from kubedl_py.api.kinds import jax, mpi, paddle, pytorch, tensorflow, xgboost
 from kubedl_py.api.kinds.base import Framework, KindAPI, TrainingJob
 
 KINDS: tuple[KindAPI, ...] = (
     pytorch.KIND,
     tensorflow.KIND,
+    mpi.KIND,
     xgboost.KIND,
     paddle.KIND,
     jax.KIND,

@@ -9,7 +9,8 @@ What differs per kind is asked of the kind's :class:`KindController` (``controll
 - ``succeeded``: when the job has succeeded, from its pods by replica type (default: every pod succeeded);
 - ``owned_objects``: extra objects the job owns besides pods and Services (MPI: a hostfile ConfigMap and
   an SSH key Secret), created before any pod;
-- ``may_start``: whether a replica type's pods may be created yet (MPI: the launcher waits for its workers).
+- ``may_start``: whether a replica type's pods may be created yet (MPI: the launcher waits for its workers);
+- ``amend_pod``: anything else the kind adds to a replica's pod (MPI: its key and hostfile volumes).
 
 The API half (``kubedl_py/api/kinds/<name>.py``) names this module; ``controller_for`` loads it.
 """
@@ -76,3 +77,8 @@ class KindController:
 
     def may_start(self, job: TrainingJob, replica_type: str, pods: Pods) -> bool:
         return True
+
+    def amend_pod(
+        self, job: TrainingJob, replica_type: str, index: int, pod_spec: Object, targets: list[Object]
+    ) -> None:
+        """Add what else the kind needs to a replica's pod spec; ``targets`` are the ``env_targets``."""
