@@ -194,7 +194,7 @@ async def test_cli_submit_uses_the_files_namespace_and_refuses_a_different_n(
 
 
 def test_cli_gang_scheduler_choices_are_the_controllers() -> None:
-    from kubedl_py.cli import _GANG_SCHEDULERS
+    from kubedl_py.cli.parser import GANG_SCHEDULERS as _GANG_SCHEDULERS
     from kubedl_py.controllers.gang import GANG_SCHEDULERS
 
     assert tuple(_GANG_SCHEDULERS) == tuple(GANG_SCHEDULERS)
