@@ -14,7 +14,7 @@ import json
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 import yaml
 
@@ -22,6 +22,8 @@ from kubedl_py.api import JobValidationError, load_jobs, load_jobs_file
 from kubedl_py.api.jobs import Job
 from kubedl_py.cli.errors import EXIT_FAILED, EXIT_TIMEOUT, EXIT_USAGE, fail
 from kubedl_py.cli.output import format_description, job_header, job_row, resource_name, table
+from kubedl_py.kube.client import ClientSettings
+from kubedl_py.kube.retry import RetrySettings
 from kubedl_py.sdk import (
     AmbiguousJobError,
     AsyncTrainingClient,
@@ -36,12 +38,16 @@ from kubedl_py.sdk import (
 
 Body = Callable[[AsyncTrainingClient], Awaitable[int]]
 
+#: A refused connection means no cluster runs at that address: say so at once instead of retrying (an API
+#: server that answers with 5xx or drops connections is still retried).
+CLI_SETTINGS: Final = ClientSettings(retry=RetrySettings(retry_refused=False))
+
 
 def with_client(args: argparse.Namespace, body: Body) -> int:
     """Run ``body(client)`` on an AsyncTrainingClient; turn the SDK's errors into one line and an exit code."""
 
     async def run() -> int:
-        async with AsyncTrainingClient(args.kubeconfig, args.context, args.namespace) as client:
+        async with AsyncTrainingClient(args.kubeconfig, args.context, args.namespace, settings=CLI_SETTINGS) as client:
             return await body(client)
 
     debug = bool(args.debug)

@@ -110,6 +110,12 @@ def translate(exc: kerrors.KubeError, context: str = "") -> ClusterError:
         if prefix:
             error = type(error)(prefix + error.message, status=error.status, reason=error.reason, causes=error.causes)
         return error
+    if isinstance(exc, kerrors.ConnectionRefused):
+        return ClusterUnreachableError(
+            f"{prefix}cannot reach the API server at {exc.server}: connection refused (is a cluster running "
+            "there?); start a local one with `kubedl-py local up`, or point --kubeconfig (KUBECONFIG) at a "
+            "running cluster"
+        )
     return ClusterUnreachableError(f"{prefix}cannot reach the API server: {exc}")
 
 

@@ -60,7 +60,7 @@ async def list_watch(
         settings=ListWatchSettings(
             min_watch_duration=MIN_WATCH_DURATION, backoff=retry, give_up=True, retry_list=False
         ),
-        retry=is_retryable,
+        retry=lambda exc: is_retryable(exc, retry),
         on_backoff=backing_off,
     )
     try:

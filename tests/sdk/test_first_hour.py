@@ -1,0 +1,63 @@
+"""The first hour with ``kubedl-py``: what a new user meets, answered in one line and at once.
+
+A stopped cluster, a garbage kubeconfig, a busy port, a closed pipe, a second ``local up`` over a running
+one's kubeconfig, ``--version``, ``--help``, ``get -w``, a bad ``--image``: each is run as a user would (a
+real subprocess) and judged by its exit code and its output lines.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from tests.sdk.test_cli import kubedl, one_line
+
+CLI = [sys.executable, "-m", "kubedl_py.cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def kubeconfig_for(path: Path, server: str) -> Path:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    return path
+
+
+# ------------------------------------------------------------------------------------- without a cluster
+
+
+async def test_a_stopped_cluster_answers_at_once_in_one_line(tmp_path: Path) -> None:
+    port = free_port()  # nothing listens there any more: a cluster that was stopped
+    config = kubeconfig_for(tmp_path / "stopped.kubeconfig", f"https://127.0.0.1:{port}")
+    started = time.monotonic()
+    run = await kubedl(None, "get", "--kubeconfig", str(config))
+    elapsed = time.monotonic() - started
+    assert run.code == 1, run.err
+    line = one_line(run.err)
+    assert f"https://127.0.0.1:{port}" in line and "kubedl-py local up" in line, line
+    assert "ClientConnectorError" not in line and "ConnectionKey" not in line, line
+    assert elapsed < 2.0, f"took {elapsed:.1f}s"
+
+
+# -------------------------------------------------------------------------------------------- local up
+
+
+# ------------------------------------------------------------------------------------------ on a cluster
