@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+import yaml
+
 from kubedl_py.api import constants as c
 from kubedl_py.kube.client import in_cluster_available
 from kubedl_py.sdk.errors import ConfigurationError
@@ -63,7 +65,7 @@ def resolve_config(
     try:
         contexts, current = kube_config.list_kube_config_contexts(joined)
     except Exception as exc:  # the loader raises a zoo (ConfigException, KeyError, YAML errors)
-        raise ConfigurationError(f"cannot read kubeconfig {joined}: {exc}") from exc
+        raise ConfigurationError(f"cannot read kubeconfig {joined}: {_kubeconfig_problem(exc)}") from exc
     chosen: Mapping[str, Any] | None = current
     if context is not None:
         chosen = next((ctx for ctx in contexts if ctx.get("name") == context), None)
@@ -74,6 +76,19 @@ def resolve_config(
         raise ConfigurationError(f"kubeconfig {joined} has no current-context: pass --context (or context=)")
     ns = namespace or (chosen.get("context") or {}).get("namespace") or "default"
     return ResolvedConfig(joined, str(chosen.get("name")) if context else None, str(ns))
+
+
+def _kubeconfig_problem(exc: Exception) -> str:
+    """What is wrong with a kubeconfig file, on one line (YAML errors span several)."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        return f"not valid YAML (line {mark.line + 1}, column {mark.column + 1}: {exc.problem})"
+    if isinstance(exc, UnicodeDecodeError):
+        return "not a text file"
+    text = " ".join(str(exc).split())
+    if "Invalid kube-config file" in text or isinstance(exc, KeyError | TypeError | AttributeError):
+        return f"not a kubeconfig ({text})" if text else "not a kubeconfig"
+    return text or type(exc).__name__
 
 
 def _no_cluster_message(looked: Sequence[str]) -> str:

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.sdk.test_cli import kubedl, one_line
@@ -55,6 +56,20 @@ async def test_a_stopped_cluster_answers_at_once_in_one_line(tmp_path: Path) -> 
     assert f"https://127.0.0.1:{port}" in line and "kubedl-py local up" in line, line
     assert "ClientConnectorError" not in line and "ConnectionKey" not in line, line
     assert elapsed < 2.0, f"took {elapsed:.1f}s"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"apiVersion: v1\nclusters: [\n  - {name: x\n::: garbage\n", bytes(range(256)), b"just a string\n"],
+    ids=["bad-yaml", "binary", "not-a-mapping"],
+)
+async def test_a_garbage_kubeconfig_is_one_line(tmp_path: Path, content: bytes) -> None:
+    config = tmp_path / "garbage.kubeconfig"
+    config.write_bytes(content)
+    run = await kubedl(None, "get", "--kubeconfig", str(config))
+    assert run.code == 2
+    line = one_line(run.err)
+    assert line.startswith(f"kubedl-py: cannot read kubeconfig {config}"), line
 
 
 # -------------------------------------------------------------------------------------------- local up
