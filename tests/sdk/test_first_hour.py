@@ -7,6 +7,8 @@ real subprocess) and judged by its exit code and its output lines.
 
 from __future__ import annotations
 
+import asyncio
+import os
 import socket
 import sys
 import time
@@ -15,7 +17,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.sdk.test_cli import kubedl, one_line
+from kubedl_py.sdk import AsyncTrainingClient
+from tests.integration.conftest import Env
+from tests.sdk.helpers import succeeding
+from tests.sdk.test_cli import Run, kubedl, one_line
 
 CLI = [sys.executable, "-m", "kubedl_py.cli"]
 
@@ -40,6 +45,20 @@ def kubeconfig_for(path: Path, server: str) -> Path:
         )
     )
     return path
+
+
+async def closed_stdout(*args: str) -> Run:
+    """Run the CLI with its stdout a pipe whose reader has gone, as ``kubedl-py ... | head -1`` once head
+    has exited: the first write meets a closed pipe."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        process = await asyncio.create_subprocess_exec(*CLI, *args, stdout=write_end, stderr=asyncio.subprocess.PIPE)
+    finally:
+        os.close(write_end)
+    _, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode is not None
+    return Run(process.returncode, "", err.decode())
 
 
 # ------------------------------------------------------------------------------------- without a cluster
@@ -72,7 +91,19 @@ async def test_a_garbage_kubeconfig_is_one_line(tmp_path: Path, content: bytes) 
     assert line.startswith(f"kubedl-py: cannot read kubeconfig {config}"), line
 
 
+async def test_a_closed_pipe_ends_the_command_quietly() -> None:
+    run = await closed_stdout("manifests")
+    assert run.err == "" and run.code == 141, (run.code, run.err)
+
+
 # -------------------------------------------------------------------------------------------- local up
 
 
 # ------------------------------------------------------------------------------------------ on a cluster
+
+
+async def test_logs_into_a_closed_pipe_end_quietly(cluster: Env, client: AsyncTrainingClient) -> None:
+    await client.submit(succeeding("piped"))
+    await client.wait("piped", timeout=30)
+    run = await closed_stdout("logs", "piped", "--kubeconfig", str(cluster.kubeconfig_path))
+    assert run.err == "" and run.code == 141, (run.code, run.err)
