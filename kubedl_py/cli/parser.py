@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, TypeAlias, cast
 
+from kubedl_py._version import __version__
 from kubedl_py.api.constants import LOCAL_KUBECONFIG
 from kubedl_py.templates.render import DEFAULT_IMAGE, DEFAULT_NAMESPACE
 
@@ -23,8 +24,13 @@ Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 GANG_SCHEDULERS: Final = ("volcano", "scheduler-plugins")
 
 DESCRIPTION: Final = (
-    "The ``kubedl-py`` command: one argparse tree, each subcommand a small function.\n\n"
-    "Subcommands are registered by ``_build_parser``; handlers return the process exit code."
+    "Run PyTorchJob and TFJob training jobs on Kubernetes. Start a cluster on this machine with "
+    "`kubedl-py local up`, then submit, watch and inspect jobs with the job commands; `manifests` and "
+    "`controller` install and run the controller on any cluster."
+)
+EPILOG: Final = (
+    "exit codes: 0 success, 1 the job failed or the cluster refused, 2 usage or validation error, 3 timeout. "
+    "Run `kubedl-py COMMAND --help` for a command's flags."
 )
 
 
@@ -42,7 +48,8 @@ class Handler:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kubedl-py", description=DESCRIPTION)
+    parser = argparse.ArgumentParser(prog="kubedl-py", description=DESCRIPTION, epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=f"kubedl-py {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_manifests(sub)

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import kubedl_py
 from kubedl_py.sdk import AsyncTrainingClient
 from tests.integration.conftest import Env
 from tests.sdk.helpers import succeeding
@@ -62,6 +63,20 @@ async def closed_stdout(*args: str) -> Run:
 
 
 # ------------------------------------------------------------------------------------- without a cluster
+
+
+async def test_version_is_the_packages() -> None:
+    run = await kubedl(None, "--version")
+    assert (run.code, run.out.strip()) == (0, f"kubedl-py {kubedl_py.__version__}")
+
+
+async def test_help_speaks_to_users_not_maintainers() -> None:
+    run = await kubedl(None, "--help")
+    assert run.code == 0
+    text = run.out
+    for internal in ("``", "argparse", "_build_parser", "handlers return", "subcommand a small function"):
+        assert internal not in text, f"--help shows an internal docstring ({internal!r}):\n{text}"
+    assert "local up" in text and "submit" in text
 
 
 async def test_a_stopped_cluster_answers_at_once_in_one_line(tmp_path: Path) -> None:
