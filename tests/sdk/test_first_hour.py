@@ -111,6 +111,30 @@ async def test_a_closed_pipe_ends_the_command_quietly() -> None:
     assert run.err == "" and run.code == 141, (run.code, run.err)
 
 
+@pytest.mark.parametrize("image", ["my image:1.0", "Registry.example.com/ML/Trainer:1", "", "kubedl-py:", "a//b"])
+async def test_manifests_refuses_an_invalid_image(image: str) -> None:
+    run = await kubedl(None, "manifests", "--image", image)
+    assert run.code == 2 and run.out == ""
+    line = one_line(run.err)
+    assert line.startswith(f"kubedl-py: --image {image!r}") and "e.g." in line, line
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "kubedl-py:0.1.0",
+        "registry.example.com/ml/kubedl-py:0.1.0",
+        "localhost:5000/kubedl-py",
+        "Registry.Example.com:443/ml/kubedl_py__x:v1.2-rc_3",
+        "ghcr.io/org/kubedl-py@sha256:" + "a" * 64,
+    ],
+)
+async def test_manifests_accepts_valid_images(image: str) -> None:
+    run = await kubedl(None, "manifests", "--image", image)
+    assert run.code == 0, run.err
+    assert f"image: {image}" in run.out
+
+
 # -------------------------------------------------------------------------------------------- local up
 
 
