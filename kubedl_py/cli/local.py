@@ -10,9 +10,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import logging
 import os
+import socket
 import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import yaml
 
 from kubedl_py.api.crd import all_crds
 from kubedl_py.cli.errors import EXIT_USAGE
@@ -29,10 +35,20 @@ _CRDS = Resource(
 
 
 def run_local_up_command(args: argparse.Namespace) -> int:
-    problem = _check(args)
+    problem = _check(args) or _port_in_use(args.port) or _kubeconfig_in_use(Path(os.path.expanduser(args.kubeconfig)))
     if problem:
         print(f"kubedl-py: {problem}", file=sys.stderr)
         return EXIT_USAGE
+    try:
+        return _serve(args)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:  # taken between the check and the bind
+            print(f"kubedl-py: {_busy(args.port)}", file=sys.stderr)
+            return EXIT_USAGE
+        raise
+
+
+def _serve(args: argparse.Namespace) -> int:
     options = LocalUpOptions(
         kubeconfig=os.path.expanduser(args.kubeconfig),
         port=args.port,
@@ -56,6 +72,65 @@ def _check(args: argparse.Namespace) -> str | None:
     if args.control_plane == "kubernetes" and args.data_dir is not None:
         return "--data-dir keeps only the embedded cluster's state; drop it or use --control-plane embedded"
     return None
+
+
+def _busy(port: int) -> str:
+    return (
+        f"--port {port} is in use on 127.0.0.1 (another cluster, or another program); pick another port, "
+        "or --port 0 for any free one"
+    )
+
+
+def _port_in_use(port: int) -> str | None:
+    """Whether something listens on 127.0.0.1:``port`` already (port 0: any free port, never in use)."""
+    if port == 0:
+        return None
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a TIME_WAIT leftover is no conflict
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            return _busy(port) if exc.errno == errno.EADDRINUSE else f"--port {port}: {exc.strerror}"
+    return None
+
+
+def _kubeconfig_in_use(path: Path) -> str | None:
+    """Whether ``path`` is the kubeconfig of a cluster that still answers: overwriting it would cut its
+    users off from it. A file whose server does not answer (a cluster that was stopped) is stale: replaced."""
+    server = _server_of(path)
+    if server is None:
+        return None
+    parts = urlsplit(server)
+    if parts.hostname is None:
+        return None
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=1.0):
+            pass
+    except OSError:
+        return None
+    return (
+        f"{path} is the kubeconfig of a cluster still running at {server}: stop that cluster first "
+        "(Ctrl-C where it runs), or give this one another file with --kubeconfig"
+    )
+
+
+def _server_of(path: Path) -> str | None:
+    """The API server address of the kubeconfig's current context (else its first cluster), if readable."""
+    try:
+        config = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    clusters = {c.get("name"): c.get("cluster") or {} for c in config.get("clusters") or [] if isinstance(c, dict)}
+    contexts = {c.get("name"): c.get("context") or {} for c in config.get("contexts") or [] if isinstance(c, dict)}
+    current = contexts.get(config.get("current-context"))
+    cluster = clusters.get(current.get("cluster")) if isinstance(current, dict) else None
+    if cluster is None and clusters:
+        cluster = next(iter(clusters.values()))
+    server = cluster.get("server") if isinstance(cluster, dict) else None
+    return str(server) if server else None
 
 
 class EmbeddedController:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -46,6 +48,12 @@ def kubeconfig_for(path: Path, server: str) -> Path:
         )
     )
     return path
+
+
+def clean_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
+    env["HOME"] = str(home)
+    return env
 
 
 async def closed_stdout(*args: str) -> Run:
@@ -136,6 +144,102 @@ async def test_manifests_accepts_valid_images(image: str) -> None:
 
 
 # -------------------------------------------------------------------------------------------- local up
+
+
+class LocalUp:
+    """``kubedl-py local up`` as a user runs it: a subprocess, stopped with Ctrl-C (SIGINT)."""
+
+    def __init__(self, *args: str, env: dict[str, str]) -> None:
+        self.args = args
+        self.env = env
+        self.process: asyncio.subprocess.Process | None = None
+        self.lines: list[str] = []
+
+    async def start(self) -> None:
+        self.process = await asyncio.create_subprocess_exec(
+            *CLI,
+            "local",
+            "up",
+            "--runtime",
+            "simulated",
+            *self.args,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=self.env,
+        )
+
+    async def ready(self, within: float = 30.0) -> str:
+        """The ``export KUBECONFIG=...`` line, once printed."""
+        assert self.process is not None and self.process.stdout is not None
+        async with asyncio.timeout(within):
+            while True:
+                raw = await self.process.stdout.readline()
+                if not raw:
+                    err = await self.process.stderr.read() if self.process.stderr else b""
+                    raise AssertionError(f"local up ended before it was ready: {self.lines} {err.decode()}")
+                line = raw.decode().rstrip("\n")
+                self.lines.append(line)
+                if line.startswith("export KUBECONFIG="):
+                    return line
+
+    async def stop(self) -> int:
+        assert self.process is not None
+        if self.process.returncode is None:
+            self.process.send_signal(signal.SIGINT)
+        await asyncio.wait_for(self.process.communicate(), 30)
+        assert self.process.returncode is not None
+        return self.process.returncode
+
+
+@pytest.fixture
+async def home(tmp_path: Path) -> AsyncIterator[Path]:
+    (tmp_path / "home").mkdir()
+    yield tmp_path / "home"
+
+
+async def test_local_up_prints_the_export_line_and_will_not_take_over_a_running_clusters_kubeconfig(
+    home: Path,
+) -> None:
+    env = clean_env(home)
+    config = home / "cluster.kubeconfig"
+    first = LocalUp("--kubeconfig", str(config), env=env)
+    await first.start()
+    try:
+        assert await first.ready() == f"export KUBECONFIG={config}"
+        server = yaml.safe_load(config.read_text())["clusters"][0]["cluster"]["server"]
+        before = config.read_text()
+
+        second = await asyncio.create_subprocess_exec(
+            *CLI, "local", "up", "--runtime", "simulated", "--kubeconfig", str(config),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+        )  # fmt: skip
+        _, err = await asyncio.wait_for(second.communicate(), 30)
+        assert second.returncode == 2
+        line = one_line(err.decode())
+        assert str(config) in line and server in line and "--kubeconfig" in line, line
+        assert config.read_text() == before, "the running cluster's kubeconfig was kept"
+
+        # A busy --port is one line too.
+        port = int(server.rsplit(":", 1)[1])
+        busy = await asyncio.create_subprocess_exec(
+            *CLI, "local", "up", "--runtime", "simulated", "--port", str(port), "--kubeconfig", str(home / "other"),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+        )  # fmt: skip
+        _, err = await asyncio.wait_for(busy.communicate(), 30)
+        assert busy.returncode == 2
+        line = one_line(err.decode())
+        assert f"--port {port}" in line and "in use" in line, line
+    finally:
+        assert await first.stop() == 0
+
+    # The first cluster is gone; its kubeconfig is stale and is replaced by the next cluster's.
+    third = LocalUp("--kubeconfig", str(config), env=env)
+    await third.start()
+    try:
+        assert await third.ready() == f"export KUBECONFIG={config}"
+        assert yaml.safe_load(config.read_text())["clusters"][0]["cluster"]["server"] != server
+    finally:
+        assert await third.stop() == 0
 
 
 # ------------------------------------------------------------------------------------------ on a cluster
