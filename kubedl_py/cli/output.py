@@ -48,6 +48,19 @@ def table(rows: Sequence[Sequence[Any]], indent: str = "") -> str:
     return "".join(f"{indent}{line}\n" for line in lines)
 
 
+class Columns:
+    """Rows printed one at a time under a header, aligned like :func:`table` (``get -w``): a column widens
+    when a later cell is longer, as ``kubectl get -w`` does."""
+
+    def __init__(self, rows: Sequence[Sequence[Any]]) -> None:
+        self.widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+
+    def line(self, row: Sequence[Any]) -> str:
+        cells = [str(cell) for cell in row]
+        self.widths = [max(width, len(cell)) for width, cell in zip(self.widths, cells, strict=True)]
+        return "   ".join(cell.ljust(width) for cell, width in zip(cells, self.widths, strict=True)).rstrip() + "\n"
+
+
 def job_header(wide: bool) -> list[str]:
     header = ["NAME", "KIND", "STATE", "REPLICAS", "AGE"]
     if wide:

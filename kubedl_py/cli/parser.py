@@ -185,6 +185,12 @@ def _add_job_commands(sub: Subcommands) -> None:
     p.add_argument("name", metavar="NAME", nargs="?", help="a job name (default: every job in the namespace)")
     p.add_argument("-o", "--output", choices=["wide", "yaml", "json"], default=None, help="output format")
     p.add_argument("--selector", "-l", default=None, help="label selector to filter the list")
+    p.add_argument(
+        "-w",
+        "--watch",
+        action="store_true",
+        help="after the table, print a row for every change until Ctrl-C (not with -o yaml|json)",
+    )
     _add_kind(p)
     p.set_defaults(handler=Handler("jobs", "run_get"))
 

@@ -49,6 +49,7 @@ from kubedl_py.sdk.sync import TrainingClient
 from kubedl_py.sdk.views import (
     CONDITION_TYPES,
     JobDescription,
+    JobEvent,
     JobProgress,
     LogLine,
     PodInfo,
@@ -71,6 +72,7 @@ __all__ = [
     "JobAlreadyExistsError",
     "JobDescription",
     "JobEndedError",
+    "JobEvent",
     "JobFailedError",
     "JobNotFoundError",
     "JobProgress",

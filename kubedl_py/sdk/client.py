@@ -38,6 +38,7 @@ from kubedl_py.sdk.pods import container_status, pod_order, replica_selector
 from kubedl_py.sdk.views import (
     DESCRIBE_EVENTS,
     JobDescription,
+    JobEvent,
     JobProgress,
     LogLine,
     PodInfo,
@@ -387,6 +388,53 @@ class AsyncTrainingClient:
         async with contextlib.aclosing(follower.lines()) as lines:
             async for log_line in lines:
                 yield log_line
+
+    # -------------------------------------------------------------------------------------------- watch
+
+    async def watch(
+        self,
+        kind: str | None = None,
+        selector: str | None = None,
+        *,
+        name: str | None = None,
+        namespace: str | None = None,
+    ) -> AsyncGenerator[JobEvent, None]:
+        """Every job of one kind (or both) as it changes, for ever: first each existing job as ``ADDED``, then
+        a :class:`JobEvent` per change, of either kind as it happens. ``selector`` filters by labels,
+        ``name`` to one job. After the watch had to list again (the server's history expired), the jobs
+        are reported again as ``ADDED``. Stop by leaving the ``async for`` (or cancelling)."""
+        kube = await self._client()
+        canonical = canonical_kind(kind)
+        kinds = [canonical] if canonical else list(RESOURCES)
+        ns = namespace or self.namespace
+        field_selector = f"metadata.name={name}" if name else None
+        queue: asyncio.Queue[JobEvent | BaseException] = asyncio.Queue()
+
+        async def one(resource: Resource) -> None:
+            try:
+                events = list_watch(
+                    kube, resource, ns, self._settings.retry, field_selector=field_selector, label_selector=selector
+                )
+                async for event in events:
+                    if event.type == "SYNC":
+                        for item in event.object["items"]:
+                            await queue.put(JobEvent("ADDED", to_model(item)))
+                    else:
+                        await queue.put(JobEvent(event.type, to_model(event.object)))
+            except Exception as exc:
+                await queue.put(exc)
+
+        tasks = [asyncio.create_task(one(RESOURCES[k]), name=f"watch {k}") for k in kinds]
+        try:
+            while True:
+                item = await queue.get()
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     # ----------------------------------------------------------------------------------------- describe
 

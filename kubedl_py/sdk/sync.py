@@ -13,7 +13,7 @@ from kubedl_py.api.jobs import Job, PyTorchJob, TFJob
 from kubedl_py.kube.client import ClientSettings
 from kubedl_py.sdk.client import AsyncTrainingClient, JobSource, ProgressCallback
 from kubedl_py.sdk.config import ResolvedConfig
-from kubedl_py.sdk.views import JobDescription, LogLine
+from kubedl_py.sdk.views import JobDescription, JobEvent, LogLine
 
 T = TypeVar("T")
 
@@ -173,10 +173,27 @@ class TrainingClient:
             if not self._loop.is_closed():
                 self._run(stream.aclose())
 
+    def watch(
+        self,
+        kind: str | None = None,
+        selector: str | None = None,
+        *,
+        name: str | None = None,
+        namespace: str | None = None,
+    ) -> Iterator[JobEvent]:
+        """See :meth:`AsyncTrainingClient.watch`; a plain iterator that never ends by itself (``break`` out)."""
+        stream = self._async.watch(kind, selector, name=name, namespace=namespace)
+        try:
+            while True:
+                yield self._run(_anext(stream))
+        finally:
+            if not self._loop.is_closed():
+                self._run(stream.aclose())
+
     def describe(self, name: str, kind: str | None = None, *, namespace: str | None = None) -> JobDescription:
         """See :meth:`AsyncTrainingClient.describe`."""
         return self._run(self._async.describe(name, kind, namespace=namespace))
 
 
-async def _anext(stream: AsyncIterator[LogLine]) -> LogLine:
+async def _anext(stream: AsyncIterator[T]) -> T:
     return await stream.__anext__()

@@ -82,6 +82,15 @@ class JobProgress:
 
 
 @dataclass(frozen=True)
+class JobEvent:
+    """One change seen by :meth:`AsyncTrainingClient.watch`: ``ADDED``, ``MODIFIED`` or ``DELETED``, and the job
+    as it is after the change (as it was last, for ``DELETED``)."""
+
+    type: str
+    job: Job
+
+
+@dataclass(frozen=True)
 class LogLine:
     """One line of a container's log; ``str()`` prefixes it with ``[pod]``."""
 

@@ -22,8 +22,8 @@ import yaml
 import kubedl_py
 from kubedl_py.sdk import AsyncTrainingClient
 from tests.integration.conftest import Env
-from tests.sdk.helpers import succeeding
-from tests.sdk.test_cli import Run, kubedl, one_line
+from tests.sdk.helpers import running_forever, succeeding
+from tests.sdk.test_cli import Run, kubedl, one_line, write
 
 CLI = [sys.executable, "-m", "kubedl_py.cli"]
 
@@ -250,3 +250,38 @@ async def test_logs_into_a_closed_pipe_end_quietly(cluster: Env, client: AsyncTr
     await client.wait("piped", timeout=30)
     run = await closed_stdout("logs", "piped", "--kubeconfig", str(cluster.kubeconfig_path))
     assert run.err == "" and run.code == 141, (run.code, run.err)
+
+
+async def test_get_watch_prints_the_table_then_a_row_per_change_until_ctrl_c(
+    cluster: Env, client: AsyncTrainingClient, tmp_path: Path
+) -> None:
+    await client.submit(running_forever("already"))
+    process = await asyncio.create_subprocess_exec(
+        *CLI, "get", "-w", "--kubeconfig", str(cluster.kubeconfig_path),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert process.stdout is not None
+    seen: list[str] = []
+
+    async def line() -> str:
+        raw = await asyncio.wait_for(process.stdout.readline(), 30)  # type: ignore[union-attr]
+        seen.append(raw.decode().rstrip("\n"))
+        return seen[-1]
+
+    try:
+        assert (await line()).split() == ["NAME", "KIND", "STATE", "REPLICAS", "AGE"]
+        assert (await line()).split()[:2] == ["already", "PyTorchJob"]
+        path = write(tmp_path, "new.yaml", succeeding("arrives").to_dict())
+        assert (await kubedl(cluster, "submit", path)).code == 0
+        # A row per change of the new job, until it has succeeded.
+        while not (seen[-1].split()[:1] == ["arrives"] and seen[-1].split()[2] == "Succeeded"):
+            row = (await line()).split()
+            assert row[0] in ("arrives", "already"), seen
+        states = [row.split()[2] for row in seen[2:] if row.split()[0] == "arrives"]
+        assert states[0] in ("Pending", "Created") and states[-1] == "Succeeded", states
+        # Columns line up with the table's header.
+        assert all(row.index(row.split()[1]) == seen[0].index("KIND") for row in seen[1:]), seen
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, err = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 130 and err.decode() == "", (process.returncode, err.decode())
