@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from kubedl_py.api.kinds import KINDS
 from kubedl_py.templates import ManifestOptions, render_manifests
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,8 +31,7 @@ def test_manifest_kinds() -> None:
     kinds = [doc["kind"] for doc in _docs(render_manifests())]
     assert kinds == [
         "Namespace",
-        "CustomResourceDefinition",
-        "CustomResourceDefinition",
+        *["CustomResourceDefinition"] * len(KINDS),  # one per registered kind
         "ServiceAccount",
         "ClusterRole",
         "ClusterRoleBinding",

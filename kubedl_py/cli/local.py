@@ -56,6 +56,9 @@ def _serve(args: argparse.Namespace) -> int:
         runtime=args.runtime,
         data_dir=args.data_dir,
         control_plane=args.control_plane,
+        install=not args.no_controller,
+        bridge=args.bridge,
+        pod_cidr=args.pod_cidr,
     )
     if args.no_controller:
         return asyncio.run(run_local_up(options))
@@ -67,8 +70,8 @@ def _check(args: argparse.Namespace) -> str | None:
     """What is wrong with the flags, with the fix, or None."""
     if args.nodes < 1:
         return "--nodes must be at least 1"
-    if args.runtime == "process" and args.nodes != 1:
-        return "the process runtime runs exactly 1 node; use --nodes 1 or --runtime simulated"
+    if args.runtime in ("process", "container") and args.nodes != 1:
+        return f"the {args.runtime} runtime runs exactly 1 node; use --nodes 1 or --runtime simulated"
     if args.control_plane == "kubernetes" and args.data_dir is not None:
         return "--data-dir keeps only the embedded cluster's state; drop it or use --control-plane embedded"
     return None

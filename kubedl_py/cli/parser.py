@@ -78,18 +78,34 @@ def _add_local(sub: Subcommands) -> None:
         "where the SDK and CLI look)",
     )
     up.add_argument("--port", type=int, default=0, help="API server port (default 0: any free port)")
-    up.add_argument("--nodes", type=int, default=1, help="number of nodes (default 1; the process runtime runs 1)")
+    up.add_argument(
+        "--nodes", type=int, default=1, help="number of nodes (default 1; the process and container runtimes run 1)"
+    )
     up.add_argument(
         "--runtime",
         default="process",
-        choices=["process", "simulated"],
-        help="how pods run: 'process' runs their commands as local processes (default), "
-        "'simulated' only pretends (scale tests)",
+        choices=["process", "container", "simulated"],
+        help="how pods run: 'process' runs their commands as local processes (default); 'container' runs the "
+        "pods whose images are all in the local podman store in containers (e.g. the controller's Deployment "
+        "from `make image`) and the others as processes; 'simulated' only pretends (scale tests)",
+    )
+    up.add_argument(
+        "--bridge",
+        default=None,
+        help="process/container runtimes: the Linux bridge of pod-network pods (root only; default kubedl0)",
+    )
+    up.add_argument(
+        "--pod-cidr", default=None, help="process/container runtimes: the pod network's CIDR (default 10.244.0.0/16)"
     )
     up.add_argument(
         "--data-dir", default=None, help="keep the embedded cluster's state here across restarts (default: memory)"
     )
-    up.add_argument("--no-controller", action="store_true", help="do not run the training-job controller")
+    up.add_argument(
+        "--no-controller",
+        action="store_true",
+        help="do not install the CRDs nor run the training-job controller (with --control-plane kubernetes: "
+        "nor its ServiceAccount and RBAC, so `kubectl apply -f deploy/kubedl-py.yaml` installs it in-cluster)",
+    )
     up.set_defaults(handler=Handler("local", "run_local_up_command"))
 
 

@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from types import TracebackType
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 from kubedl_py.api import constants as c
 from kubedl_py.api.jobs import Job, PyTorchJob, TFJob
@@ -53,6 +53,8 @@ __all__ = ["AsyncTrainingClient", "JobSource", "ProgressCallback"]
 logger = logging.getLogger(__name__)
 
 JobSource = Job | Mapping[str, Any] | str | os.PathLike[str]
+#: a job model of any kind: ``submit`` gives back the same kind it was given
+AnyJob = TypeVar("AnyJob", bound=Job)
 ProgressCallback = Callable[[JobProgress], None]
 
 
@@ -130,9 +132,7 @@ class AsyncTrainingClient:
     # ------------------------------------------------------------------------------------------ submit
 
     @overload
-    async def submit(self, job: PyTorchJob, *, namespace: str | None = None) -> PyTorchJob: ...
-    @overload
-    async def submit(self, job: TFJob, *, namespace: str | None = None) -> TFJob: ...
+    async def submit(self, job: AnyJob, *, namespace: str | None = None) -> AnyJob: ...
     @overload
     async def submit(self, job: Mapping[str, Any], *, namespace: str | None = None) -> Job: ...
     @overload

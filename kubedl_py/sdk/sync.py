@@ -7,11 +7,11 @@ import os
 import threading
 from collections.abc import AsyncIterator, Coroutine, Iterable, Iterator, Mapping
 from types import TracebackType
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, cast, overload
 
-from kubedl_py.api.jobs import Job, PyTorchJob, TFJob
+from kubedl_py.api.jobs import Job
 from kubedl_py.kube.client import ClientSettings
-from kubedl_py.sdk.client import AsyncTrainingClient, JobSource, ProgressCallback
+from kubedl_py.sdk.client import AnyJob, AsyncTrainingClient, JobSource, ProgressCallback
 from kubedl_py.sdk.config import ResolvedConfig
 from kubedl_py.sdk.views import JobDescription, JobEvent, LogLine
 
@@ -85,9 +85,7 @@ class TrainingClient:
         self._loop.close()
 
     @overload
-    def submit(self, job: PyTorchJob, *, namespace: str | None = None) -> PyTorchJob: ...
-    @overload
-    def submit(self, job: TFJob, *, namespace: str | None = None) -> TFJob: ...
+    def submit(self, job: AnyJob, *, namespace: str | None = None) -> AnyJob: ...
     @overload
     def submit(self, job: Mapping[str, Any], *, namespace: str | None = None) -> Job: ...
     @overload
@@ -95,7 +93,8 @@ class TrainingClient:
 
     def submit(self, job: JobSource, *, namespace: str | None = None) -> Job | list[Job]:
         """See :meth:`AsyncTrainingClient.submit`."""
-        return self._run(self._async.submit(job, namespace=namespace))
+        submitted = cast("Job | list[Job]", self._run(self._async.submit(job, namespace=namespace)))
+        return submitted
 
     def get(self, name: str, kind: str | None = None, *, namespace: str | None = None) -> Job:
         """See :meth:`AsyncTrainingClient.get`."""

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+from kubedl_py.api.kinds import all_kinds
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.local.kubernetes.cluster import create_namespace
 from kubedl_py.sdk import AsyncTrainingClient
@@ -134,7 +135,8 @@ async def test_cli_invalid_input_exits_2_naming_the_field(
     )
     assert wrong_kind.code == 2
     assert one_line(wrong_kind.err) == (
-        f"kubedl-py: invalid {deployment}: kind: 'Deployment' is not a training job kind; use PyTorchJob or TFJob"
+        f"kubedl-py: invalid {deployment}: kind: 'Deployment' is not a training job kind; use one of "
+        + ", ".join(plugin.kind for plugin in all_kinds())
     )
     assert bad_run.code == 2
     assert "spec.pytorchReplicaSpecs.Worker.replicas: must be >= 0" in one_line(bad_run.err)
