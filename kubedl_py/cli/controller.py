@@ -1,4 +1,5 @@
-"""``kubedl-py controller``: run the PyTorchJob/TFJob controller against a cluster until SIGTERM/SIGINT.
+"""``kubedl-py controller``: run the training-job controller (every registered kind) against a cluster until
+SIGTERM/SIGINT.
 
 Why the flags are checked here, before anything connects: a bad port range or RDMA defaults file is a usage
 error (exit 2) naming the flag, not a crash of a controller that already started.

@@ -16,7 +16,8 @@ from kubedl_py.sdk import JobDescription, event_time, job_age, job_state, replic
 
 def resource_name(job: Job) -> str:
     """``pytorchjob.training.kubedl.io``: how kubectl names the kind in its messages."""
-    return f"{str(job.kind).lower()}.{c.GROUP}"
+    group = str(job.api_version).partition("/")[0] or c.GROUP
+    return f"{str(job.kind).lower()}.{group}"
 
 
 def age(seconds: float | None) -> str:

@@ -15,6 +15,7 @@ from typing import Final, TypeAlias, cast
 
 from kubedl_py._version import __version__
 from kubedl_py.api.constants import LOCAL_KUBECONFIG
+from kubedl_py.api.kinds import all_kinds
 from kubedl_py.templates.render import DEFAULT_IMAGE, DEFAULT_NAMESPACE
 
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -23,11 +24,20 @@ Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 #: spelled out here so that building the parser (``--help``, ``manifests``) does not import the controller
 GANG_SCHEDULERS: Final = ("volcano", "scheduler-plugins")
 
-DESCRIPTION: Final = (
-    "Run PyTorchJob and TFJob training jobs on Kubernetes. Start a cluster on this machine with "
-    "`kubedl-py local up`, then submit, watch and inspect jobs with the job commands; `manifests` and "
-    "`controller` install and run the controller on any cluster."
-)
+
+def _kinds() -> str:
+    """The registered kinds (read when the parser is built: a plug-in may have added one)."""
+    return ", ".join(plugin.kind for plugin in all_kinds())
+
+
+def description() -> str:
+    return (
+        f"Run training jobs ({_kinds()}) on Kubernetes. Start a cluster on this machine with "
+        "`kubedl-py local up`, then submit, watch and inspect jobs with the job commands; `manifests` and "
+        "`controller` install and run the controller on any cluster."
+    )
+
+
 EPILOG: Final = (
     "exit codes: 0 success, 1 the job failed or the cluster refused, 2 usage or validation error, 3 timeout. "
     "Run `kubedl-py COMMAND --help` for a command's flags."
@@ -48,7 +58,7 @@ class Handler:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kubedl-py", description=DESCRIPTION, epilog=EPILOG)
+    parser = argparse.ArgumentParser(prog="kubedl-py", description=description(), epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"kubedl-py {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -110,7 +120,7 @@ def _add_local(sub: Subcommands) -> None:
 
 
 def _add_controller(sub: Subcommands) -> None:
-    p = sub.add_parser("controller", help="run the PyTorchJob/TFJob controller against a cluster")
+    p = sub.add_parser("controller", help="run the training-job controller against a cluster")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
     p.add_argument("--context", help="kubeconfig context to use")
     p.add_argument("-n", "--namespace", default=None, help="watch only this namespace (default: all)")
@@ -183,7 +193,11 @@ def _cluster_options() -> argparse.ArgumentParser:
 
 
 def _add_kind(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kind", default=None, help="PyTorchJob or TFJob (default: whichever has the name)")
+    p.add_argument(
+        "--kind",
+        default=None,
+        help=f"{_kinds()}, or a plural or short name (default: whichever kind has the name)",
+    )
 
 
 def _add_job_commands(sub: Subcommands) -> None:

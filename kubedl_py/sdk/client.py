@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Any, TypeVar, overload
 
 from kubedl_py.api import constants as c
-from kubedl_py.api.jobs import Job, PyTorchJob, TFJob
+from kubedl_py.api.jobs import Job
 from kubedl_py.api.loading import load_jobs_file
 from kubedl_py.api.validation import JobValidationError, parse_job, validate_job
 from kubedl_py.kube import errors as kerrors
@@ -32,7 +32,7 @@ from kubedl_py.sdk.errors import (
     JobTimeoutError,
     translated,
 )
-from kubedl_py.sdk.kinds import RESOURCES, canonical_kind, to_model
+from kubedl_py.sdk.kinds import RESOURCES, canonical_kind, kind_names, to_model
 from kubedl_py.sdk.logs import LogFollower, read_log
 from kubedl_py.sdk.pods import container_status, pod_order, replica_selector
 from kubedl_py.sdk.views import (
@@ -146,7 +146,7 @@ class AsyncTrainingClient:
         if isinstance(job, str | os.PathLike):
             jobs = load_jobs_file(os.fspath(job))
             return [await self._create(one, namespace) for one in jobs]
-        if isinstance(job, PyTorchJob | TFJob):
+        if isinstance(job, Job):
             errors = validate_job(job)
             if errors:
                 raise JobValidationError(errors, subject=f"{job.kind} {job.name!r}")
@@ -190,24 +190,37 @@ class AsyncTrainingClient:
             with translated():
                 raise errors[0]
         if not found:
-            what = canonical or "PyTorchJob or TFJob"
-            raise JobNotFoundError(f'{what} "{name}" not found in namespace "{namespace}"', status=404)
+            if canonical:
+                raise JobNotFoundError(f'{canonical} "{name}" not found in namespace "{namespace}"', status=404)
+            raise JobNotFoundError(
+                f'no job "{name}" found in namespace "{namespace}" (of the kinds {kind_names()})', status=404
+            )
         if len(found) > 1:
-            raise AmbiguousJobError(f'both a PyTorchJob and a TFJob are named "{name}" in "{namespace}"; pass a kind')
+            kinds_found = ", ".join(sorted(str(raw["kind"]) for raw in found))
+            raise AmbiguousJobError(
+                f'jobs of several kinds ({kinds_found}) are named "{name}" in "{namespace}"; pass a kind'
+            )
         return found[0]
 
     async def list(
         self, kind: str | None = None, selector: str | None = None, *, namespace: str | None = None
     ) -> list[Job]:
-        """Jobs of one kind (or both), optionally filtered by a label selector, sorted by kind and name."""
+        """Jobs of one kind (or of every kind), optionally filtered by a label selector, sorted by kind and
+        name. Without ``kind``, a kind whose CRD the cluster does not serve (an install older than the kind)
+        has no jobs."""
         kube = await self._client()
         canonical = canonical_kind(kind)
         kinds = [canonical] if canonical else list(RESOURCES)
         ns = namespace or self.namespace
         jobs: list[Job] = []
         for k in kinds:
-            with translated():
-                listed = await kube.list(RESOURCES[k], namespace=ns, label_selector=selector)
+            try:
+                with translated():
+                    listed = await kube.list(RESOURCES[k], namespace=ns, label_selector=selector)
+            except JobNotFoundError:
+                if canonical:
+                    raise
+                continue
             jobs.extend(to_model(item) for item in listed.items)
         return sorted(jobs, key=lambda j: (j.kind, j.name))
 
@@ -399,10 +412,11 @@ class AsyncTrainingClient:
         name: str | None = None,
         namespace: str | None = None,
     ) -> AsyncGenerator[JobEvent, None]:
-        """Every job of one kind (or both) as it changes, for ever: first each existing job as ``ADDED``, then
-        a :class:`JobEvent` per change, of either kind as it happens. ``selector`` filters by labels,
-        ``name`` to one job. After the watch had to list again (the server's history expired), the jobs
-        are reported again as ``ADDED``. Stop by leaving the ``async for`` (or cancelling)."""
+        """Every job of one kind (or of every kind the cluster serves) as it changes, for ever: first each
+        existing job as ``ADDED``, then a :class:`JobEvent` per change, of any kind as it happens.
+        ``selector`` filters by labels, ``name`` to one job. After the watch had to list again (the server's
+        history expired), the jobs are reported again as ``ADDED``. Stop by leaving the ``async for``
+        (or cancelling)."""
         kube = await self._client()
         canonical = canonical_kind(kind)
         kinds = [canonical] if canonical else list(RESOURCES)
@@ -421,6 +435,9 @@ class AsyncTrainingClient:
                             await queue.put(JobEvent("ADDED", to_model(item)))
                     else:
                         await queue.put(JobEvent(event.type, to_model(event.object)))
+            except JobNotFoundError as exc:
+                if canonical:  # the kind asked for is not served; without a kind, one not served has no jobs
+                    await queue.put(exc)
             except Exception as exc:
                 await queue.put(exc)
 

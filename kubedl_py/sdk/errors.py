@@ -26,7 +26,7 @@ class ConfigurationError(TrainingError):
 
 
 class AmbiguousJobError(TrainingError):
-    """Both a PyTorchJob and a TFJob have this name: pass ``kind=``."""
+    """Jobs of several kinds (a PyTorchJob and a TFJob, say) have this name: pass ``kind=``."""
 
 
 class ClusterError(TrainingError):

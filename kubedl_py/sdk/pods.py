@@ -15,10 +15,12 @@ def replica_selector(job: Job, replica: str | None, index: int | None) -> tuple[
         return None, index
     types = list(job.replica_specs)
     if replica.lower() == "master":
-        head = next((t for t in ("Master", "Chief") if t in types), None)
+        # the kind's one-pod head (PyTorch's Master, TF's Chief or Master), else worker 0 (JAX has only Workers)
+        head = next((t for t in job.framework.master_types if t in types), None)
         if head is not None:
             return head, 0
-        return "Worker", 0 if index is None else index
+        first = "Worker" if "Worker" in types or not types else types[0]
+        return first, 0 if index is None else index
     match = next((t for t in types if t.lower() == replica.lower()), None)
     if match is None:
         raise ValueError(f'job "{job.name}" has no replica type {replica!r}; it has {", ".join(types)}')
