@@ -7,12 +7,13 @@ typos happen. The result goes through the same validation as a YAML file, so a b
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kubedl_py.api import constants as c
 from kubedl_py.api.jobs import PyTorchJob, TFJob
-from kubedl_py.api.validation import parse_job
+from kubedl_py.api.validation import FieldError, JobValidationError, parse_job
 
 
 def _resources(resources: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -33,12 +34,9 @@ def _container(
     args: Sequence[str] | None,
     env: Mapping[str, str] | None,
     resources: Mapping[str, Any] | None,
+    subject: str,
 ) -> dict[str, Any]:
-    container: dict[str, Any] = {
-        "name": name,
-        "image": image,
-        "command": [command] if isinstance(command, str) else list(command),
-    }
+    container: dict[str, Any] = {"name": name, "image": image, "command": _command(command, subject)}
     if args:
         container["args"] = list(args)
     if env:
@@ -47,6 +45,30 @@ def _container(
     if limits:
         container["resources"] = limits
     return container
+
+
+def _command(command: str | Sequence[str], subject: str) -> list[str]:
+    """The container's argv. A string is one program name (``"train"``); a string with spaces is refused, not
+    split: Kubernetes would run a program literally named ``"python train.py"`` (the pod fails with "no such
+    file"), and guessing how to split it (shell quoting, globs, ``&&``) would be wrong as often as right."""
+    if not isinstance(command, str):
+        return list(command)
+    if command.split() == [command]:
+        return [command]
+    try:
+        suggestion = shlex.split(command)
+    except ValueError:
+        suggestion = command.split()
+    raise JobValidationError(
+        [
+            FieldError(
+                "command",
+                f"{command!r} is one string with spaces; it is refused, not split (Kubernetes would run a program "
+                f"of that whole name): give the arguments as a list, e.g. command={suggestion!r}",
+            )
+        ],
+        subject=subject,
+    )
 
 
 def _replica(
@@ -120,7 +142,9 @@ def pytorch_job(
     requests = limits); ``host_network=True`` adds ``kubedl.io/network-mode: host``. The result is
     validated: a bad argument raises :class:`JobValidationError` naming the field.
     """
-    container = _container(c.PYTORCH_CONTAINER, image, command, args=args, env=env, resources=resources)
+    container = _container(
+        c.PYTORCH_CONTAINER, image, command, args=args, env=env, resources=resources, subject=f"PyTorchJob {name!r}"
+    )
     specs = {"Master": _replica(1, container, restart_policy, pod_annotations)}
     if workers:
         specs["Worker"] = _replica(workers, container, restart_policy, pod_annotations)
@@ -166,7 +190,9 @@ def tf_job(
 
     Same conventions as :func:`pytorch_job`; the container is named ``tensorflow``.
     """
-    container = _container(c.TF_CONTAINER, image, command, args=args, env=env, resources=resources)
+    container = _container(
+        c.TF_CONTAINER, image, command, args=args, env=env, resources=resources, subject=f"TFJob {name!r}"
+    )
     specs: dict[str, Any] = {}
     if chief:
         specs["Chief"] = _replica(1, container, restart_policy, pod_annotations)
