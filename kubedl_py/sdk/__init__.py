@@ -21,7 +21,9 @@ public surface.
 """
 
 from kubedl_py.api.jobs import PyTorchJob, TFJob
-from kubedl_py.api.validation import JobValidationError
+from kubedl_py.api.validation import FieldError, JobValidationError
+from kubedl_py.kube.client import ClientSettings
+from kubedl_py.kube.retry import RetrySettings
 from kubedl_py.sdk.builders import pytorch_job, tf_job
 from kubedl_py.sdk.client import AsyncTrainingClient
 from kubedl_py.sdk.config import ResolvedConfig, resolve_config
@@ -64,9 +66,11 @@ __all__ = [
     "CONDITION_TYPES",
     "AmbiguousJobError",
     "AsyncTrainingClient",
+    "ClientSettings",
     "ClusterError",
     "ClusterUnreachableError",
     "ConfigurationError",
+    "FieldError",
     "ForbiddenError",
     "InvalidJobError",
     "JobAlreadyExistsError",
@@ -82,6 +86,7 @@ __all__ = [
     "PodInfo",
     "PyTorchJob",
     "ResolvedConfig",
+    "RetrySettings",
     "TFJob",
     "TrainingClient",
     "TrainingError",
