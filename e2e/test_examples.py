@@ -1,6 +1,8 @@
 """The example files a user is pointed at, run as their comments say: ``kubedl-py submit FILE --follow`` on
 ``kubedl-py local up`` with its default (process) runtime, so every command in them runs for real.
 
+- ``examples/quickstart-pytorch.yaml``: the quick start's job succeeds on the process runtime too, so a
+  user who leaves out ``--runtime simulated`` does not get a crash-looping job;
 - ``examples/tfjob-ps-worker-python.yaml``: a TFJob (1 PS, 2 workers, host-network mode) whose processes find
   each other through TF_CONFIG and the Services, and which succeeds.
 """
@@ -34,6 +36,12 @@ def followed(target: Target, example: Path, name: str) -> list[str]:
         return lines
     finally:
         target.cli("delete", name, "--wait", "--timeout", "60")
+
+
+def test_the_quick_start_job_succeeds_on_the_process_runtime(local: Target) -> None:
+    lines = followed(local, EXAMPLES / "quickstart-pytorch.yaml", "quickstart")
+    ranks = sorted(line.split("] ", 1)[1].split(",")[0] for line in lines if "] rank " in line)
+    assert ranks == ["rank 0 of 3", "rank 1 of 3", "rank 2 of 3"], lines
 
 
 def test_the_tfjob_example_runs_for_real_and_succeeds(local: Target) -> None:
