@@ -20,8 +20,8 @@ import yaml
 
 from kubedl_py.api import JobValidationError, load_jobs, load_jobs_file
 from kubedl_py.api.jobs import Job
-from kubedl_py.cli.errors import EXIT_FAILED, EXIT_TIMEOUT, EXIT_USAGE, fail
-from kubedl_py.cli.output import format_description, job_header, job_row, resource_name, table
+from kubedl_py.cli.errors import EXIT_FAILED, EXIT_TIMEOUT, EXIT_USAGE, UsageError, fail
+from kubedl_py.cli.output import Columns, format_description, job_header, job_row, resource_name, table
 from kubedl_py.kube.client import ClientSettings
 from kubedl_py.kube.retry import RetrySettings
 from kubedl_py.sdk import (
@@ -190,6 +190,9 @@ async def _wait_with_progress(
 
 
 def run_get(args: argparse.Namespace) -> int:
+    if args.watch and args.output in ("json", "yaml"):
+        raise UsageError(f"-w prints table rows; it does not combine with -o {args.output}")
+
     async def body(client: AsyncTrainingClient) -> int:
         if args.name:
             jobs = [await client.get(args.name, args.kind)]
@@ -203,14 +206,40 @@ def run_get(args: argparse.Namespace) -> int:
             else:
                 sys.stdout.write(yaml.safe_dump(doc, sort_keys=False))
             return 0
-        if not jobs:
-            print(f"No jobs found in namespace {client.namespace}.", file=sys.stderr)
-            return 0
         wide = args.output == "wide"
-        sys.stdout.write(table([job_header(wide), *(job_row(job, wide) for job in jobs)]))
+        rows = [job_header(wide), *(job_row(job, wide) for job in jobs)]
+        if not jobs:
+            print(f"No jobs found in namespace {client.namespace}.", file=sys.stderr, flush=True)
+            if not args.watch:
+                return 0
+        else:
+            sys.stdout.write(table(rows))
+            sys.stdout.flush()
+        if args.watch:
+            await _watch_rows(client, args, jobs, Columns(rows), header_printed=bool(jobs))
         return 0
 
     return with_client(args, body)
+
+
+async def _watch_rows(
+    client: AsyncTrainingClient, args: argparse.Namespace, shown: list[Job], columns: Columns, *, header_printed: bool
+) -> None:
+    """``get -w``: a row per change after the table, until Ctrl-C (which ends the command with 130)."""
+    wide = args.output == "wide"
+    # The watch starts with the jobs as they are: skip those the table already showed as they are.
+    printed = {(job.kind, job.name, job.metadata.resource_version) for job in shown}
+    async for event in client.watch(args.kind, args.selector, name=args.name or None):
+        job = event.job
+        key = (job.kind, job.name, job.metadata.resource_version)
+        if event.type == "ADDED" and key in printed:
+            continue
+        printed.discard(key)
+        if not header_printed:
+            sys.stdout.write(columns.line(job_header(wide)))
+            header_printed = True
+        sys.stdout.write(columns.line(job_row(job, wide)))
+        sys.stdout.flush()
 
 
 def run_describe(args: argparse.Namespace) -> int:

@@ -265,6 +265,9 @@ async def test_get_watch_prints_the_table_then_a_row_per_change_until_ctrl_c(
 
     async def line() -> str:
         raw = await asyncio.wait_for(process.stdout.readline(), 30)  # type: ignore[union-attr]
+        if not raw:
+            err = await process.stderr.read() if process.stderr else b""
+            raise AssertionError(f"get -w ended by itself ({process.returncode}): {err.decode()!r}; printed {seen}")
         seen.append(raw.decode().rstrip("\n"))
         return seen[-1]
 
@@ -282,6 +285,7 @@ async def test_get_watch_prints_the_table_then_a_row_per_change_until_ctrl_c(
         # Columns line up with the table's header.
         assert all(row.index(row.split()[1]) == seen[0].index("KIND") for row in seen[1:]), seen
     finally:
-        process.send_signal(signal.SIGINT)
+        if process.returncode is None:
+            process.send_signal(signal.SIGINT)
         _, err = await asyncio.wait_for(process.communicate(), 30)
     assert process.returncode == 130 and err.decode() == "", (process.returncode, err.decode())
