@@ -193,7 +193,7 @@ class AsyncTrainingClient:
             if canonical:
                 raise JobNotFoundError(f'{canonical} "{name}" not found in namespace "{namespace}"', status=404)
             raise JobNotFoundError(
-                f'no job "{name}" found in namespace "{namespace}" (of the kinds {kind_names()})', status=404
+                f'job "{name}" not found in namespace "{namespace}" (looked for {kind_names()})', status=404
             )
         if len(found) > 1:
             kinds_found = ", ".join(sorted(str(raw["kind"]) for raw in found))

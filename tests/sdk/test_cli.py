@@ -93,7 +93,7 @@ async def test_cli_success_path(cluster: Env, client: AsyncTrainingClient, tmp_p
     deleted = await kubedl(cluster, "delete", "cli-ok", "--wait", "--timeout", "10")
     assert (deleted.code, deleted.out.strip()) == (0, 'pytorchjob.training.kubedl.io "cli-ok" deleted')
     gone = await kubedl(cluster, "get", "cli-ok")
-    assert gone.code == 1 and 'no job "cli-ok" found' in one_line(gone.err)
+    assert gone.code == 1 and 'job "cli-ok" not found' in one_line(gone.err)
 
 
 async def test_cli_failed_job_exits_1_with_the_reason(
