@@ -143,12 +143,14 @@ async def test_after_a_failover_no_restarting_condition_is_left(kube: Kube, cont
         conditions = ((state or {}).get("status") or {}).get("conditions") or []
         live = {p["metadata"]["name"]: p for p in await pods_of(kube, "fo")}
         replaced = len(live) == 3 and all((p.get("status") or {}).get("phase") == "Running" for p in live.values())
-        return state if replaced and conditions and conditions[-1]["type"] == "Running" else None
+        # The status follows the pods a reconcile later (on the real API server that can be a moment after
+        # the pods read Running): wait for the counts kubectl would show, too.
+        counted = counts(state, "Worker") == (2, 0, 0)
+        return state if replaced and counted and conditions and conditions[-1]["type"] == "Running" else None
 
-    state = await eventually(running_again, what="the job Running again after the failover")
+    state = await eventually(running_again, what="the job Running again, 2 workers active, after the failover")
     restarting = condition(state, "Restarting")
     assert restarting is None, f"a stale Restarting condition: {restarting}"
-    assert counts(state, "Worker") == (2, 0, 0)
 
 
 async def test_a_failed_pod_replaced_leaves_restarting_false_once_running_again(
