@@ -102,7 +102,7 @@ def _entrypoint() -> list[str]:
 def test_container_command_line_is_what_the_cli_accepts() -> None:
     """The image entrypoint followed by the Deployment's args is one valid ``kubedl-py`` command line (an
     entrypoint that already said ``controller`` made every real install crash-loop with exit 2)."""
-    from kubedl_py.cli import _build_parser
+    from kubedl_py.cli.parser import build_parser as _build_parser
 
     deployment = next(doc for doc in _docs(render_manifests()) if doc["kind"] == "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]

@@ -145,6 +145,8 @@ async def run_local_up(
             CONTEXT,
         )
         print(f"kubedl-py local cluster listening on {cluster.url} (kubeconfig {kubeconfig})", flush=True)
+        # The line to paste into another terminal (or eval): every kubectl and kubedl-py there then uses it.
+        print(f"export KUBECONFIG={kubeconfig}", flush=True)
         await stop.wait()
         log.info("shutting down the local cluster")
     finally:

@@ -14,6 +14,7 @@ from tests.integration.conftest import (
     Kube,
     RunningController,
     condition,
+    events_for,
     eventually,
     job_state,
     pods_of,
@@ -142,9 +143,62 @@ async def test_after_a_failover_no_restarting_condition_is_left(kube: Kube, cont
         conditions = ((state or {}).get("status") or {}).get("conditions") or []
         live = {p["metadata"]["name"]: p for p in await pods_of(kube, "fo")}
         replaced = len(live) == 3 and all((p.get("status") or {}).get("phase") == "Running" for p in live.values())
-        return state if replaced and conditions and conditions[-1]["type"] == "Running" else None
+        # The status follows the pods a reconcile later (on the real API server that can be a moment after
+        # the pods read Running): wait for the counts kubectl would show, too.
+        counted = counts(state, "Worker") == (2, 0, 0)
+        return state if replaced and counted and conditions and conditions[-1]["type"] == "Running" else None
 
-    state = await eventually(running_again, what="the job Running again after the failover")
+    state = await eventually(running_again, what="the job Running again, 2 workers active, after the failover")
     restarting = condition(state, "Restarting")
     assert restarting is None, f"a stale Restarting condition: {restarting}"
-    assert counts(state, "Worker") == (2, 0, 0)
+
+
+async def test_a_failed_pod_replaced_leaves_restarting_false_once_running_again(
+    kube: Kube, controller: RunningController
+) -> None:
+    """A real failover: worker 0 fails with a retryable exit code (137, SIGKILL) under restartPolicy
+    ExitCode, the controller sets Restarting and replaces the pod; once every pod runs again the job is
+    Running and Restarting is False, not left True beside it."""
+    worker = replica(1, restart_policy="ExitCode", exit_code=137, run_seconds=1.0)
+    await kube.create(
+        PYTORCHJOBS,
+        pytorchjob("crash", host=True, replicas={"Master": replica(1), "Worker": worker}),
+        namespace=kube.ns,
+    )
+    first = await eventually(lambda: _pod_named(kube, "crash", "crash-worker-0"), what="worker 0")
+    # Its replacement must run: take the failing annotations out of the template before worker 0 fails
+    # (the controller builds every new pod from the job's current spec).
+    await kube.patch(
+        PYTORCHJOBS,
+        "crash",
+        {"spec": {"pytorchReplicaSpecs": {"Worker": {"template": {"metadata": {"annotations": None}}}}}},
+        namespace=kube.ns,
+    )
+    # Restarting may be True only for a moment (the replacement starts at once): its event stays.
+    restarted = await eventually(
+        lambda: _events_with_reason(kube, "crash", "JobRestarting"), within=30, what="a JobRestarting event"
+    )
+    assert "Worker 0 " in restarted[0]["message"], restarted
+
+    async def running_again() -> dict[str, Any] | None:
+        state = await job_state(kube, PYTORCHJOBS, "crash")
+        conditions = ((state or {}).get("status") or {}).get("conditions") or []
+        replacement = await _pod_named(kube, "crash", "crash-worker-0")
+        replaced = replacement is not None and replacement["metadata"]["uid"] != first["metadata"]["uid"]
+        up = set((await phases(kube, "crash")).values()) == {"Running"}
+        return state if replaced and up and conditions and conditions[-1]["type"] == "Running" else None
+
+    state = await eventually(running_again, within=30, what="the job Running again after worker 0 was replaced")
+    by_type = {c["type"]: c for c in state["status"]["conditions"]}
+    assert by_type["Restarting"]["status"] == "False", by_type["Restarting"]
+    assert by_type["Running"]["status"] == "True"
+    assert [c["type"] for c in state["status"]["conditions"] if c["status"] == "True"] == ["Created", "Running"]
+    assert state["status"]["replicaStatuses"]["Worker"]["restarts"] == 1
+
+
+async def _events_with_reason(kube: Kube, job: str, reason: str) -> list[dict[str, Any]]:
+    return [e for e in await events_for(kube, job) if e.get("reason") == reason]
+
+
+async def _pod_named(kube: Kube, job: str, name: str) -> dict[str, Any] | None:
+    return next((p for p in await pods_of(kube, job) if p["metadata"]["name"] == name), None)

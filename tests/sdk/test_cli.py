@@ -93,7 +93,7 @@ async def test_cli_success_path(cluster: Env, client: AsyncTrainingClient, tmp_p
     deleted = await kubedl(cluster, "delete", "cli-ok", "--wait", "--timeout", "10")
     assert (deleted.code, deleted.out.strip()) == (0, 'pytorchjob.training.kubedl.io "cli-ok" deleted')
     gone = await kubedl(cluster, "get", "cli-ok")
-    assert gone.code == 1 and 'PyTorchJob or TFJob "cli-ok" not found' in one_line(gone.err)
+    assert gone.code == 1 and 'job "cli-ok" not found' in one_line(gone.err)
 
 
 async def test_cli_failed_job_exits_1_with_the_reason(
@@ -196,7 +196,7 @@ async def test_cli_submit_uses_the_files_namespace_and_refuses_a_different_n(
 
 
 def test_cli_gang_scheduler_choices_are_the_controllers() -> None:
-    from kubedl_py.cli import _GANG_SCHEDULERS
+    from kubedl_py.cli.parser import GANG_SCHEDULERS as _GANG_SCHEDULERS
     from kubedl_py.controllers.gang import GANG_SCHEDULERS
 
     assert tuple(_GANG_SCHEDULERS) == tuple(GANG_SCHEDULERS)

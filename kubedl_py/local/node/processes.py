@@ -756,6 +756,8 @@ class LocalProcessRuntime(Runtime):
         self._services_dirty.set()
 
     def _endpoints_event(self, ep: Obj) -> None:
+        if self._started:
+            self.node.proxy.backends_changed()  # a closed Service port probes its (new) endpoints now
         if _headless(self.services.get(ep["metadata"]["name"], namespace=ep["metadata"].get("namespace"))):
             self._services_changed_now()
 
