@@ -83,11 +83,12 @@ def test_mpi_allreduce_over_ssh_through_the_workers_services(mpi_target: Target,
     name = f"e2e-mpi-{uuid.uuid4().hex[:6]}"
     client.submit(mpi_job(name, 2, ["--rounds", "3"]))
     try:
-        host_ports = eventually(
-            lambda: sorted(p.host_port for p in client.describe(name).pods if "worker" in p.name and p.host_port),
-            within=60,
-            what="both workers' host ports",
-        )
+
+        def worker_ports() -> list[int] | None:
+            ports = sorted(p.host_port for p in client.describe(name).pods if "worker" in p.name and p.host_port)
+            return ports if len(ports) == 2 else None
+
+        host_ports = eventually(worker_ports, within=60, what="both workers' host ports")
         job = client.wait(name, timeout=120)
         log = client.logs(name, "launcher")
         assert job_state(job) == "Succeeded", log
@@ -110,8 +111,9 @@ def test_mpi_worker_killed_fails_the_job_under_restart_policy_never(mpi_target: 
         pid = int(PID.findall(log_of(client, name, "worker", 1))[0])
         mpi_target.kill("default", f"{name}-worker-1", "mpi", pid)
         job = client.wait(name, ("Failed",), timeout=60)
-        failed = next(c for c in job["status"]["conditions"] if c["type"] == "Failed")
-        assert failed["reason"] == "ReplicaFailed" and f"{name}-worker-1" in failed["message"], failed
-        assert job["status"]["replicaStatuses"]["Worker"]["failed"] >= 1
+        assert job.status is not None and job.status.conditions and job.status.replica_statuses
+        failed = next(c for c in job.status.conditions if c.type == "Failed")
+        assert failed.reason == "ReplicaFailed" and "Worker 1 exited with code 137" in (failed.message or ""), failed
+        assert (job.status.replica_statuses["Worker"].failed or 0) >= 1
     finally:
         client.delete(name)
