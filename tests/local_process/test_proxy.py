@@ -26,6 +26,7 @@ class Tagged:
         self.tag = tag
         self.server: asyncio.Server | None = None
         self.port = 0
+        self.connections = 0
 
     async def start(self) -> Tagged:
         return await self.start_on(0)
@@ -36,6 +37,7 @@ class Tagged:
         return self
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
         try:
             while data := await reader.read(65536):
                 writer.write(f"{self.tag}:".encode() + data)
@@ -214,6 +216,23 @@ async def test_a_client_is_refused_until_the_backend_listens_then_served(
         assert p.stats.rejected == 0, "no client was accepted and then reset"
     finally:
         late.close()
+
+
+async def test_the_proxy_opens_without_ever_connecting_to_the_backend(
+    proxy: tuple[ServiceProxy, Routing, tuple[str, int]], backends: tuple[Tagged, Tagged]
+) -> None:
+    """Whether a backend listens is read from the kernel's socket table, as kube-proxy never connects to a
+    backend: a probe connection closing without a byte fails XGBoost's tracker (it takes it for a worker)."""
+    p, routing, addr = proxy
+    a, _ = backends
+    routing.backends = [a.backend]
+    p.backends_changed()
+    await opened(p)
+    assert a.connections == 0, "the proxy connected to the backend to find out whether it listens"
+    reader, writer = await asyncio.open_connection(*addr)
+    assert await roundtrip(reader, writer, b"x") == b"A:x"
+    writer.close()
+    assert a.connections == 1
 
 
 async def test_a_backend_gone_resets_one_connection_then_refuses_and_a_repointed_port_is_used(

@@ -51,13 +51,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import ipaddress
 import logging
 import socket
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .netns import bind_listener
+from .netns import bind_listener, run_in_netns
 
 log = logging.getLogger(__name__)
 
@@ -234,6 +235,55 @@ class _Splice:
                 side.transport.abort()
 
 
+_LISTEN = "0A"  # TCP state in /proc/net/tcp
+
+
+def _proc_address(hexed: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """An address as /proc/net/tcp{,6} prints it: 32-bit words in host (little-endian) byte order."""
+    raw = bytes.fromhex(hexed)
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    return ipaddress.ip_address(words)
+
+
+def _is_local(ip: str) -> bool:
+    """Is ``ip`` an address of this thread's network namespace? (Binding it says so, without any traffic.)"""
+    family = socket.AF_INET6 if ":" in ip else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((ip, 0))
+        except OSError:
+            return False
+    return True
+
+
+def listening(ip: str, port: int) -> bool | None:
+    """Does a socket LISTEN on ``ip:port`` (or on the wildcard) in this thread's network namespace? None when
+    ``ip`` is not an address of this namespace (ask the namespace it belongs to)."""
+    if not _is_local(ip):
+        return None
+    wanted = ipaddress.ip_address(ip)
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/thread-self/net/{table}") as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) < 4 or fields[3] != _LISTEN:
+                continue
+            host, _, hexport = fields[1].partition(":")
+            if int(hexport, 16) != port:
+                continue
+            local = _proc_address(host)
+            mapped = local.ipv4_mapped if isinstance(local, ipaddress.IPv6Address) else None
+            # A wildcard takes its own family's addresses; "::" (dual-stack) IPv4's too.
+            wildcard = local.is_unspecified and local.version in (wanted.version, 6)
+            if wildcard or wanted in (local, mapped):
+                return True
+    return False
+
+
 class _Listener:
     """One Service port: open (sockets listening in the host and every pod netns) or closed (none: refused)."""
 
@@ -318,8 +368,28 @@ class ServiceProxy:
                 self._probe_until_open(listener), name=f"proxy-probe {listener.service.name}:{listener.service.port}"
             )
 
+    async def _listens(self, ip: str, port: int) -> bool | None:
+        """Whether the backend listens, read from the kernel's socket table of the namespace that owns ``ip``
+        (the host's, else an attached pod netns): no connection is made. None when no namespace we know owns
+        ``ip`` or it cannot be read (not root)."""
+        found = listening(ip, port)
+        for netns in sorted(self._netns):
+            if found is not None:
+                break
+            try:
+                found = await asyncio.to_thread(run_in_netns, netns, lambda: listening(ip, port))
+            except OSError:
+                return None
+        return found
+
     async def _backend_accepts(self, listener: _Listener) -> bool:
-        """Does any backend of the Service port accept a TCP connection now? (Closed again at once.)"""
+        """Does any backend of the Service port accept a TCP connection now?
+
+        Asked of the kernel's socket table where it can be (a passive look, as kube-proxy never connects to
+        a backend either): a probe connection that closes without a byte breaks servers that take every
+        connection for a peer (XGBoost's Rabit tracker fails its handshake and the job). Only a backend in a
+        namespace we cannot look into is probed with a TCP connect, closed again at once.
+        """
         try:
             backends = await self._resolve(listener.service)
         except Exception:
@@ -327,6 +397,11 @@ class ServiceProxy:
             return False
         for b in backends:
             self.stats.probes += 1
+            listens = await self._listens(b.ip, b.port)
+            if listens is not None:
+                if listens:
+                    return True
+                continue
             try:
                 async with asyncio.timeout(PROBE_CONNECT_TIMEOUT):
                     _, writer = await asyncio.open_connection(b.ip, b.port)
