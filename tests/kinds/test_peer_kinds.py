@@ -59,7 +59,7 @@ def test_xgboost_master_binds_its_host_port_and_workers_use_its_service() -> Non
         env_of(training, "Master", 0, hosted)["MASTER_ADDR"],
         env_of(training, "Master", 0, hosted)["MASTER_PORT"],
     ) == (
-        "localhost",
+        "127.0.0.1",
         "31001",
     )
     assert env_of(training, "Worker", 0, hosted)["MASTER_PORT"] == "9999"  # the Service port, stable over failover

@@ -4,7 +4,7 @@ Every container gets ``MASTER_ADDR``/``MASTER_PORT`` (the Master, which runs the
 ``WORLD_SIZE`` (all replicas), ``RANK`` (Master 0, Worker i is i + 1) and ``PYTHONUNBUFFERED``; with more than
 one replica also ``WORKER_PORT`` and ``WORKER_ADDRS`` (LightGBM's machine list; the Training Operator lists
 workers 0 .. total-2, kept as it is for jobs moved from there). In host-network mode the Master binds its
-own host port and reaches itself at ``localhost``; everyone else uses the Services.
+own host port and reaches itself at ``127.0.0.1``; everyone else uses the Services.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ class XGBoostController(KindController):
         is_master = replica_type == "Master"
         rank = index + (replicas(job, "Master") if replica_type == "Worker" else 0)
         if is_master and addressing.host_network:
-            master_addr, master_port = "localhost", addressing.listen_port("Master", 0)
+            # 127.0.0.1, not "localhost": a pod's hosts file also maps localhost to ::1, which XGBoost may
+            # try alone, and trackers commonly bind 0.0.0.0 (IPv4 only).
+            master_addr, master_port = "127.0.0.1", addressing.listen_port("Master", 0)
         else:
             master_addr, master_port = replica_name(job.name, "Master", 0), addressing.service_port("Master")
         env = {
