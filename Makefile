@@ -5,6 +5,7 @@ BIN := $(VENV)/bin
 VENV_STAMP := $(VENV)/.created
 STAMP := $(VENV)/.installed-test
 DEMO_STAMP := $(VENV)/.installed-demo
+KINDS_STAMP := $(VENV)/.installed-kinds
 
 .PHONY: test lint demo manifests bench soak e2e e2e-kind clean venv kube-binaries kube-sources image
 
@@ -20,6 +21,11 @@ $(STAMP): pyproject.toml $(VENV_STAMP)
 # The package and torch only: `make demo` installs none of the test tools (tests/test_packaging.py).
 $(DEMO_STAMP): pyproject.toml $(VENV_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[demo]'
+	touch $@
+
+# XGBoost and JAX for the e2e scenarios of their job kinds.
+$(KINDS_STAMP): pyproject.toml $(VENV_STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[kinds]'
 	touch $@
 
 venv: $(STAMP)
@@ -59,8 +65,9 @@ demo: $(DEMO_STAMP)
 	$(BIN)/python examples/demo.py --control-plane $(or $(CONTROL_PLANE),embedded)
 
 # End-to-end scenarios through the CLI/SDK with real processes, on both control planes (needs torch: the demo
-# extra). KUBEDL_E2E_KUBECONFIG=path runs them against another cluster that runs the controller.
-e2e: $(STAMP) $(DEMO_STAMP)
+# extra; XGBoost and JAX: the kinds extra; Open MPI: see .ci/run). KUBEDL_E2E_KUBECONFIG=path runs them against
+# another cluster that runs the controller.
+e2e: $(STAMP) $(DEMO_STAMP) $(KINDS_STAMP)
 	$(BIN)/python -m kubedl_py.local.kubernetes
 	$(BIN)/python -m pytest -q -p no:cacheprovider e2e
 
