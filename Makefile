@@ -23,7 +23,7 @@ $(DEMO_STAMP): pyproject.toml $(VENV_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[demo]'
 	touch $@
 
-# XGBoost and JAX for the e2e scenarios of their job kinds.
+# XGBoost, JAX and PaddlePaddle (CPU builds) for the e2e scenarios of their job kinds.
 $(KINDS_STAMP): pyproject.toml $(VENV_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[kinds]'
 	touch $@
@@ -65,7 +65,7 @@ demo: $(DEMO_STAMP)
 	$(BIN)/python examples/demo.py --control-plane $(or $(CONTROL_PLANE),embedded)
 
 # End-to-end scenarios through the CLI/SDK with real processes, on both control planes (needs torch: the demo
-# extra; XGBoost and JAX: the kinds extra; Open MPI: see .ci/run). KUBEDL_E2E_KUBECONFIG=path runs them against
+# extra; XGBoost, JAX and Paddle: the kinds extra; Open MPI: see .ci/run). KUBEDL_E2E_KUBECONFIG=path runs them against
 # another cluster that runs the controller.
 e2e: $(STAMP) $(DEMO_STAMP) $(KINDS_STAMP)
 	$(BIN)/python -m kubedl_py.local.kubernetes

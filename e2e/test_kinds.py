@@ -6,16 +6,22 @@
 - JAXJob (``examples/jax_dist.py``): worker 0 hosts the coordinator; ``jax.distributed.initialize`` on every
   worker, then a sum across the processes over gloo, checked on each.
 
-Then one worker of each is SIGKILLed (exit 137) under the kinds' default ``restartPolicy: Never``: the job
-fails, naming that replica, as the policy says. Needs the ``kinds`` extra (``make e2e`` installs it).
+- PaddleJob (``examples/paddle_dist.py`` under ``paddle.distributed.launch``): worker 0's launcher hosts the
+  rendezvous at its pod IP and host port; a CPU all-reduce over gloo, checked on each trainer.
+
+Then one worker of each (Paddle: its launcher) is SIGKILLed (exit 137) under ``restartPolicy: Never``: the
+job fails, naming that replica, as the policy says. Needs the ``kinds`` extra (``make e2e`` installs it).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import shutil
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,7 +29,7 @@ import pytest
 from kubedl_py import TrainingClient
 from kubedl_py.sdk import job_state
 
-from .conftest import Target
+from .conftest import REPO, Target
 from .test_pytorch import PID, eventually, log_of
 
 
@@ -40,12 +46,30 @@ class Kind:
     #: the log line a replica prints once the distributed work is done (it then holds, to be killed)
     worked: str
     killed: tuple[str, int]
+    #: a module run with ``python -m`` that starts the program (Paddle's launcher); its pid is the one killed
+    launcher: tuple[str, ...] = ()
+
+    def container_spec(self, target: Target, name: str, args: list[str]) -> dict[str, Any]:
+        if not self.launcher:
+            return target.container(self.container, self.program, args)
+        program = str(REPO / "examples" / self.program)
+        launch = [sys.executable, "-m", *self.launcher, "--log_dir", f"/tmp/kubedl-e2e-{name}/$(POD_NAME)"]
+        # The launcher's pid is printed ($$$$: Kubernetes turns $$ into $), then it takes the shell's place.
+        script = 'echo "pid=$$$$"; exec "$@"'
+        return {
+            "name": self.container,
+            "image": "ignored:latest",
+            "command": ["sh", "-c", script, "--", *launch, program, *args],
+            "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+        }
 
     def job(self, target: Target, name: str, args: list[str]) -> dict[str, Any]:
         specs = {
             rtype: {
                 "replicas": n,
-                "template": {"spec": {"containers": [target.container(self.container, self.program, args)]}},
+                # Never: the kill scenario checks that a dead worker fails the job.
+                "restartPolicy": "Never",
+                "template": {"spec": {"containers": [self.container_spec(target, name, args)]}},
             }
             for rtype, n in self.replicas.items()
         }
@@ -79,6 +103,18 @@ KINDS = [
         done="done: process {rank}",
         worked="process {rank}: sum over 2 processes = 3 (expected 3)",
         killed=("Worker", 1),
+    ),
+    Kind(
+        kind="PaddleJob",
+        module="paddle",
+        program="paddle_dist.py",
+        container="paddle",
+        specs_field="paddleReplicaSpecs",
+        replicas={"Worker": 2},
+        done="done: trainer {rank}",
+        worked="trainer {rank}: sum over 2 trainers = 3 (expected 3)",
+        killed=("Worker", 1),
+        launcher=("paddle.distributed.launch", "--nproc_per_node", "1"),
     ),
 ]
 
@@ -120,6 +156,7 @@ def test_distributed_work_is_done_and_checked(target: Target, client: TrainingCl
             assert kind.done.format(rank=rank) in log, log
     finally:
         client.delete(name)
+        shutil.rmtree(f"/tmp/kubedl-e2e-{name}", ignore_errors=True)  # Paddle's launcher logs
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.kind)
@@ -132,10 +169,16 @@ def test_a_killed_worker_fails_the_job_under_restart_policy_never(
     rtype, index = kind.killed
     rank = next(r for t, i, r in ranks(kind) if (t, i) == kind.killed)
     try:
+
+        def progress() -> str:
+            text = log_of(client, name, rtype.lower(), index)
+            if kind.launcher:  # the launcher copies its trainer's output to its own only at the end
+                trainer = Path(f"/tmp/kubedl-e2e-{name}/{name}-{rtype.lower()}-{index}/workerlog.0")
+                text += trainer.read_text() if trainer.exists() else ""
+            return text
+
         log = eventually(
-            lambda: (
-                (text := log_of(client, name, rtype.lower(), index)) and kind.worked.format(rank=rank) in text and text
-            ),
+            lambda: (text := progress()) and kind.worked.format(rank=rank) in text and text,
             within=120,
             what=f"{rtype} {index} to finish its part of the work",
         )
@@ -147,3 +190,4 @@ def test_a_killed_worker_fails_the_job_under_restart_policy_never(
         assert f"{rtype} {index} exited with code 137" in (failed.message or ""), failed
     finally:
         client.delete(name)
+        shutil.rmtree(f"/tmp/kubedl-e2e-{name}", ignore_errors=True)  # Paddle's launcher logs
