@@ -11,36 +11,12 @@ import ipaddress
 import re
 from typing import Any
 
-from . import quantity
+from . import quantity, validation
 from .errors import FieldError
-from .selection import valid_label_key, valid_label_value
 
 Obj = dict[str, Any]
 
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 IANA_SVC_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$")
-
-_SUBDOMAIN_MSG = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
-    "start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
-    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-)
-_LABEL_MSG = (
-    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and "
-    "end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
-    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
-)
-_1035_MSG = (
-    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic "
-    "character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for "
-    "validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
-)
-
-# Kinds whose names must be DNS labels (the rest: subdomains).
-LABEL_NAMED = {"namespaces"}
-DNS1035_NAMED = {"services"}
 
 
 def _iana_svc_name(name: Any) -> bool:
@@ -54,50 +30,11 @@ def _iana_svc_name(name: Any) -> bool:
 
 
 def check_name(plural: str, name: str, field: str = "metadata.name") -> list[FieldError]:
-    if plural in DNS1035_NAMED:
-        if len(name) > 63 or not DNS_1035.match(name):
-            return [FieldError("FieldValueInvalid", field, _1035_MSG, name)]
-        return []
-    if plural in LABEL_NAMED:
-        if len(name) > 63 or not DNS_LABEL.match(name):
-            return [FieldError("FieldValueInvalid", field, _LABEL_MSG, name)]
-        return []
-    if len(name) > 253 or not DNS_SUBDOMAIN.match(name):
-        return [FieldError("FieldValueInvalid", field, _SUBDOMAIN_MSG, name)]
-    return []
+    return [FieldError("FieldValueInvalid", field, m, name) for m in validation.name_errors(plural, name)]
 
 
-def check_metadata(plural: str, md: Obj) -> list[FieldError]:
-    errs = check_name(plural, md.get("name", ""))
-    labels = md.get("labels")
-    if labels is not None and not isinstance(labels, dict):
-        errs.append(FieldError("FieldValueInvalid", "metadata.labels", "must be a map", labels))
-    for k, v in (labels or {}).items():
-        why = valid_label_key(k)
-        if why:
-            errs.append(FieldError("FieldValueInvalid", "metadata.labels", why, k))
-        if not isinstance(v, str):
-            errs.append(FieldError("FieldValueInvalid", f"metadata.labels.{k}", "must be a string", v))
-            continue
-        why = valid_label_value(v)
-        if why:
-            errs.append(FieldError("FieldValueInvalid", "metadata.labels", why, v))
-    ann = md.get("annotations")
-    if ann is not None and not isinstance(ann, dict):
-        errs.append(FieldError("FieldValueInvalid", "metadata.annotations", "must be a map", ann))
-    for k, v in (ann or {}).items():
-        why = valid_label_key(k)
-        if why:
-            errs.append(FieldError("FieldValueInvalid", "metadata.annotations", why, k))
-        if not isinstance(v, str):
-            errs.append(FieldError("FieldValueInvalid", f"metadata.annotations.{k}", "must be a string", v))
-    if ann and sum(len(k) + len(str(v)) for k, v in ann.items()) > 262144:
-        errs.append(FieldError("FieldValueTooLong", "metadata.annotations", "must have at most 262144 bytes"))
-    for i, ref in enumerate(md.get("ownerReferences") or []):
-        for f in ("apiVersion", "kind", "name", "uid"):
-            if not isinstance(ref, dict) or not ref.get(f):
-                errs.append(FieldError("FieldValueRequired", f"metadata.ownerReferences[{i}].{f}"))
-    return errs
+def check_metadata(plural: str, md: Obj, *, namespaced: bool = True) -> list[FieldError]:
+    return validation.object_meta(plural, md, namespaced=namespaced)
 
 
 # ---- pods ------------------------------------------------------------------------------------------------
@@ -217,8 +154,9 @@ def validate_pod(pod: Obj) -> list[FieldError]:
             name = c.get("name")
             if not name:
                 errs.append(FieldError("FieldValueRequired", f"{base}.name"))
-            elif not isinstance(name, str) or len(name) > 63 or not DNS_LABEL.match(name):
-                errs.append(FieldError("FieldValueInvalid", f"{base}.name", _LABEL_MSG, name))
+            elif not isinstance(name, str) or validation.is_dns1123_label(name):
+                for m in validation.is_dns1123_label(str(name)):
+                    errs.append(FieldError("FieldValueInvalid", f"{base}.name", m, name))
             elif name in names:
                 errs.append(FieldError("FieldValueDuplicate", f"{base}.name", "", name))
             else:
@@ -394,9 +332,9 @@ class IPAllocator:
         except ValueError:
             return "must be a valid IP address"
         if addr not in self.net:
-            return f"the provided IP ({ip}) is not in the valid range. The range of valid IPs is {self.net}"
+            return f"failed to allocate IP {ip}: the provided network does not match the current range"
         if ip in self.used:
-            return "provided IP is already allocated"
+            return f"failed to allocate IP {ip}: provided IP is already allocated"
         self.used.add(ip)
         return None
 
@@ -418,7 +356,10 @@ def default_service(svc: Obj) -> None:
     spec = svc.setdefault("spec", {})
     spec.setdefault("type", "ClusterIP")
     spec.setdefault("sessionAffinity", "None")
-    spec.setdefault("internalTrafficPolicy", "Cluster")
+    if spec.get("type") != "ExternalName":  # as SetDefaults_Service: no traffic policy for a CNAME
+        spec.setdefault("internalTrafficPolicy", "Cluster")
+    if spec.get("type") == "LoadBalancer":
+        spec.setdefault("allocateLoadBalancerNodePorts", True)
     default_traffic_policy(spec)
     for p in spec.get("ports") or []:
         if isinstance(p, dict):
@@ -458,8 +399,9 @@ def validate_service(svc: Obj) -> list[FieldError]:
         if len(ports or []) > 1 and not name:
             errs.append(FieldError("FieldValueRequired", f"{base}.name"))
         if name:
-            if not isinstance(name, str) or len(name) > 63 or not DNS_LABEL.match(name):
-                errs.append(FieldError("FieldValueInvalid", f"{base}.name", _LABEL_MSG, name))
+            if not isinstance(name, str) or validation.is_dns1123_label(name):
+                for m in validation.is_dns1123_label(str(name)):
+                    errs.append(FieldError("FieldValueInvalid", f"{base}.name", m, name))
             elif name in names:
                 errs.append(FieldError("FieldValueDuplicate", f"{base}.name", "", name))
             names.add(str(name))
@@ -499,6 +441,23 @@ def validate_service(svc: Obj) -> list[FieldError]:
     sel = spec.get("selector")
     if sel is not None and not isinstance(sel, dict):
         errs.append(FieldError("FieldValueInvalid", "spec.selector", "must be a map", sel))
+    # duplicate (protocol, port) pairs, shown as the internal Go struct they are keyed by
+    seen: set[tuple[Any, Any]] = set()
+    for i, p in enumerate(ports or []):
+        if not isinstance(p, dict):
+            continue
+        key = (p.get("protocol"), p.get("port"))
+        if key in seen:
+            shown = {
+                "Name": "",
+                "Protocol": key[0],
+                "AppProtocol": None,
+                "Port": key[1],
+                "TargetPort": 0,
+                "NodePort": 0,
+            }
+            errs.append(FieldError("FieldValueDuplicate", f"spec.ports[{i}]", "", shown))
+        seen.add(key)
     return errs
 
 

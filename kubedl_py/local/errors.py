@@ -123,7 +123,7 @@ def bad_request(message: str) -> ApiError:
 
 
 def method_not_allowed(message: str = "the server does not allow this method on the requested resource") -> ApiError:
-    return ApiError(405, message, "MethodNotAllowed")
+    return ApiError(405, message, "MethodNotAllowed", {})
 
 
 def expired(message: str) -> ApiError:
@@ -182,8 +182,6 @@ def _show(value: Any, orjson: Any) -> str:
         text: str = orjson.dumps(value).decode()
     except TypeError:
         text = repr(value)
-    if len(text) > 200:
-        text = text[:200] + "..."
     return text
 
 
