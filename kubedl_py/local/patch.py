@@ -48,12 +48,15 @@ def _tokens(pointer: str) -> list[str]:
     if pointer == "":
         return []
     if not pointer.startswith("/"):
-        raise bad_request(f"invalid JSON pointer {pointer!r}")
+        raise _fail(f"invalid JSON pointer {pointer!r}")
     return [_unescape(t) for t in pointer[1:].split("/")]
 
 
 def _fail(msg: str) -> ApiError:
-    return ApiError(422, f"the server rejected our request due to an error in our request: {msg}", "Invalid")
+    """A patch that does not apply: the real server's generic 422, whose message drops the reason (``msg``:
+    what evanphx/json-patch would have said, kept for the log)."""
+    del msg
+    return ApiError(422, "the server rejected our request due to an error in our request", "Invalid", {})
 
 
 def _index(container: list[Any], token: str, allow_end: bool) -> int:
@@ -124,44 +127,53 @@ def _add(doc: JSON, tokens: list[str], value: JSON) -> JSON:
     return doc
 
 
-def json_patch(doc: JSON, ops: JSON) -> JSON:
-    if not isinstance(ops, list):
-        raise bad_request("json patch must be a list of operations")
+_JSON_KINDS = {dict: "object", list: "array", str: "string", bool: "bool", int: "number", float: "number"}
+
+
+def json_patch(doc: JSON, ops: JSON, *, strict: bool = True) -> JSON:
+    """RFC 6902 as the API server applies it (evanphx/json-patch v4): a replace of a missing object key sets
+    it, and every failure to apply is the same generic 422."""
+    if not isinstance(ops, list) or not all(isinstance(op, dict) for op in ops):
+        bad = ops if not isinstance(ops, list) else next(op for op in ops if not isinstance(op, dict))
+        kind = _JSON_KINDS.get(type(bad), "null")
+        target = "[]handlers.jsonPatchOp" if strict else "jsonpatch.Patch"
+        if isinstance(ops, list):
+            target = "handlers.jsonPatchOp" if strict else "jsonpatch.Operation"
+        raise bad_request(f"error decoding patch: json: cannot unmarshal {kind} into Go value of type {target}")
     doc = deepcopy_json(doc)
     for op in ops:
-        if not isinstance(op, dict) or "op" not in op:
-            raise bad_request(f"invalid json patch operation: {op!r}")
-        kind = op["op"]
+        kind = op.get("op")
         path = op.get("path")
-        if not isinstance(path, str):
-            raise bad_request(f"json patch operation {kind!r} is missing 'path'")
+        if kind not in ("add", "remove", "replace", "move", "copy", "test") or not isinstance(path, str):
+            raise _fail(f"Unexpected kind: {kind}")
         tokens = _tokens(path)
         if kind == "add":
             if "value" not in op:
-                raise bad_request("json patch add operation is missing 'value'")
+                raise _fail("add operation has no value")
             doc = _add(doc, tokens, deepcopy_json(op["value"]))
         elif kind == "remove":
             _remove(doc, tokens)
         elif kind == "replace":
             if "value" not in op:
-                raise bad_request("json patch replace operation is missing 'value'")
+                raise _fail("replace operation has no value")
             if not tokens:
                 doc = deepcopy_json(op["value"])
+                continue
+            parent = _parent(doc, tokens)
+            if isinstance(parent, dict):
+                parent[tokens[-1]] = deepcopy_json(op["value"])  # v4's partialDoc.get never misses a key
                 continue
             _remove(doc, tokens)
             doc = _add(doc, tokens, deepcopy_json(op["value"]))
         elif kind in ("move", "copy"):
             frm = op.get("from")
             if not isinstance(frm, str):
-                raise bad_request(f"json patch {kind} operation is missing 'from'")
+                raise _fail(f"{kind} operation has no from")
             ftokens = _tokens(frm)
             value = _remove(doc, ftokens) if kind == "move" else deepcopy_json(_get(doc, ftokens))
             doc = _add(doc, tokens, value)
-        elif kind == "test":
-            if _get(doc, tokens) != op.get("value"):
-                raise _fail(f"testing value {path} failed")
-        else:
-            raise bad_request(f"Unexpected kind: {kind}")
+        elif kind == "test" and _get(doc, tokens) != op.get("value"):
+            raise _fail(f"testing value {path} failed")
     return doc
 
 
