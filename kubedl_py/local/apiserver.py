@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import re
 import ssl
 import time
 from typing import Any
@@ -26,6 +27,7 @@ from .errors import (
     FieldError,
     PageNotFound,
     bad_request,
+    conflict,
     expired,
     invalid,
     method_not_allowed,
@@ -33,9 +35,9 @@ from .errors import (
     resource_not_found,
 )
 from .faults import Faults, RequestInfo, RequestLog, RequestRecord
-from .registry import RETURN_DELETED, FieldValidation, Registry, now_iso
+from .registry import RETURN_DELETED, FieldValidation, Registry, dry_run_errors, now_iso
 from .resources import Catalogue, ResourceType
-from .selection import parse_field_selector, parse_label_selector
+from .selection import FieldSelector, parse_field_selector, parse_label_selector
 from .store import Event, Obj, Store, Watcher
 from .typed import Types
 
@@ -89,27 +91,69 @@ def _unsupported_media_type(rt: ResourceType) -> ApiError:
 
 
 def _field_validation(req: Request, options: str) -> FieldValidation:
-    """The request's ``fieldValidation`` (absent: Warn, as the real server); 422 on anything else."""
-    mode = req.query.get("fieldValidation", "")
+    """The request's options as Create/Update/PatchOptions validation sees them (fieldManager, dryRun,
+    fieldValidation: one 422 for all that are wrong); returns the ``fieldValidation`` (absent: Warn)."""
+    q = req.query
+    errs: list[FieldError] = []
+    manager = q.get("fieldManager", "")
+    if len(manager) > 128:
+        errs.append(FieldError("FieldValueTooLong", "fieldManager", "may not be more than 128 bytes"))
+    if "dryRun" in q:
+        errs += dry_run_errors([q["dryRun"]])
+    mode = q.get("fieldValidation", "")
     if mode not in ("", "Ignore", "Strict", "Warn"):
-        supported = 'supported values: "", "Ignore", "Strict", "Warn"'
-        raise ApiError(
-            422,
-            f'{options}.meta.k8s.io "" is invalid: fieldValidation: Unsupported value: "{mode}": {supported}',
-            "Invalid",
-            {
-                "group": "meta.k8s.io",
-                "kind": options,
-                "causes": [
-                    {
-                        "reason": "FieldValueNotSupported",
-                        "message": f'Unsupported value: "{mode}": {supported}',
-                        "field": "fieldValidation",
-                    }
-                ],
-            },
+        errs.append(
+            FieldError(
+                "FieldValueNotSupported", "fieldValidation", 'supported values: "", "Ignore", "Strict", "Warn"', mode
+            )
         )
+    if errs:
+        raise invalid(options, "meta.k8s.io", "", "", errs)
     return FieldValidation(mode or "Warn")
+
+
+PATCH_TYPES = (
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+    "application/apply-patch+yaml",
+)
+
+
+def _patch_body(raw: bytes, ctype: str) -> Any:
+    """A PATCH body as the real handler reads it: go-restful refuses other media types (415), an apply
+    patch is YAML, any other must be valid JSON ("invalid JSON patch")."""
+    if ctype not in PATCH_TYPES:
+        raise ApiError(415, "415: Unsupported Media Type", "UnsupportedMediaType", {})
+    if ctype == "application/apply-patch+yaml":
+        import yaml
+
+        try:
+            return yaml.safe_load(raw)
+        except yaml.YAMLError as e:
+            raise bad_request(f"error decoding YAML: {e}") from None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise bad_request("invalid JSON patch") from None
+
+
+def _fields(text: str | None, rt: ResourceType) -> FieldSelector:
+    return parse_field_selector(text, rt.group, rt.plural, custom=rt.custom, namespaced=rt.namespaced)
+
+
+_GO_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def go_int(raw: str) -> int:
+    """A query parameter read as the real server's conversion does (strconv.ParseInt, base 10, 64 bits),
+    with its error as a 400."""
+    if not _GO_INT.fullmatch(raw):
+        raise bad_request(f'strconv.ParseInt: parsing "{raw}": invalid syntax')
+    value = int(raw)
+    if not -(2**63) <= value < 2**63:
+        raise bad_request(f'strconv.ParseInt: parsing "{raw}": value out of range')
+    return value
 
 
 def _status_ok(details: dict[str, Any] | None = None) -> Obj:
@@ -339,7 +383,12 @@ class ApiServer:
                 self._publisher = openapi.Publisher(specs, table)
         publisher = self._publisher
         if not parts:
-            return _json_response(publisher.root(self.catalogue, discovery.openapi_gv))
+            # the real server labels its JSON index text/plain
+            return web.Response(
+                body=_dumps(publisher.root(self.catalogue, discovery.openapi_gv)),
+                content_type="text/plain",
+                charset="utf-8",
+            )
         data = publisher.document("/".join(parts), self.catalogue, discovery.openapi_gv)
         if data is None:
             raise PageNotFound()
@@ -400,15 +449,15 @@ class ApiServer:
         self, request: web.Request, req: Request, *, patch: bool = False, fv: FieldValidation | None = None
     ) -> Any:
         raw = await request.read()
-        if not raw and patch:
-            raise bad_request("the body of the request was empty")
         # No Content-Type at all is read as JSON, as the real server does.
         ctype = request.content_type if request.headers.get("Content-Type") else JSON_CT
-        if ctype == protobuf.CONTENT_TYPE and not patch:
+        if patch:
+            return _patch_body(raw, ctype)
+        if ctype == protobuf.CONTENT_TYPE:
             return await self._protobuf_body(raw, req.rt, "the object provided is unrecognized")
-        if not patch and ctype not in (JSON_CT, "application/yaml"):
+        if ctype not in (JSON_CT, "application/yaml"):
             raise _unsupported_media_type(req.rt)
-        if "yaml" in ctype and "apply-patch" not in ctype:
+        if ctype == "application/yaml":
             import yaml
 
             try:
@@ -418,12 +467,8 @@ class ApiServer:
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError as e:
-            if patch:
-                raise bad_request(f"couldn't get version/kind; json parse error: {e}") from None
             why = jsonsyntax.syntax_error(raw) or str(e)
             raise _unrecognized(req.rt, why, raw) from None
-        if patch:
-            return body
         if body is None:
             return {}  # null decodes as an empty object
         if fv is not None and fv.mode != "Ignore" and ctype == JSON_CT and jsonsyntax.may_repeat_keys(raw, body):
@@ -456,7 +501,7 @@ class ApiServer:
         if verb == "watch":
             return await self._watch(request, req, info)
         if verb == "list":
-            return self._list(request, req)
+            return await self._list(request, req)
         if verb == "get":
             assert req.name is not None
             if req.subresource == "log":
@@ -490,10 +535,12 @@ class ApiServer:
                 return self._finalize_namespace(req, body)
             if req.subresource not in _WRITABLE_SUBRESOURCES:
                 raise method_not_allowed()
+            existed = self.store.get(rt.key, ns if rt.namespaced else "", req.name) is not None
             obj = self.registry.update(
                 rt, ns, req.name, body, req.subresource, version=req.version, dry_run=dry_run, validation=fv
             )
-            return self._object_response(request, req, obj, warnings=fv.warnings)
+            # a kind that PUT may create (leases, events, endpoints) answers 201 when it did
+            return self._object_response(request, req, obj, 200 if existed else 201, warnings=fv.warnings)
         if verb == "patch":
             if req.name is None or req.subresource not in _WRITABLE_SUBRESOURCES:
                 raise method_not_allowed()
@@ -531,7 +578,7 @@ class ApiServer:
                 raise method_not_allowed()
             opts = await self._delete_options(request, req)
             labels = parse_label_selector(req.query.get("labelSelector"))
-            fields = parse_field_selector(req.query.get("fieldSelector"), rt.group, rt.plural)
+            fields = _fields(req.query.get("fieldSelector"), rt)
             items = self.registry.list(rt, req.namespace if rt.namespaced else None, labels, fields)
             out = []
             for o in items:
@@ -561,10 +608,7 @@ class ApiServer:
                 opts.update(body)
         q = req.query
         if "gracePeriodSeconds" in q:
-            try:
-                opts["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
-            except ValueError:
-                raise bad_request(f"invalid gracePeriodSeconds {q['gracePeriodSeconds']!r}") from None
+            opts["gracePeriodSeconds"] = go_int(q["gracePeriodSeconds"])
         if "propagationPolicy" in q:
             opts["propagationPolicy"] = q["propagationPolicy"]
         if q.get("orphanDependents") in ("true", "false"):
@@ -629,8 +673,12 @@ class ApiServer:
         return _json_response(self._versioned(req, obj), status)
 
     def _list_doc(self, req: Request, items: list[Obj], meta: dict[str, Any]) -> Obj:
-        if req.rt.custom and req.version != req.rt.version:
-            items = [self._versioned(req, o) for o in items]
+        if req.rt.custom:
+            if req.version != req.rt.version:
+                items = [self._versioned(req, o) for o in items]
+        else:
+            # the items of a built-in kind's list carry no apiVersion/kind (the typed list's items are structs)
+            items = [{k: v for k, v in o.items() if k not in _TYPE_KEYS} for o in items]
         return {
             "kind": req.rt.list_kind,
             "apiVersion": req.rt.api_version(req.version),
@@ -638,35 +686,48 @@ class ApiServer:
             "items": items,
         }
 
-    def _list(self, request: web.Request, req: Request) -> web.Response:
+    async def _list(self, request: web.Request, req: Request) -> web.Response:
         rt = req.rt
-        labels = parse_label_selector(req.query.get("labelSelector"))
-        fields = parse_field_selector(req.query.get("fieldSelector"), rt.group, rt.plural)
-        items = self.registry.list(rt, req.namespace if rt.namespaced else None, labels, fields)
-        rv = self.store.rv
-        items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
-        meta: dict[str, Any] = {"resourceVersion": str(rv)}
-        cont = req.query.get("continue")
+        q = req.query
+        labels = parse_label_selector(q.get("labelSelector"))
+        fields = _fields(q.get("fieldSelector"), rt)
+        _check_list_options(q, watch=False)
+        ns = req.namespace if rt.namespaced else None
+        rv_s, cont = q.get("resourceVersion", ""), q.get("continue", "")
+        at: int | None = None  # a list served at an older resourceVersion (a later page, or Exact)
+        start = ""
         if cont:
-            try:
-                token = orjson.loads(base64.urlsafe_b64decode(cont.encode()))
-                start = (str(token["start"][0]), str(token["start"][1]))
-                rv = int(token["rv"])
-            except (ValueError, KeyError, TypeError, IndexError):
-                raise bad_request("continue key is not valid: incorrect encoded start resourceVersion") from None
-            meta["resourceVersion"] = str(rv)
-            items = [o for o in items if (o["metadata"].get("namespace", ""), o["metadata"]["name"]) > start]
-        limit_s = req.query.get("limit")
+            start, at = _decode_continue(cont)
+        elif rv_s not in ("", "0"):
+            wanted = _parse_rv(rv_s)
+            await self._wait_for_rv(wanted)
+            if q.get("resourceVersionMatch") == "Exact":
+                at = wanted
+        if at is not None and at < self.store.rv:
+            state = self.store.state_at(rt.key, at, ns)
+            if state is None:
+                if cont:
+                    raise expired(_CONTINUE_EXPIRED)
+                raise expired("The resourceVersion for the provided list is too old.")
+            items = [
+                o for o in state if labels.matches(o["metadata"].get("labels")) and (fields.empty or fields.matches(o))
+            ]
+            rv = at
+        else:
+            items = self.registry.list(rt, ns, labels, fields)
+            rv = self.store.rv if at is None else at
+        items.sort(key=_list_key)
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        if start:
+            items = [o for o in items if _key_path(o, ns) >= start]
+        limit_s = q.get("limit")
         if limit_s:
-            try:
-                limit = int(limit_s)
-            except ValueError:
-                raise bad_request(f"invalid limit {limit_s!r}") from None
+            limit = go_int(limit_s)
             if 0 < limit < len(items):
-                last = items[limit - 1]["metadata"]
-                tok = {"rv": rv, "start": [last.get("namespace", ""), last["name"]]}
-                meta["continue"] = base64.urlsafe_b64encode(orjson.dumps(tok)).decode()
-                meta["remainingItemCount"] = len(items) - limit
+                token = {"v": "meta.k8s.io/v1", "rv": rv, "start": _key_path(items[limit - 1], ns) + "\x00"}
+                meta["continue"] = base64.urlsafe_b64encode(orjson.dumps(token)).decode().rstrip("=")
+                if labels.empty and fields.empty:  # the real storage counts the rest only without a selector
+                    meta["remainingItemCount"] = len(items) - limit
                 items = items[:limit]
         mode = self._accept(request)
         if mode == "table":
@@ -684,6 +745,23 @@ class ApiServer:
             )
         return _json_response(self._list_doc(req, items, meta))
 
+    async def _wait_for_rv(self, wanted: int) -> None:
+        """A resourceVersion newer than the server's: wait a little for it (as the watch cache waits to be
+        fresh enough), then the real 504 Too large resource version."""
+        deadline = time.monotonic() + _FRESHNESS_WAIT
+        while self.store.rv < wanted:
+            if time.monotonic() > deadline:
+                raise ApiError(
+                    504,
+                    f"Timeout: Too large resource version: {wanted}, current: {self.store.rv}",
+                    "Timeout",
+                    {
+                        "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                        "retryAfterSeconds": 1,
+                    },
+                )
+            await asyncio.sleep(0.05)
+
     # ---- watch --------------------------------------------------------------------------------------------
 
     def _frame(self, req: Request, mode: str, include: str, etype: str, ev: Event, *, first: bool) -> bytes:
@@ -692,6 +770,9 @@ class ApiServer:
         if cached is not None:
             return cached
         obj = ev.obj
+        if etype == "DELETED" and ev.type == "MODIFIED" and ev.old is not None:
+            # leaving the selector: the object as the watcher last saw it, at the event's resourceVersion
+            obj = dict(ev.old, metadata=dict(ev.old["metadata"], resourceVersion=obj["metadata"]["resourceVersion"]))
         if mode == "table":
             out: Any = tables.table(
                 req.rt,
@@ -713,24 +794,19 @@ class ApiServer:
         rt = req.rt
         q = req.query
         labels = parse_label_selector(q.get("labelSelector"))
-        fields = parse_field_selector(q.get("fieldSelector"), rt.group, rt.plural)
+        fields = _fields(q.get("fieldSelector"), rt)
         mode = self._accept(request)
         include = q.get("includeObject", "Metadata")
         bookmarks = q.get("allowWatchBookmarks") in ("true", "1", "True")
         timeout = self.default_watch_timeout
         if q.get("timeoutSeconds"):
-            try:
-                timeout = float(q["timeoutSeconds"])
-            except ValueError:
-                raise bad_request(f"invalid timeoutSeconds {q['timeoutSeconds']!r}") from None
+            timeout = float(go_int(q["timeoutSeconds"]))
+        _check_list_options(q, watch=True)
         rv_s = q.get("resourceVersion", "")
         send_initial = q.get("sendInitialEvents") == "true"
         since: int | None = None
         if rv_s not in ("", "0") and not send_initial:
-            try:
-                since = int(rv_s)
-            except ValueError:
-                raise bad_request(f'invalid resource version "{rv_s}"') from None
+            since = _parse_rv(rv_s)
         if since is not None and (
             self.store.too_old(rt.key, since) or self.faults.pick(info, "expire-watch") is not None
         ):
@@ -747,6 +823,7 @@ class ApiServer:
         initial: list[Obj] = []
         if since is None:
             initial = self.registry.list(rt, w.namespace, labels, fields)
+            initial.sort(key=_list_key)  # the watch cache sends what exists in key order
         start_rv = self.store.rv
         self.store.subscribe(w, since)  # no await between the snapshot and subscribing: nothing is missed
         resp = web.StreamResponse(status=200, headers={"Content-Type": JSON_CT})
@@ -774,7 +851,12 @@ class ApiServer:
                     },
                 }
                 await resp.write(_dumps({"type": "BOOKMARK", "object": bm}) + b"\n")
+            # as the watch cache: periodically, and once 2 s before the watch times out (so a client resumes
+            # from a recent resourceVersion)
+            pretimeout = deadline - 2.0
             next_bookmark = time.monotonic() + self.bookmark_interval
+            if time.monotonic() <= pretimeout < next_bookmark:
+                next_bookmark = pretimeout
             while True:
                 now = time.monotonic()
                 if now >= deadline:
@@ -840,7 +922,7 @@ class ApiServer:
         _validate_log_options(req.name, q)
         node_name = spec.get("nodeName")
         if not node_name:
-            return web.Response(body=b"", content_type="text/plain")  # not scheduled: an empty log, as the real one
+            return web.Response(status=204)  # not scheduled: no content, as the real one
         node = self.store.get(("", "nodes"), "", str(node_name))
         if node is None:
             raise not_found("", "nodes", str(node_name))
@@ -901,13 +983,13 @@ class ApiServer:
         if not node:
             raise bad_request("a Binding needs target.name")
         bind_pod(self.registry, req.namespace or "", req.name, str(node))
-        return _json_response(_status_ok(), 201)
+        return _json_response({**_status_ok(), "code": 201}, 201)
 
     def _eviction(self, req: Request, body: Any) -> web.Response:
         assert req.name is not None
         opts = (body.get("deleteOptions") if isinstance(body, dict) else None) or {}
         self.registry.delete(req.rt, req.namespace or "", req.name, opts)
-        return _json_response(_status_ok(), 201)
+        return _json_response({**_status_ok(), "code": 201}, 201)
 
     def _finalize_namespace(self, req: Request, body: Any) -> web.Response:
         assert req.name is not None
@@ -930,6 +1012,151 @@ class ApiServer:
         return _json_response(new)
 
 
+_TYPE_KEYS = ("apiVersion", "kind")
+_CONTINUE_EXPIRED = (
+    "The provided continue parameter is too old to display a consistent list result. You can start a new list "
+    "without the continue parameter, or use the continue token in this response to retrieve the remainder of "
+    "the results. Continuing with the provided token results in an inconsistent list - objects that were "
+    "created, modified, or deleted between the time the first chunk was returned and now may show up in the list."
+)
+#: how long a list or watch waits for a resourceVersion the server has not reached (the watch cache's 3 s)
+_FRESHNESS_WAIT = 3.0
+
+
+def _list_key(o: Obj) -> tuple[str, str]:
+    md = o["metadata"]
+    return (md.get("namespace", ""), md["name"])
+
+
+def _key_path(o: Obj, ns: str | None) -> str:
+    """An object's etcd key below the list's prefix: ``/name`` in a namespace, ``/ns/name`` across them."""
+    md = o["metadata"]
+    if ns is None and md.get("namespace"):
+        return f"/{md['namespace']}/{md['name']}"
+    return f"/{md['name']}"
+
+
+def _parse_rv(raw: str) -> int:
+    if not raw.isdigit():
+        raise ApiError(
+            500, f'resourceVersion: Invalid value: "{raw}": strconv.ParseUint: parsing "{raw}": invalid syntax', ""
+        )
+    return int(raw)
+
+
+def _decode_continue(token: str) -> tuple[str, int]:
+    """storage.DecodeContinue: (start key, resourceVersion), with the real server's 400s."""
+    prefix = "invalid continue token: continue key is not valid"
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    for i, ch in enumerate(token):
+        if ch not in alphabet:
+            raise bad_request(f"{prefix}: illegal base64 data at input byte {i}")
+    if len(token) % 4 == 1:
+        raise bad_request(f"{prefix}: illegal base64 data at input byte {len(token) - 1}")
+    raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    why = jsonsyntax.syntax_error(raw)
+    if why is not None:
+        raise bad_request(f"{prefix}: {why}")
+    try:
+        parsed = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise bad_request(f"{prefix}: invalid continue token") from None
+    if not isinstance(parsed, dict):
+        raise bad_request(
+            f"{prefix}: json: cannot unmarshal {_json_kind(parsed)} into Go value of type storage.continueToken"
+        )
+    version = parsed.get("v", "")
+    if version != "meta.k8s.io/v1":
+        raise bad_request(f"{prefix}: server does not recognize this encoded version {version}")
+    rv = parsed.get("rv")
+    if not isinstance(rv, int) or rv == 0:
+        raise bad_request(f"{prefix}: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
+    start = parsed.get("start")
+    if not isinstance(start, str) or not start:
+        raise bad_request(f"{prefix}: encoded start key empty (version meta.k8s.io/v1)")
+    return start, rv
+
+
+def _check_list_options(q: dict[str, str], *, watch: bool) -> None:
+    """ValidateListOptions of the real server (422 ListOptions)."""
+    match = q.get("resourceVersionMatch", "")
+    initial = q.get("sendInitialEvents")
+    errs: list[FieldError] = []
+    if watch:
+        if initial is not None and match != "NotOlderThan":
+            errs.append(
+                FieldError(
+                    "FieldValueForbidden",
+                    "resourceVersionMatch",
+                    "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                )
+            )
+        if match:
+            if initial is None:
+                errs.append(
+                    FieldError(
+                        "FieldValueForbidden",
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                    )
+                )
+            if match != "NotOlderThan":
+                errs.append(
+                    FieldError(
+                        "FieldValueNotSupported", "resourceVersionMatch", 'supported values: "NotOlderThan"', match
+                    )
+                )
+            if q.get("continue"):
+                errs.append(
+                    FieldError(
+                        "FieldValueForbidden",
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden when continue is provided",
+                    )
+                )
+    else:
+        if match:
+            if not q.get("resourceVersion"):
+                errs.append(
+                    FieldError(
+                        "FieldValueForbidden",
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                    )
+                )
+            if q.get("continue"):
+                errs.append(
+                    FieldError(
+                        "FieldValueForbidden",
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden when continue is provided",
+                    )
+                )
+            if match not in ("Exact", "NotOlderThan"):
+                errs.append(
+                    FieldError(
+                        "FieldValueNotSupported",
+                        "resourceVersionMatch",
+                        'supported values: "Exact", "NotOlderThan", ""',
+                        match,
+                    )
+                )
+            if match == "Exact" and q.get("resourceVersion") == "0":
+                errs.append(
+                    FieldError(
+                        "FieldValueForbidden",
+                        "resourceVersionMatch",
+                        'resourceVersionMatch "exact" is forbidden for resourceVersion "0"',
+                    )
+                )
+        if initial is not None:
+            errs.append(
+                FieldError("FieldValueForbidden", "sendInitialEvents", "sendInitialEvents is forbidden for list")
+            )
+    if errs:
+        raise invalid("ListOptions", "meta.k8s.io", "", "", errs)
+
+
 _LOG_PARAMS = ("follow", "tailLines", "limitBytes", "sinceSeconds", "sinceTime", "timestamps", "previous")
 
 
@@ -947,16 +1174,13 @@ def _validate_log_options(name: str, q: dict[str, str]) -> None:
         raw = q.get(field)
         if raw is None or raw == "":
             continue
-        try:
-            value = int(raw)
-        except ValueError:
-            raise bad_request(f"invalid {field} {raw!r}") from None
+        value = go_int(raw)
         if value < minimum:
             why = "must be greater than or equal to 0" if minimum == 0 else "must be greater than 0"
             errs.append(FieldError("FieldValueInvalid", field, why, value))
     if q.get("sinceSeconds") and q.get("sinceTime"):
         errs.append(
-            FieldError("FieldValueForbidden", "", "at most one of `sinceTime` or `sinceSeconds` may be specified")
+            FieldError("FieldValueForbidden", "[]", "at most one of `sinceTime` or `sinceSeconds` may be specified")
         )
     if errs:
         raise invalid("PodLogOptions", "", "", name, errs)
@@ -967,15 +1191,10 @@ def bind_pod(registry: Registry, ns: str, name: str, node: str) -> Obj:
     rt = registry.resource("", "pods")
     pod = registry.get(rt, ns, name)
     spec = pod.get("spec") or {}
-    if spec.get("nodeName"):
-        raise ApiError(
-            409,
-            f'pod {name} is already assigned to node "{spec["nodeName"]}"',
-            "Conflict",
-            {"name": name, "kind": "pods"},
-        )
     if pod["metadata"].get("deletionTimestamp"):
-        raise ApiError(409, f"pod {name} is being deleted, cannot be assigned to a host", "Conflict")
+        raise conflict("", "pods/binding", name, f"pod {name} is being deleted, cannot be assigned to a host")
+    if spec.get("nodeName"):
+        raise conflict("", "pods/binding", name, f'pod {name} is already assigned to node "{spec["nodeName"]}"')
     if registry.store.get(("", "nodes"), "", node) is None:
         raise not_found("", "nodes", node)
     new = dict(pod)

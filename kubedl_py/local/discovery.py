@@ -26,7 +26,7 @@ VERSION_INFO: Obj = {
     "emulationMinor": _MINOR,
     "minCompatibilityMajor": _MAJOR,
     "minCompatibilityMinor": str(int(_MINOR) - 1),
-    "gitVersion": f"v{KUBERNETES_VERSION}-kubedl-local",
+    "gitVersion": f"v{KUBERNETES_VERSION}",
     "gitCommit": "0000000000000000000000000000000000000000",
     "gitTreeState": "clean",
     "buildDate": "2026-01-01T00:00:00Z",

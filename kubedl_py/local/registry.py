@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from . import admission, cel, schema, serviceaccounts
+from . import admission, cel, schema, serviceaccounts, validation
 from .errors import (
     ApiError,
     FieldError,
@@ -99,6 +99,16 @@ class FieldValidation:
 
 
 IGNORE = FieldValidation()
+
+
+def dry_run_errors(dry_run: Any) -> list[FieldError]:
+    """ValidateDryRun: "All" is the only value there is."""
+    if dry_run is None:
+        return []
+    values = dry_run if isinstance(dry_run, list) else [dry_run]
+    if all(v == "All" for v in values):
+        return []
+    return [FieldError("FieldValueNotSupported", "dryRun", 'supported values: "All"', values)]
 
 
 def now_iso() -> str:
@@ -247,7 +257,7 @@ class Registry:
         return body
 
     def _validate(self, rt: ResourceType, obj: Obj, old: Obj | None) -> None:
-        errs = admission.check_metadata(rt.plural, obj["metadata"])
+        errs = admission.check_metadata(rt.plural, obj["metadata"], namespaced=rt.namespaced)
         plural = rt.plural if not rt.group else ""
         if rt.custom:
             sch = rt.schemas.get(rt.version)
@@ -271,13 +281,16 @@ class Registry:
             errs += validate_crd(obj)
         if old is not None:
             old_fin = set(old["metadata"].get("finalizers") or [])
-            if old["metadata"].get("deletionTimestamp") and set(obj["metadata"].get("finalizers") or []) - old_fin:
-                errs.append(
+            added = set(obj["metadata"].get("finalizers") or []) - old_fin
+            if old["metadata"].get("deletionTimestamp") and added:
+                errs.insert(
+                    0,
                     FieldError(
                         "FieldValueForbidden",
                         "metadata.finalizers",
-                        "no new finalizers can be added if the object is being deleted",
-                    )
+                        "no new finalizers can be added if the object is being deleted, found new finalizers "
+                        + validation.go_string_set(sorted(added)),
+                    ),
                 )
         if errs:
             raise invalid(rt.kind, rt.group, rt.plural, obj["metadata"].get("name", ""), errs)
@@ -378,7 +391,7 @@ class Registry:
         self._validate(rt, obj, None)
         self._size_check(obj)
         if rt.key == ("", "services"):
-            ip, ports = self._allocate_service(obj)
+            ip, ports = self._allocate_service(obj, dry_run=dry_run)
             if dry_run:  # show what would be allocated, but keep nothing
                 self.ips.release(ip)
                 self.node_ports.difference_update(ports)
@@ -405,7 +418,7 @@ class Registry:
         elif rt.plural == "secrets":
             admission.default_secret(obj)
 
-    def _allocate_service(self, svc: Obj) -> tuple[str | None, set[int]]:
+    def _allocate_service(self, svc: Obj, *, dry_run: bool = False) -> tuple[str | None, set[int]]:
         """Reserve the ClusterIP and node ports of a new Service; returns what was reserved."""
         spec = svc["spec"]
         name = svc["metadata"]["name"]
@@ -417,8 +430,9 @@ class Registry:
         elif ip:
             why = self.ips.claim(ip)
             if why:
+                shown = spec.get("clusterIPs") or [ip]
                 raise invalid(
-                    "Service", "", "services", name, [FieldError("FieldValueInvalid", "spec.clusterIPs", why, ip)]
+                    "Service", "", "services", name, [FieldError("FieldValueInvalid", "spec.clusterIPs", why, shown)]
                 )
             spec["clusterIPs"] = [ip]
         else:
@@ -431,7 +445,7 @@ class Registry:
         spec.setdefault("ipFamilyPolicy", "SingleStack")
         claimed_ip = ip if ip != "None" else None
         try:
-            ports = self._claim_node_ports(svc, set())
+            ports = self._claim_node_ports(svc, set(), dry_run=dry_run)
         except ApiError:
             self.ips.release(claimed_ip)
             raise
@@ -445,7 +459,7 @@ class Registry:
             if isinstance(p, dict) and isinstance(p.get("nodePort"), int) and p["nodePort"]
         }
 
-    def _claim_node_ports(self, svc: Obj, held: set[int]) -> set[int]:
+    def _claim_node_ports(self, svc: Obj, held: set[int], *, dry_run: bool = False) -> set[int]:
         """Reserve the node ports a NodePort/LoadBalancer Service needs beyond ``held`` (those its stored
         version already owns): an explicit one must be in range and free (422 otherwise, as the real server),
         a missing one is allocated. Returns the newly reserved ports; nothing stays reserved on error."""
@@ -464,7 +478,7 @@ class Registry:
 
         for i, p in enumerate(ports):
             np = p.get("nodePort")
-            if not np or np in held or np in claimed:
+            if not np or np in held or np in claimed or dry_run:  # a dry run allocates nothing it is given
                 continue
             if not isinstance(np, int) or isinstance(np, bool) or not 30000 <= np <= 32767:
                 raise refuse(i, np, "provided port is not in the valid range. The range of valid ports is 30000-32767")
@@ -645,16 +659,15 @@ class Registry:
                     p["targetPort"] = p["port"]
         self._patch_node_ports(spec, ospec)
         if spec.get("clusterIP") != ospec.get("clusterIP"):
+            shown = (
+                spec.get("clusterIPs") if spec.get("clusterIPs") != ospec.get("clusterIPs") else [spec.get("clusterIP")]
+            )
             raise invalid(
                 "Service",
                 "",
                 "services",
                 obj["metadata"]["name"],
-                [
-                    FieldError(
-                        "FieldValueInvalid", "spec.clusterIPs[0]", "may not change once set", spec.get("clusterIP")
-                    )
-                ],
+                [FieldError("FieldValueInvalid", "spec.clusterIPs[0]", "may not change once set", shown)],
             )
 
     @staticmethod
@@ -699,13 +712,13 @@ class Registry:
         if content_type == "application/merge-patch+json":
             result = merge_patch(base, patch)
         elif content_type == "application/json-patch+json":
-            result = json_patch(base, patch)
+            result = json_patch(base, patch, strict=validation.mode != "Ignore")
         elif content_type == "application/strategic-merge-patch+json":
             if rt.custom or rt.group:
                 raise ApiError(
                     415,
-                    "strategic merge patch is not supported for custom resources; use "
-                    "application/merge-patch+json or application/json-patch+json",
+                    "the body of the request was in an unknown format - accepted media types include: "
+                    "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
                     "UnsupportedMediaType",
                 )
             result = strategic_merge_patch(base, patch, rt.kind)
@@ -717,13 +730,7 @@ class Registry:
                 "UnsupportedMediaType",
             )
         else:
-            raise ApiError(
-                415,
-                "the body of the request was in an unknown format - accepted media types "
-                "include: application/json-patch+json, application/merge-patch+json, "
-                "application/strategic-merge-patch+json",
-                "UnsupportedMediaType",
-            )
+            raise ApiError(415, "415: Unsupported Media Type", "UnsupportedMediaType", {})  # go-restful's answer
         if not isinstance(result, dict):
             raise bad_request("the patched object is not a JSON object")
         md = result.get("metadata")
@@ -733,13 +740,9 @@ class Registry:
         if rv is not None and str(rv) != old["metadata"]["resourceVersion"]:
             raise stale(rt.group, rt.plural, name)
         if md.get("uid") is not None and md.get("uid") != old["metadata"].get("uid"):
-            raise conflict(
-                rt.group,
-                rt.plural,
-                name,
-                "Precondition failed: UID in precondition: "
-                f"{md.get('uid')}, UID in object meta: {old['metadata'].get('uid')}",
-            )
+            # ValidateObjectMetaUpdate: a patched uid is a change of an immutable field
+            why = [FieldError("FieldValueInvalid", "metadata.uid", "field is immutable", md.get("uid"))]
+            raise invalid(rt.kind, rt.group, rt.plural, name, why)
         if md.get("name") != name:
             raise bad_request(f"the name of the object ({md.get('name')}) does not match the name on the URL ({name})")
         result["apiVersion"] = rt.api_version(version)
@@ -762,41 +765,43 @@ class Registry:
         old = self.get(rt, ns, name)
         if rt.key == ("", "namespaces") and name in PROTECTED_NAMESPACES:
             raise forbidden("", "namespaces", name, "this namespace may not be deleted")
-        pre = opts.get("preconditions") or {}
         omd = old["metadata"]
+        policy = opts.get("propagationPolicy")
+        errs: list[FieldError] = []
+        if opts.get("orphanDependents") is not None and policy is not None:
+            errs.append(
+                FieldError(
+                    "FieldValueInvalid",
+                    "propagationPolicy",
+                    "orphanDependents and deletionPropagation cannot be both set",
+                    policy,
+                )
+            )
+        if policy is not None and policy not in ("Background", "Foreground", "Orphan"):
+            supported = 'supported values: "Foreground", "Background", "Orphan", "nil"'
+            errs.append(FieldError("FieldValueNotSupported", "propagationPolicy", supported, policy))
+        errs += dry_run_errors(opts.get("dryRun"))
+        if errs:
+            raise invalid("DeleteOptions", "meta.k8s.io", "", "", errs)
+        pre = opts.get("preconditions") or {}
         if pre.get("uid") and pre["uid"] != omd.get("uid"):
             raise conflict(
                 rt.group,
-                rt.plural,
+                rt.kind,
                 name,
-                f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {omd.get('uid')}",
+                f"the UID in the precondition ({pre['uid']}) does not match the UID in record ({omd.get('uid')}). "
+                "The object might have been deleted and then recreated",
             )
         if pre.get("resourceVersion") and str(pre["resourceVersion"]) != omd["resourceVersion"]:
             raise conflict(
                 rt.group,
-                rt.plural,
+                rt.kind,
                 name,
-                "Precondition failed: ResourceVersion in precondition: "
-                f"{pre['resourceVersion']}, ResourceVersion in object meta: {omd['resourceVersion']}",
+                f"the ResourceVersion in the precondition ({pre['resourceVersion']}) does not match the "
+                f"ResourceVersion in record ({omd['resourceVersion']}). The object might have been modified",
             )
-        policy = opts.get("propagationPolicy")
         if policy is None and opts.get("orphanDependents") is True:
             policy = "Orphan"
-        if policy not in (None, "Background", "Foreground", "Orphan"):
-            raise invalid(
-                "DeleteOptions",
-                "",
-                "",
-                "",
-                [
-                    FieldError(
-                        "FieldValueNotSupported",
-                        "propagationPolicy",
-                        '"Foreground", "Background", "Orphan", nil',
-                        policy,
-                    )
-                ],
-            )
         grace = opts.get("gracePeriodSeconds")
         if opts.get("dryRun"):
             return old, False
