@@ -52,6 +52,15 @@ def ssl_context_of(kubeconfig: dict[str, Any], scratch: Path) -> ssl.SSLContext:
     return context
 
 
+async def compact_etcd(url: str) -> None:
+    """Compact etcd at its current revision (its gRPC gateway), as kube-apiserver does every 5 minutes."""
+    async with aiohttp.ClientSession() as session:
+        async with session.post(f"{url}/v3/kv/range", json={"key": base64.b64encode(b"/").decode()}) as response:
+            revision = int((await response.json())["header"]["revision"])
+        async with session.post(f"{url}/v3/kv/compaction", json={"revision": revision, "physical": True}) as response:
+            response.raise_for_status()
+
+
 def _selected(session: pytest.Session) -> list[str]:
     names: list[str] = []
     for item in session.items:
@@ -104,6 +113,12 @@ def differential(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
         async def remove_real_node(name: str) -> None:
             await real.loop.call(real.cluster.remove_node(name))
 
+        async def compact_real() -> None:
+            await compact_etcd(real.cluster.control_plane.etcd_url)
+
+        async def compact_embedded() -> None:
+            embedded.cluster.store.expire_history()
+
         async def add_embedded_node(name: str) -> str:
             return await embedded.cluster.add_node()  # named local-node-<i>, whatever is asked
 
@@ -123,6 +138,7 @@ def differential(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
                 scratch,
                 add_real_node,
                 remove_real_node,
+                compact_real,
             ),
             EMBEDDED: Plane(
                 EMBEDDED,
@@ -136,6 +152,7 @@ def differential(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
                 scratch,
                 add_embedded_node,
                 remove_embedded_node,
+                compact_embedded,
             ),
         }
         runner = Runner(loop, planes, scratch, CONCURRENCY)
@@ -160,4 +177,3 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     verdict = report.RUN.verdict(len(CASES))
     if verdict and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-

@@ -51,18 +51,23 @@ class Case:
     nodes: bool = False
     #: seconds for the whole case on one control plane
     timeout: float = 90.0
+    #: the case changes what other cases would see (compacts history): it runs alone, after the others
+    exclusive: bool = False
 
 
 CASES: dict[str, Case] = {}
 
 
-def case(name: str, *, nodes: bool = False, timeout: float = 90.0) -> Callable[[Callable[[Tier], Awaitable[None]]], Any]:
+def case(
+    name: str, *, nodes: bool = False, timeout: float = 90.0, exclusive: bool = False
+) -> Callable[[Callable[[Tier], Awaitable[None]]], Any]:
     """Register a case: an async function of one :class:`Tier` that runs its steps through it."""
 
     def register(func: Callable[[Tier], Awaitable[None]]) -> Callable[[Tier], Awaitable[None]]:
         if name in CASES:
             raise ValueError(f"two differential cases are named {name!r}")
-        CASES[name] = Case(name, func, (func.__doc__ or "").strip(), nodes=nodes, timeout=timeout)
+        about = (func.__doc__ or "").strip()
+        CASES[name] = Case(name, func, about, nodes=nodes, timeout=timeout, exclusive=exclusive)
         return func
 
     return register
@@ -86,6 +91,9 @@ _IP = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}\b")
 _SERVER = re.compile(r"\bhttps?://127\.0\.0\.1:\d+")
 _HOSTPORT = re.compile(r"\b127\.0\.0\.1:\d+")
 _TOO_OLD = re.compile(r"too old resource version: \d+ \(\d+\)")
+_TOO_LARGE = re.compile(r"(Too large resource version: \d+, current: )\d+")
+_RV_IN_RECORD = re.compile(r"(ResourceVersion in (?:the precondition|record) \()(\d+)(\))")
+_RV_JSON = re.compile(r'(\\?"resourceVersion\\?":\\?")(\d+)')
 _RV_TEXT = re.compile(r'((?:resourceVersion|Resource Version): +"?)(\d+)("?)')
 _RV_QUERY = re.compile(r"\b(resourceVersion=)(\d+)")
 _CONTINUE_QUERY = re.compile(r"\b(continue=)[A-Za-z0-9_=%-]+")
@@ -153,6 +161,9 @@ class Normaliser:
         s = _TOO_OLD.sub("too old resource version: <rv> (<rv>)", s)
         s = _RV_PRECONDITION.sub(lambda m: f"{m.group(1)}: <rv>", s)
         s = _RV_TEXT.sub(lambda m: m.group(1) + self.token("rv", m.group(2)) + m.group(3), s)
+        s = _RV_JSON.sub(lambda m: m.group(1) + self.token("rv", m.group(2)), s)
+        s = _RV_IN_RECORD.sub(lambda m: m.group(1) + self.token("rv", m.group(2)) + m.group(3), s)
+        s = _TOO_LARGE.sub(r"\1<rv>", s)
         s = _RV_QUERY.sub(lambda m: m.group(1) + self.token("rv", m.group(2)), s)
         s = _CONTINUE_QUERY.sub(r"\1<continue>", s)
         s = _HASH_QUERY.sub(r"\1<hash>", s)
@@ -240,6 +251,8 @@ class Plane:
     #: how a case adds another node (for cases that need more than one) and removes it
     add_node: Callable[[str], Awaitable[str]] | None = None
     remove_node: Callable[[str], Awaitable[None]] | None = None
+    #: forget the history older than now (the real one: compact etcd; the embedded one: its watch history)
+    compact: Callable[[], Awaitable[None]] | None = None
 
 
 @dataclass
@@ -369,7 +382,10 @@ class Tier:
                     got_headers[name] = list(values)
             reply = Reply(response.status, got_headers, _parse(text), text)
         entry: dict[str, Any] = {"http": label or f"{method} {self.norm.text(path)}", "status": reply.status}
-        heads = {k: [_content_type(x) if k == "Content-Type" else self.norm.text(x) for x in v] for k, v in got_headers.items()}
+        heads = {
+            k: [_content_type(x) if k == "Content-Type" else self.norm.text(x) for x in v]
+            for k, v in got_headers.items()
+        }
         if heads:
             entry["headers"] = heads
         if keep is not False:
@@ -523,6 +539,13 @@ class Tier:
         except yaml.YAMLError:
             return self.norm.text(text)
         return self.norm.json(docs[0] if len(docs) == 1 else docs)
+
+    async def compact(self) -> None:
+        """What a long-running cluster does every few minutes: history older than now is gone (only in
+        ``exclusive`` cases, since it changes what every other client can resume from)."""
+        assert self.plane.compact is not None
+        await self.plane.compact()
+        self.log.append({"step": "compact history"})
 
     # ---- nodes ------------------------------------------------------------------------------------------
 

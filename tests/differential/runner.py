@@ -41,8 +41,23 @@ class Runner:
     def start(self, names: list[str]) -> None:
         self.started = time.monotonic()
         semaphore = self.loop.run(_semaphore(self.concurrency))
-        for name in names:
+        shared = [n for n in names if not CASES[n].exclusive]
+        for name in shared:
             self.futures[name] = asyncio.run_coroutine_threadsafe(self._run(CASES[name], semaphore), self.loop.loop)
+        # Exclusive cases change what every client sees (they compact history): one at a time, after the rest.
+        before = [self.futures[n] for n in shared]
+        alone = asyncio.run_coroutine_threadsafe(_semaphore(1), self.loop.loop).result()
+        for name in names:
+            if CASES[name].exclusive:
+                self.futures[name] = asyncio.run_coroutine_threadsafe(
+                    self._after(before, CASES[name], alone), self.loop.loop
+                )
+
+    async def _after(
+        self, others: list[concurrent.futures.Future[Outcome]], case: Case, alone: asyncio.Semaphore
+    ) -> Outcome:
+        await asyncio.gather(*(asyncio.wrap_future(f) for f in others), return_exceptions=True)
+        return await self._run(case, alone)
 
     def result(self, name: str, timeout: float) -> Outcome:
         outcome = self.futures[name].result(timeout)

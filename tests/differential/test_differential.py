@@ -45,7 +45,9 @@ def test_case(case_name: str, differential: Runner) -> None:
         return
     report.RUN.outcomes[case_name] = report.DIFFERENT
     errors = "".join(f"\n{tier} raised:\n{text}" for tier, text in outcome.errors.items())
-    pytest.fail(f"{case_name}: the control planes differ (steps {outcome.differing_steps()}):\n{outcome.diff()}{errors}")
+    pytest.fail(
+        f"{case_name}: the control planes differ (steps {outcome.differing_steps()}):\n{outcome.diff()}{errors}"
+    )
 
 
 def _keep_report(name: str, outcome: Outcome) -> None:

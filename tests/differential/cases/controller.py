@@ -14,11 +14,22 @@ def _replica_pod(job: dict[str, Any], rtype: str, index: int, **extra: Any) -> d
     name = f"{job['metadata']['name']}-{rtype}-{index}"
     body = pod(
         name,
-        labels={JOB_LABEL: job["metadata"]["name"], "training.kubedl.io/replica-type": rtype,
-                "training.kubedl.io/replica-index": str(index)},
-        containers=[{"name": "pytorch", "image": IMAGE, "ports": [{"name": "pytorchjob-port", "containerPort": 23456}],
-                     "env": [{"name": "MASTER_ADDR", "value": f"{job['metadata']['name']}-master-0"},
-                             {"name": "RANK", "value": str(index)}]}],
+        labels={
+            JOB_LABEL: job["metadata"]["name"],
+            "training.kubedl.io/replica-type": rtype,
+            "training.kubedl.io/replica-index": str(index),
+        },
+        containers=[
+            {
+                "name": "pytorch",
+                "image": IMAGE,
+                "ports": [{"name": "pytorchjob-port", "containerPort": 23456}],
+                "env": [
+                    {"name": "MASTER_ADDR", "value": f"{job['metadata']['name']}-master-0"},
+                    {"name": "RANK", "value": str(index)},
+                ],
+            }
+        ],
         restartPolicy="Never",
         **extra,
     )
@@ -32,18 +43,34 @@ async def _(t: Tier) -> None:
     job = await make(t, grouped(t, "pytorchjobs"), pytorchjob("job"))
     for rtype, index in (("master", 0), ("worker", 0)):
         await t.post(core(t, "pods"), _replica_pod(job, rtype, index), keep=lambda b: b["metadata"]["ownerReferences"])
-        svc = service(f"job-{rtype}-{index}", [{"name": "pytorchjob-port", "port": 23456, "targetPort": 23456}],
-                      clusterIP="None",
-                      selector={JOB_LABEL: "job", "training.kubedl.io/replica-type": rtype,
-                                "training.kubedl.io/replica-index": str(index)})
+        svc = service(
+            f"job-{rtype}-{index}",
+            [{"name": "pytorchjob-port", "port": 23456, "targetPort": 23456}],
+            clusterIP="None",
+            selector={
+                JOB_LABEL: "job",
+                "training.kubedl.io/replica-type": rtype,
+                "training.kubedl.io/replica-index": str(index),
+            },
+        )
         svc["metadata"]["ownerReferences"] = [owner_ref(job, controller=True, block=True)]
         await t.post(core(t, "services"), svc, keep=lambda b: b["spec"])
-    await t.poll(core(t, "pods", query=f"labelSelector={JOB_LABEL}%3Djob"),
-                 lambda r: all((i.get("status") or {}).get("phase") == "Running" for i in r.body["items"]),
-                 keep=lambda b: [(i["metadata"]["name"], i["status"]["phase"]) for i in b["items"]])
-    await t.poll(core(t, "endpoints", "job-master-0"), lambda r: r.status == 200 and bool(r.body.get("subsets")),
-                 keep=lambda b: [{"ports": s.get("ports"), "addresses": [(a.get("targetRef") or {}).get("name") for a in s.get("addresses") or []]}
-                                 for s in b["subsets"]])
+    await t.poll(
+        core(t, "pods", query=f"labelSelector={JOB_LABEL}%3Djob"),
+        lambda r: all((i.get("status") or {}).get("phase") == "Running" for i in r.body["items"]),
+        keep=lambda b: [(i["metadata"]["name"], i["status"]["phase"]) for i in b["items"]],
+    )
+    await t.poll(
+        core(t, "endpoints", "job-master-0"),
+        lambda r: r.status == 200 and bool(r.body.get("subsets")),
+        keep=lambda b: [
+            {
+                "ports": s.get("ports"),
+                "addresses": [(a.get("targetRef") or {}).get("name") for a in s.get("addresses") or []],
+            }
+            for s in b["subsets"]
+        ],
+    )
 
 
 @case("controller-status-patch-with-resource-version")
@@ -52,13 +79,28 @@ async def _(t: Tier) -> None:
     write with the old version loses (409)."""
     job = await make(t, grouped(t, "pytorchjobs"), pytorchjob("job"))
     rv = job["metadata"]["resourceVersion"]
-    status = {"conditions": [{"type": "Created", "status": "True", "reason": "PyTorchJobCreated",
-                              "message": "created", "lastUpdateTime": "2026-01-01T00:00:00Z",
-                              "lastTransitionTime": "2026-01-01T00:00:00Z"}],
-              "replicaStatuses": {"Master": {"active": 1}, "Worker": {"active": 2}}, "startTime": "2026-01-01T00:00:00Z"}
-    await t.patch(grouped(t, "pytorchjobs", "job", "status"), {"metadata": {"resourceVersion": rv}, "status": status},
-                  keep=lambda b: (b.get("status"), b["metadata"].get("generation")))
-    await t.patch(grouped(t, "pytorchjobs", "job", "status"), {"metadata": {"resourceVersion": rv}, "status": {"startTime": None}})
+    status = {
+        "conditions": [
+            {
+                "type": "Created",
+                "status": "True",
+                "reason": "PyTorchJobCreated",
+                "message": "created",
+                "lastUpdateTime": "2026-01-01T00:00:00Z",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ],
+        "replicaStatuses": {"Master": {"active": 1}, "Worker": {"active": 2}},
+        "startTime": "2026-01-01T00:00:00Z",
+    }
+    await t.patch(
+        grouped(t, "pytorchjobs", "job", "status"),
+        {"metadata": {"resourceVersion": rv}, "status": status},
+        keep=lambda b: (b.get("status"), b["metadata"].get("generation")),
+    )
+    await t.patch(
+        grouped(t, "pytorchjobs", "job", "status"), {"metadata": {"resourceVersion": rv}, "status": {"startTime": None}}
+    )
     await t.kubectl("get", "pytorchjob", "job")
 
 
@@ -66,9 +108,12 @@ async def _(t: Tier) -> None:
 async def _(t: Tier) -> None:
     """kubectl wait --for=condition=Succeeded on a PyTorchJob whose status the controller set."""
     await make(t, grouped(t, "pytorchjobs"), pytorchjob("job"))
-    await t.quiet("PATCH", grouped(t, "pytorchjobs", "job", "status"),
-                  {"status": {"conditions": [{"type": "Succeeded", "status": "True", "reason": "JobSucceeded"}]}},
-                  "application/merge-patch+json")
+    await t.quiet(
+        "PATCH",
+        grouped(t, "pytorchjobs", "job", "status"),
+        {"status": {"conditions": [{"type": "Succeeded", "status": "True", "reason": "JobSucceeded"}]}},
+        "application/merge-patch+json",
+    )
     await t.kubectl("wait", "--for=condition=Succeeded", "pytorchjob/job", "--timeout=30s")
     await t.kubectl("wait", "--for=condition=Failed", "pytorchjob/job", "--timeout=1s")
 
@@ -90,14 +135,22 @@ async def _(t: Tier) -> None:
 @case("controller-service-retarget")
 async def _(t: Tier) -> None:
     """Host-network failover: a Service's targetPort re-pointed with a merge patch, then a strategic one."""
-    await make(t, core(t, "services"), service("job-master-0", [{"name": "p", "port": 23456, "targetPort": 31000}],
-                                               selector={JOB_LABEL: "job"}))
-    await t.patch(core(t, "services", "job-master-0"),
-                  {"spec": {"ports": [{"name": "p", "port": 23456, "targetPort": 32000}]}},
-                  keep=lambda b: b["spec"]["ports"])
-    await t.patch(core(t, "services", "job-master-0"),
-                  {"spec": {"ports": [{"name": "p", "port": 23456, "targetPort": 33000}]}}, "strategic",
-                  keep=lambda b: b["spec"]["ports"])
+    await make(
+        t,
+        core(t, "services"),
+        service("job-master-0", [{"name": "p", "port": 23456, "targetPort": 31000}], selector={JOB_LABEL: "job"}),
+    )
+    await t.patch(
+        core(t, "services", "job-master-0"),
+        {"spec": {"ports": [{"name": "p", "port": 23456, "targetPort": 32000}]}},
+        keep=lambda b: b["spec"]["ports"],
+    )
+    await t.patch(
+        core(t, "services", "job-master-0"),
+        {"spec": {"ports": [{"name": "p", "port": 23456, "targetPort": 33000}]}},
+        "strategic",
+        keep=lambda b: b["spec"]["ports"],
+    )
 
 
 @case("controller-informer-list-watch", nodes=True)
@@ -111,7 +164,9 @@ async def _(t: Tier) -> None:
     async with t.watching(core(t, "pods", query=query)) as w:
         await make(t, core(t, "pods"), _replica_pod(job, "master", 0, annotations={EXIT_CODE: "0"}))
         events = await w.collect(
-            lambda evs: any((e.object.get("status") or {}).get("phase") == "Succeeded" for e in evs if e.type != "BOOKMARK"),
+            lambda evs: any(
+                (e.object.get("status") or {}).get("phase") == "Succeeded" for e in evs if e.type != "BOOKMARK"
+            ),
             record=False,
         )
         seen = []
@@ -133,9 +188,14 @@ async def _(t: Tier) -> None:
     body["spec"]["containers"][0]["ports"] = [{"name": "pytorchjob-port", "containerPort": 31234, "hostPort": 31234}]
     body["metadata"]["annotations"] = {"kubedl.io/network-mode": "host"}
     await t.post(core(t, "pods"), body, keep=lambda b: b["spec"])
-    await t.poll(core(t, "pods", "job-master-0"), phase_is("Running"),
-                 keep=lambda b: {"hostIP==podIP": b["status"].get("hostIP") == b["status"].get("podIP"),
-                                 "phase": b["status"]["phase"]})
+    await t.poll(
+        core(t, "pods", "job-master-0"),
+        phase_is("Running"),
+        keep=lambda b: {
+            "hostIP==podIP": b["status"].get("hostIP") == b["status"].get("podIP"),
+            "phase": b["status"]["phase"],
+        },
+    )
 
 
 @case("controller-events-for-job")
@@ -146,8 +206,14 @@ async def _(t: Tier) -> None:
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {"generateName": "job."},
-        "involvedObject": {"apiVersion": job["apiVersion"], "kind": "PyTorchJob", "name": "job", "namespace": t.ns,
-                           "uid": job["metadata"]["uid"], "resourceVersion": job["metadata"]["resourceVersion"]},
+        "involvedObject": {
+            "apiVersion": job["apiVersion"],
+            "kind": "PyTorchJob",
+            "name": "job",
+            "namespace": t.ns,
+            "uid": job["metadata"]["uid"],
+            "resourceVersion": job["metadata"]["resourceVersion"],
+        },
         "reason": "SuccessfulCreatePod",
         "message": "Created pod: job-master-0",
         "type": "Normal",

@@ -30,9 +30,16 @@ async def _(t: Tier) -> None:
     body["spec"]["pytorchReplicaSpecs"]["Master"]["extra"] = True
     body["metadata"]["bogus"] = "x"
     await t.post(grouped(t, "pytorchjobs", query="fieldValidation=Strict"), body)
-    await t.post(grouped(t, "pytorchjobs", query="fieldValidation=Warn&dryRun=All"), body,
-                 keep=lambda b: ("nonsense" in b["spec"], sorted(b["spec"]["pytorchReplicaSpecs"]["Master"])))
-    await t.post(grouped(t, "pytorchjobs", query="fieldValidation=Ignore&dryRun=All"), body, keep=lambda b: "nonsense" in b["spec"])
+    await t.post(
+        grouped(t, "pytorchjobs", query="fieldValidation=Warn&dryRun=All"),
+        body,
+        keep=lambda b: ("nonsense" in b["spec"], sorted(b["spec"]["pytorchReplicaSpecs"]["Master"])),
+    )
+    await t.post(
+        grouped(t, "pytorchjobs", query="fieldValidation=Ignore&dryRun=All"),
+        body,
+        keep=lambda b: "nonsense" in b["spec"],
+    )
 
 
 @case("crd-schema-types")
@@ -64,14 +71,19 @@ async def _(t: Tier) -> None:
 async def _(t: Tier) -> None:
     """nprocPerNode (int-or-string with a CEL rule): valid and invalid values of both types."""
     for value in (2, "auto", "gpu", 0, "lots", "04"):
-        await t.post(grouped(t, "pytorchjobs", query="dryRun=All"), pytorchjob("n", nprocPerNode=value),
-                     keep=lambda b: b["spec"]["nprocPerNode"] if b.get("kind") != "Status" else b)
+        await t.post(
+            grouped(t, "pytorchjobs", query="dryRun=All"),
+            pytorchjob("n", nprocPerNode=value),
+            keep=lambda b: b["spec"]["nprocPerNode"] if b.get("kind") != "Status" else b,
+        )
 
 
 @case("crd-several-errors")
 async def _(t: Tier) -> None:
     """Schema errors together with a CEL rule: the rules are not checked, the server says so."""
-    await t.post(grouped(t, "pytorchjobs"), pytorchjob("e", {"Master": dict(replica(2), restartPolicy="Bad")}, backoffLimit="x"))
+    await t.post(
+        grouped(t, "pytorchjobs"), pytorchjob("e", {"Master": dict(replica(2), restartPolicy="Bad")}, backoffLimit="x")
+    )
 
 
 @case("crd-status-subresource")
@@ -79,16 +91,25 @@ async def _(t: Tier) -> None:
     """PUT /status changes only status (generation kept); PUT on the object ignores status (generation
     moves only with spec)."""
     job = await make(t, grouped(t, "pytorchjobs"), pytorchjob("s"))
-    status = {"conditions": [{"type": "Created", "status": "True", "reason": "JobCreated", "message": "created"}],
-              "replicaStatuses": {"Master": {"active": 1}}}
-    updated = await t.put(grouped(t, "pytorchjobs", "s", "status"), dict(job, status=status, spec=dict(job["spec"], backoffLimit=9)),
-                          keep=lambda b: (b.get("status"), b["spec"].get("backoffLimit"), b["metadata"]["generation"]))
+    status = {
+        "conditions": [{"type": "Created", "status": "True", "reason": "JobCreated", "message": "created"}],
+        "replicaStatuses": {"Master": {"active": 1}},
+    }
+    updated = await t.put(
+        grouped(t, "pytorchjobs", "s", "status"),
+        dict(job, status=status, spec=dict(job["spec"], backoffLimit=9)),
+        keep=lambda b: (b.get("status"), b["spec"].get("backoffLimit"), b["metadata"]["generation"]),
+    )
     body = dict(updated.body, status={"conditions": []})
     body["spec"] = dict(body["spec"], backoffLimit=2)
-    await t.put(grouped(t, "pytorchjobs", "s"), body,
-                keep=lambda b: (b.get("status"), b["spec"].get("backoffLimit"), b["metadata"]["generation"]))
-    await t.patch(grouped(t, "pytorchjobs", "s"), {"metadata": {"labels": {"a": "b"}}},
-                  keep=lambda b: b["metadata"]["generation"])
+    await t.put(
+        grouped(t, "pytorchjobs", "s"),
+        body,
+        keep=lambda b: (b.get("status"), b["spec"].get("backoffLimit"), b["metadata"]["generation"]),
+    )
+    await t.patch(
+        grouped(t, "pytorchjobs", "s"), {"metadata": {"labels": {"a": "b"}}}, keep=lambda b: b["metadata"]["generation"]
+    )
 
 
 @case("crd-update-requires-resource-version")
@@ -114,9 +135,15 @@ async def _(t: Tier) -> None:
     job = await make(t, grouped(t, "pytorchjobs"), pytorchjob("tab"))
     status = {"conditions": [{"type": "Created", "status": "True"}, {"type": "Running", "status": "True"}]}
     await t.quiet("PUT", grouped(t, "pytorchjobs", "tab", "status"), dict(job, status=status))
-    await t.get(grouped(t, "pytorchjobs"), keep=lambda b: (b["kind"], b["apiVersion"], [i["metadata"]["name"] for i in b["items"]]))
-    await t.get(grouped(t, "pytorchjobs"), headers={"Accept": "application/json;as=Table;g=meta.k8s.io;v=v1"},
-                keep=lambda b: ({c["name"]: c["type"] for c in b["columnDefinitions"]}, [r["cells"][:2] for r in b["rows"]]))
+    await t.get(
+        grouped(t, "pytorchjobs"),
+        keep=lambda b: (b["kind"], b["apiVersion"], [i["metadata"]["name"] for i in b["items"]]),
+    )
+    await t.get(
+        grouped(t, "pytorchjobs"),
+        headers={"Accept": "application/json;as=Table;g=meta.k8s.io;v=v1"},
+        keep=lambda b: ({c["name"]: c["type"] for c in b["columnDefinitions"]}, [r["cells"][:2] for r in b["rows"]]),
+    )
     await t.kubectl("get", "pytorchjobs")
     await t.kubectl("get", "pytorchjob", "tab", "-o", "wide")
 
@@ -137,13 +164,20 @@ async def _(t: Tier) -> None:
     await t.get(grouped(t, "nosuchplural"))
 
 
-def _crd(t: Tier, group: str, *, scope: str = "Namespaced", rules: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def _crd(
+    t: Tier, group: str, *, scope: str = "Namespaced", rules: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     spec_schema: dict[str, Any] = {
         "type": "object",
         "properties": {
             "size": {"type": "integer", "minimum": 1, "default": 1},
             "color": {"type": "string", "enum": ["red", "green"]},
-            "tags": {"type": "array", "maxItems": 10, "items": {"type": "string", "maxLength": 10}, "x-kubernetes-list-type": "set"},
+            "tags": {
+                "type": "array",
+                "maxItems": 10,
+                "items": {"type": "string", "maxLength": 10},
+                "x-kubernetes-list-type": "set",
+            },
         },
     }
     if rules:
@@ -162,7 +196,15 @@ def _crd(t: Tier, group: str, *, scope: str = "Namespaced", rules: list[dict[str
                     "served": True,
                     "storage": True,
                     "subresources": {"status": {}},
-                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": spec_schema, "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}},
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {
+                                "spec": spec_schema,
+                                "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                            },
+                        }
+                    },
                     "additionalPrinterColumns": [{"name": "Size", "type": "integer", "jsonPath": ".spec.size"}],
                 }
             ],
@@ -179,7 +221,9 @@ async def _install(t: Tier, crd: dict[str, Any], *, record: bool = True) -> None
         await make(t, path, crd)
     await t.poll(
         f"{path}/{crd['metadata']['name']}",
-        lambda r: any(c["type"] == "Established" and c["status"] == "True" for c in r.body["status"].get("conditions") or []),
+        lambda r: any(
+            c["type"] == "Established" and c["status"] == "True" for c in r.body["status"].get("conditions") or []
+        ),
         keep=lambda b: sorted((c["type"], c["status"], c.get("reason")) for c in b["status"]["conditions"]),
     )
     group = crd["spec"]["group"]
@@ -192,11 +236,26 @@ async def _(t: Tier) -> None:
     group = t.unique_group()
     await _install(t, _crd(t, group))
     widgets = f"/apis/{group}/v1/namespaces/{t.ns}/widgets"
-    await t.post(widgets, {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"color": "red"}})
-    await t.post(widgets, {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": "bad"}, "spec": {"size": 0, "color": "blue"}})
+    await t.post(
+        widgets, {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"color": "red"}}
+    )
+    await t.post(
+        widgets,
+        {
+            "apiVersion": f"{group}/v1",
+            "kind": "Widget",
+            "metadata": {"name": "bad"},
+            "spec": {"size": 0, "color": "blue"},
+        },
+    )
     await t.kubectl("get", f"widgets.{group}")
-    await t.delete(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.{group}",
-                   keep=lambda b: (b.get("kind"), b.get("status", {}).get("conditions") and sorted(c["type"] for c in b["status"]["conditions"])))
+    await t.delete(
+        f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.{group}",
+        keep=lambda b: (
+            b.get("kind"),
+            b.get("status", {}).get("conditions") and sorted(c["type"] for c in b["status"]["conditions"]),
+        ),
+    )
     await t.poll(widgets, lambda r: r.status == 404, keep=False, within=60)
 
 
@@ -205,13 +264,26 @@ async def _(t: Tier) -> None:
     """CEL rule features: message, messageExpression, fieldPath, reason, a transition rule."""
     group = t.unique_group()
     rules = [
-        {"rule": "self.size <= 10", "message": "size at most 10", "fieldPath": ".size", "reason": "FieldValueForbidden"},
-        {"rule": "!has(self.tags) || size(self.tags) < 3", "messageExpression": "'too many tags: ' + string(size(self.tags))"},
+        {
+            "rule": "self.size <= 10",
+            "message": "size at most 10",
+            "fieldPath": ".size",
+            "reason": "FieldValueForbidden",
+        },
+        {
+            "rule": "!has(self.tags) || size(self.tags) < 3",
+            "messageExpression": "'too many tags: ' + string(size(self.tags))",
+        },
         {"rule": "!has(oldSelf.color) || self.color == oldSelf.color", "message": "color is immutable"},
     ]
     await _install(t, _crd(t, group, rules=rules), record=False)
     widgets = f"/apis/{group}/v1/namespaces/{t.ns}/widgets"
-    body = {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 11, "tags": ["a", "b", "c"]}}
+    body = {
+        "apiVersion": f"{group}/v1",
+        "kind": "Widget",
+        "metadata": {"name": "w"},
+        "spec": {"size": 11, "tags": ["a", "b", "c"]},
+    }
     await t.post(widgets, body)
     body["spec"] = {"size": 2, "color": "red"}
     await t.post(widgets, body, keep=lambda b: b.get("spec"))
@@ -238,5 +310,11 @@ async def _(t: Tier) -> None:
 async def _(t: Tier) -> None:
     """Our installed CRDs as the server stores them (defaults of the CRD itself), status conditions aside."""
     path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/pytorchjobs.training.kubedl.io"
-    await t.get(path, keep=lambda b: {"spec": b["spec"], "acceptedNames": b["status"]["acceptedNames"],
-                                      "storedVersions": b["status"]["storedVersions"]})
+    await t.get(
+        path,
+        keep=lambda b: {
+            "spec": b["spec"],
+            "acceptedNames": b["status"]["acceptedNames"],
+            "storedVersions": b["status"]["storedVersions"],
+        },
+    )

@@ -9,8 +9,14 @@ from ..harness import Tier, case
 
 def _resources(body: Any) -> Any:
     return sorted(
-        (r["name"], r.get("kind"), r.get("namespaced"), sorted(r.get("verbs") or []), sorted(r.get("shortNames") or []),
-         sorted(r.get("categories") or []))
+        (
+            r["name"],
+            r.get("kind"),
+            r.get("namespaced"),
+            sorted(r.get("verbs") or []),
+            sorted(r.get("shortNames") or []),
+            sorted(r.get("categories") or []),
+        )
         for r in body["resources"]
     )
 
@@ -19,15 +25,36 @@ def _resources(body: Any) -> Any:
 async def _(t: Tier) -> None:
     """/apis/training.kubedl.io and its version: our kinds, verbs, short names, categories."""
     await t.get("/apis/training.kubedl.io")
-    await t.get("/apis/training.kubedl.io/v1alpha1", keep=lambda b: {k: v for k, v in b.items() if k != "resources"} | {"resources": _resources(b)})
+    await t.get(
+        "/apis/training.kubedl.io/v1alpha1",
+        keep=lambda b: {k: v for k, v in b.items() if k != "resources"} | {"resources": _resources(b)},
+    )
 
 
 @case("discovery-core-served-kinds")
 async def _(t: Tier) -> None:
     """/api/v1 entries of the kinds the embedded server serves (the others are compared elsewhere)."""
-    served = {"pods", "pods/status", "pods/log", "pods/binding", "pods/eviction", "pods/ephemeralcontainers",
-              "services", "services/status", "configmaps", "secrets", "serviceaccounts", "serviceaccounts/token",
-              "namespaces", "namespaces/status", "namespaces/finalize", "nodes", "nodes/status", "endpoints", "events"}
+    served = {
+        "pods",
+        "pods/status",
+        "pods/log",
+        "pods/binding",
+        "pods/eviction",
+        "pods/ephemeralcontainers",
+        "services",
+        "services/status",
+        "configmaps",
+        "secrets",
+        "serviceaccounts",
+        "serviceaccounts/token",
+        "namespaces",
+        "namespaces/status",
+        "namespaces/finalize",
+        "nodes",
+        "nodes/status",
+        "endpoints",
+        "events",
+    }
     await t.get("/api/v1", keep=lambda b: [r for r in _resources(b) if r[0] in served])
 
 

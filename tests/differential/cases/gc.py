@@ -46,7 +46,10 @@ async def _(t: Tier) -> None:
     await t.delete(
         core(t, "configmaps", "owner"),
         {"propagationPolicy": "Foreground"},
-        keep=lambda b: {"finalizers": b["metadata"].get("finalizers"), "deleting": "deletionTimestamp" in b["metadata"]},
+        keep=lambda b: {
+            "finalizers": b["metadata"].get("finalizers"),
+            "deleting": "deletionTimestamp" in b["metadata"],
+        },
     )
     await t.poll(core(t, "configmaps", "owner"), lambda r: r.status == 404, keep=False)
     await t.poll(core(t, "configmaps"), _no_children, keep=_children)
@@ -59,7 +62,10 @@ async def _(t: Tier) -> None:
     await t.delete(
         core(t, "configmaps", "owner"),
         {"propagationPolicy": "Orphan"},
-        keep=lambda b: {"finalizers": b["metadata"].get("finalizers"), "deleting": "deletionTimestamp" in b["metadata"]},
+        keep=lambda b: {
+            "finalizers": b["metadata"].get("finalizers"),
+            "deleting": "deletionTimestamp" in b["metadata"],
+        },
     )
     await t.poll(core(t, "configmaps", "owner"), lambda r: r.status == 404, keep=False)
     await t.poll(
@@ -73,8 +79,10 @@ async def _(t: Tier) -> None:
 async def _(t: Tier) -> None:
     """orphanDependents=false (deprecated): 202 Accepted... or the object, as the server answers."""
     await _family(t, children=1)
-    await t.delete(core(t, "configmaps", "owner", query="orphanDependents=false"),
-                   keep=lambda b: {"kind": b.get("kind"), "finalizers": b.get("metadata", {}).get("finalizers")})
+    await t.delete(
+        core(t, "configmaps", "owner", query="orphanDependents=false"),
+        keep=lambda b: {"kind": b.get("kind"), "finalizers": b.get("metadata", {}).get("finalizers")},
+    )
     await t.poll(core(t, "configmaps"), _no_children, keep=_children)
 
 
@@ -108,7 +116,10 @@ async def _(t: Tier) -> None:
     owner = await make(t, core(t, "configmaps"), configmap("owner"))
     bad = [
         [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner"}],
-        [owner_ref(owner, controller=True), dict(owner_ref(owner, controller=True), name="owner2", uid="22222222-2222-3333-4444-555555555555")],
+        [
+            owner_ref(owner, controller=True),
+            dict(owner_ref(owner, controller=True), name="owner2", uid="22222222-2222-3333-4444-555555555555"),
+        ],
         [dict(owner_ref(owner), apiVersion="")],
         [dict(owner_ref(owner), kind="")],
     ]
@@ -130,7 +141,10 @@ async def _(t: Tier) -> None:
     s["metadata"]["ownerReferences"] = [ref]
     await make(t, core(t, "services"), s)
     await t.get(core(t, "pods", "job-master-0"), keep=lambda b: b["metadata"]["ownerReferences"])
-    await t.delete(grouped(t, "pytorchjobs", "job"), keep=lambda b: (b.get("kind"), b.get("status") if b.get("kind") == "Status" else None))
+    await t.delete(
+        grouped(t, "pytorchjobs", "job"),
+        keep=lambda b: (b.get("kind"), b.get("status") if b.get("kind") == "Status" else None),
+    )
     await t.poll(core(t, "pods", "job-master-0"), lambda r: r.status == 404, keep=False)
     await t.poll(core(t, "services", "job-master-0"), lambda r: r.status == 404, keep=False)
     assert GROUP
@@ -170,15 +184,22 @@ async def _(t: Tier) -> None:
     """An object with a finalizer: DELETE answers 200 with deletionTimestamp set, it stays until the
     finalizer is removed; no new finalizer may be added meanwhile."""
     await make(t, core(t, "configmaps"), configmap("held", finalizers=["example.com/hold"]))
-    await t.delete(core(t, "configmaps", "held"), keep=lambda b: {
-        "finalizers": b["metadata"].get("finalizers"),
-        "deleting": "deletionTimestamp" in b["metadata"],
-        "grace": b["metadata"].get("deletionGracePeriodSeconds"),
-    })
+    await t.delete(
+        core(t, "configmaps", "held"),
+        keep=lambda b: {
+            "finalizers": b["metadata"].get("finalizers"),
+            "deleting": "deletionTimestamp" in b["metadata"],
+            "grace": b["metadata"].get("deletionGracePeriodSeconds"),
+        },
+    )
     await t.delete(core(t, "configmaps", "held"), keep=lambda b: b["metadata"].get("finalizers"))
     await t.patch(core(t, "configmaps", "held"), {"metadata": {"finalizers": ["example.com/hold", "example.com/more"]}})
     await t.patch(core(t, "configmaps", "held"), {"data": {"still": "writable"}}, keep=lambda b: b.get("data"))
-    await t.patch(core(t, "configmaps", "held"), {"metadata": {"finalizers": None}}, keep=lambda b: b["metadata"].get("finalizers"))
+    await t.patch(
+        core(t, "configmaps", "held"),
+        {"metadata": {"finalizers": None}},
+        keep=lambda b: b["metadata"].get("finalizers"),
+    )
     await t.get(core(t, "configmaps", "held"))
 
 
@@ -197,10 +218,14 @@ async def _(t: Tier) -> None:
     job = pytorchjob("held")
     job["metadata"]["finalizers"] = ["kubedl.io/cleanup"]
     await make(t, grouped(t, "pytorchjobs"), job)
-    await t.delete(grouped(t, "pytorchjobs", "held"), keep=lambda b: {
-        "kind": b.get("kind"), "deleting": "deletionTimestamp" in b.get("metadata", {}),
-        "finalizers": b.get("metadata", {}).get("finalizers"),
-    })
+    await t.delete(
+        grouped(t, "pytorchjobs", "held"),
+        keep=lambda b: {
+            "kind": b.get("kind"),
+            "deleting": "deletionTimestamp" in b.get("metadata", {}),
+            "finalizers": b.get("metadata", {}).get("finalizers"),
+        },
+    )
     await t.patch(grouped(t, "pytorchjobs", "held"), {"metadata": {"finalizers": []}}, keep=False)
     await t.get(grouped(t, "pytorchjobs", "held"))
 
@@ -212,7 +237,9 @@ async def _(t: Tier) -> None:
     md = created["metadata"]
     await t.delete(core(t, "configmaps", "pre"), {"preconditions": {"uid": "00000000-0000-0000-0000-000000000001"}})
     await t.delete(core(t, "configmaps", "pre"), {"preconditions": {"resourceVersion": "1"}})
-    await t.delete(core(t, "configmaps", "pre"), {"preconditions": {"uid": md["uid"], "resourceVersion": md["resourceVersion"]}})
+    await t.delete(
+        core(t, "configmaps", "pre"), {"preconditions": {"uid": md["uid"], "resourceVersion": md["resourceVersion"]}}
+    )
 
 
 @case("delete-options-invalid")

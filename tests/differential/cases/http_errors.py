@@ -23,7 +23,9 @@ async def _(t: Tier) -> None:
 @case("decode-unknown-fields-warn")
 async def _(t: Tier) -> None:
     """fieldValidation=Warn (and no parameter): one Warning header per unknown field, the fields dropped."""
-    await t.post(core(t, "pods", query="dryRun=All&fieldValidation=Warn"), POD_WITH_UNKNOWN, keep=lambda b: sorted(b["spec"]))
+    await t.post(
+        core(t, "pods", query="dryRun=All&fieldValidation=Warn"), POD_WITH_UNKNOWN, keep=lambda b: sorted(b["spec"])
+    )
     await t.post(core(t, "pods", query="dryRun=All"), POD_WITH_UNKNOWN, keep=False)
     await t.post(core(t, "pods", query="dryRun=All&fieldValidation=Ignore"), POD_WITH_UNKNOWN, keep=False)
     await t.post(core(t, "pods", query="dryRun=All&fieldValidation=Loud"), POD_WITH_UNKNOWN)
@@ -34,8 +36,12 @@ async def _(t: Tier) -> None:
     """Repeated keys in a JSON body: Strict refuses, Warn warns, the last one wins."""
     raw = b'{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"d","name":"e"},"data":{"a":"1","a":"2"}}'
     await t.http("POST", core(t, "configmaps", query="dryRun=All&fieldValidation=Strict"), raw=raw)
-    await t.http("POST", core(t, "configmaps", query="dryRun=All&fieldValidation=Warn"), raw=raw,
-                 keep=lambda b: (b["metadata"]["name"], b["data"]))
+    await t.http(
+        "POST",
+        core(t, "configmaps", query="dryRun=All&fieldValidation=Warn"),
+        raw=raw,
+        keep=lambda b: (b["metadata"]["name"], b["data"]),
+    )
 
 
 @case("decode-wrong-types")
@@ -65,13 +71,18 @@ async def _(t: Tier) -> None:
     await t.post(core(t, "configmaps"), {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}})
     await t.post(core(t, "configmaps"), {"apiVersion": "v2", "kind": "ConfigMap", "metadata": {"name": "x"}})
     await t.post(core(t, "configmaps"), {"apiVersion": "apps/v1", "kind": "ConfigMap", "metadata": {"name": "x"}})
-    await t.post(f"/apis/coordination.k8s.io/v1/namespaces/{t.ns}/leases", {"apiVersion": "v1", "kind": "Lease", "metadata": {"name": "x"}})
+    await t.post(
+        f"/apis/coordination.k8s.io/v1/namespaces/{t.ns}/leases",
+        {"apiVersion": "v1", "kind": "Lease", "metadata": {"name": "x"}},
+    )
 
 
 @case("decode-yaml-body")
 async def _(t: Tier) -> None:
     """A YAML body, a malformed YAML body."""
-    await t.http("POST", core(t, "configmaps"), raw=b"metadata:\n  name: y\ndata:\n  a: '1'\n", content_type="application/yaml")
+    await t.http(
+        "POST", core(t, "configmaps"), raw=b"metadata:\n  name: y\ndata:\n  a: '1'\n", content_type="application/yaml"
+    )
     await t.http("POST", core(t, "configmaps"), raw=b"metadata: [\n", content_type="application/yaml")
 
 
@@ -127,7 +138,14 @@ async def _(t: Tier) -> None:
 async def _(t: Tier) -> None:
     """Invalid label keys and values, too long annotations: 422 with one cause each."""
     # one bad label each: the real server reports a map's errors in Go's (random) map order
-    for labels in ({"-bad": "v"}, {"ok": "-bad"}, {"a/b/c": "v"}, {"x" * 64: "v"}, {"k": "v" * 64}, {"Example.com/x": "v"}):
+    for labels in (
+        {"-bad": "v"},
+        {"ok": "-bad"},
+        {"a/b/c": "v"},
+        {"x" * 64: "v"},
+        {"k": "v" * 64},
+        {"Example.com/x": "v"},
+    ):
         await t.post(core(t, "configmaps", query="dryRun=All"), configmap("l", labels=labels))
     await t.post(core(t, "configmaps", query="dryRun=All"), configmap("a", annotations={"big": "x" * 262145}))
     await t.post(core(t, "configmaps", query="dryRun=All"), configmap("k", {"bad key!": "v"}))
@@ -137,7 +155,11 @@ async def _(t: Tier) -> None:
 async def _(t: Tier) -> None:
     """415s: a create in text/plain, a protobuf-only Accept on a custom resource."""
     await t.http("POST", core(t, "configmaps"), raw=b"hello", content_type="text/plain")
-    await t.get(core(t, "configmaps"), headers={"Accept": "application/vnd.kubernetes.protobuf"}, keep=lambda b: type(b).__name__)
+    await t.get(
+        core(t, "configmaps"),
+        headers={"Accept": "application/vnd.kubernetes.protobuf"},
+        keep=lambda b: type(b).__name__,
+    )
 
 
 @case("error-terminating-namespace")
@@ -149,4 +171,9 @@ async def _(t: Tier) -> None:
     await t.quiet("POST", f"/api/v1/namespaces/{name}/configmaps", configmap("held", finalizers=["example.com/x"]))
     await t.delete(f"/api/v1/namespaces/{name}", keep=False)
     await t.post(f"/api/v1/namespaces/{name}/configmaps", configmap("late"))
-    await t.quiet("PATCH", f"/api/v1/namespaces/{name}/configmaps/held", {"metadata": {"finalizers": None}}, "application/merge-patch+json")
+    await t.quiet(
+        "PATCH",
+        f"/api/v1/namespaces/{name}/configmaps/held",
+        {"metadata": {"finalizers": None}},
+        "application/merge-patch+json",
+    )

@@ -16,8 +16,13 @@ def _event_summary(ev: WatchEvent) -> Any:
     if ev.type == "ERROR":
         return {"type": ev.type, "object": obj}
     md = obj.get("metadata", {})
-    return {"type": ev.type, "name": md.get("name"), "resourceVersion": md.get("resourceVersion"), "data": obj.get("data"),
-            "labels": md.get("labels")}
+    return {
+        "type": ev.type,
+        "name": md.get("name"),
+        "resourceVersion": md.get("resourceVersion"),
+        "data": obj.get("data"),
+        "labels": md.get("labels"),
+    }
 
 
 async def _seed(t: Tier, count: int, **labels: str) -> None:
@@ -29,14 +34,17 @@ async def _seed(t: Tier, count: int, **labels: str) -> None:
 async def _(t: Tier) -> None:
     """limit/continue through 5 ConfigMaps (plus the root CA one): pages, remainingItemCount, the end."""
     await _seed(t, 5)
-    page = await t.get(core(t, "configmaps", query="limit=2"),
-                       keep=lambda b: {"names": names(b), "meta": b["metadata"]})
+    page = await t.get(
+        core(t, "configmaps", query="limit=2"), keep=lambda b: {"names": names(b), "meta": b["metadata"]}
+    )
     seen = 0
     while page.body["metadata"].get("continue") and seen < 5:
         seen += 1
         token = page.body["metadata"]["continue"]
-        page = await t.get(core(t, "configmaps", query=f"limit=2&continue={token}"),
-                           keep=lambda b: {"names": names(b), "meta": b["metadata"]})
+        page = await t.get(
+            core(t, "configmaps", query=f"limit=2&continue={token}"),
+            keep=lambda b: {"names": names(b), "meta": b["metadata"]},
+        )
 
 
 @case("list-pagination-with-selector")
@@ -44,11 +52,15 @@ async def _(t: Tier) -> None:
     """limit with a label selector: pages count only matching items."""
     await _seed(t, 4, group="a")
     await make(t, core(t, "configmaps"), configmap("other", labels={"group": "b"}))
-    first = await t.get(core(t, "configmaps", query="limit=3&labelSelector=group%3Da"),
-                        keep=lambda b: {"names": names(b), "meta": b["metadata"]})
+    first = await t.get(
+        core(t, "configmaps", query="limit=3&labelSelector=group%3Da"),
+        keep=lambda b: {"names": names(b), "meta": b["metadata"]},
+    )
     token = first.body["metadata"]["continue"]
-    await t.get(core(t, "configmaps", query=f"limit=3&labelSelector=group%3Da&continue={token}"),
-                keep=lambda b: {"names": names(b), "meta": b["metadata"]})
+    await t.get(
+        core(t, "configmaps", query=f"limit=3&labelSelector=group%3Da&continue={token}"),
+        keep=lambda b: {"names": names(b), "meta": b["metadata"]},
+    )
 
 
 @case("list-pagination-bad-continue")
@@ -63,11 +75,11 @@ async def _(t: Tier) -> None:
 async def _(t: Tier) -> None:
     """Objects created and deleted between pages: the second page is read at the first page's version."""
     await _seed(t, 4)
-    first = await t.get(core(t, "configmaps", query="limit=2"), keep=lambda b: names(b))
+    first = await t.get(core(t, "configmaps", query="limit=2"), keep=names)
     await make(t, core(t, "configmaps"), configmap("item-99"))
     await t.quiet("DELETE", core(t, "configmaps", "item-03"))
     token = first.body["metadata"]["continue"]
-    await t.get(core(t, "configmaps", query=f"limit=10&continue={token}"), keep=lambda b: names(b))
+    await t.get(core(t, "configmaps", query=f"limit=10&continue={token}"), keep=names)
 
 
 @case("list-resource-version-semantics")
@@ -78,7 +90,9 @@ async def _(t: Tier) -> None:
     rv = listed.body["metadata"]["resourceVersion"]
     await t.get(core(t, "configmaps", query="resourceVersion=0"), keep=names)
     await t.get(core(t, "configmaps", query=f"resourceVersion={rv}&resourceVersionMatch=NotOlderThan"), keep=names)
-    await t.get(core(t, "configmaps", query="resourceVersion=999999999&resourceVersionMatch=NotOlderThan&timeoutSeconds=1"))
+    await t.get(
+        core(t, "configmaps", query="resourceVersion=999999999&resourceVersionMatch=NotOlderThan&timeoutSeconds=1")
+    )
     await t.get(core(t, "configmaps", query="resourceVersionMatch=Exact"))
 
 
@@ -87,8 +101,18 @@ async def _(t: Tier) -> None:
     """labelSelector syntax over HTTP: equality, sets, existence, and malformed selectors (400)."""
     for i, env in enumerate(["prod", "dev", "test"]):
         await make(t, core(t, "configmaps"), configmap(f"c{i}", labels={"env": env, "n": str(i)}))
-    for selector in ("env=prod", "env==dev", "env!=prod", "env in (prod,test)", "env notin (prod)", "n", "!n",
-                     "env,n=2", "n>1", "n<1"):
+    for selector in (
+        "env=prod",
+        "env==dev",
+        "env!=prod",
+        "env in (prod,test)",
+        "env notin (prod)",
+        "n",
+        "!n",
+        "env,n=2",
+        "n>1",
+        "n<1",
+    ):
         await t.get(core(t, "configmaps", query=f"labelSelector={_q(selector)}"), keep=names)
     for selector in ("env in prod", "=x", "env=a b", "n>x", "env in (", "a!"):
         await t.get(core(t, "configmaps", query=f"labelSelector={_q(selector)}"))
@@ -105,8 +129,14 @@ async def _(t: Tier) -> None:
     """fieldSelector over HTTP: supported fields per kind, and unsupported ones (400)."""
     await make(t, core(t, "pods"), pod("p1", nodeSelector={"no": "node"}, restartPolicy="Never"))
     await make(t, core(t, "pods"), pod("p2", nodeSelector={"no": "node"}))
-    for selector in ("metadata.name=p1", "spec.restartPolicy=Never", "status.phase=Pending", "spec.nodeName=",
-                     "spec.schedulerName=default-scheduler", "metadata.name!=p1,status.phase=Pending"):
+    for selector in (
+        "metadata.name=p1",
+        "spec.restartPolicy=Never",
+        "status.phase=Pending",
+        "spec.nodeName=",
+        "spec.schedulerName=default-scheduler",
+        "metadata.name!=p1,status.phase=Pending",
+    ):
         await t.get(core(t, "pods", query=f"fieldSelector={_q(selector)}"), keep=names)
     for selector in ("spec.containers=x", "metadata.labels=x", "status.phase>x", "nonsense"):
         await t.get(core(t, "pods", query=f"fieldSelector={_q(selector)}"))
@@ -117,9 +147,9 @@ async def _(t: Tier) -> None:
 @case("list-cluster-scoped-field-selector")
 async def _(t: Tier) -> None:
     """Listing namespaces by name (cluster-scoped), and pods across namespaces by namespace."""
-    await t.get(f"/api/v1/namespaces?fieldSelector=metadata.name%3D{t.ns}", keep=lambda b: names(b))
-    await t.get(f"/api/v1/pods?fieldSelector=metadata.namespace%3D{t.ns}", keep=lambda b: names(b))
-    await t.get(f"/api/v1/namespaces?fieldSelector=status.phase%3DActive%2Cmetadata.name%3D{t.ns}", keep=lambda b: names(b))
+    await t.get(f"/api/v1/namespaces?fieldSelector=metadata.name%3D{t.ns}", keep=names)
+    await t.get(f"/api/v1/pods?fieldSelector=metadata.namespace%3D{t.ns}", keep=names)
+    await t.get(f"/api/v1/namespaces?fieldSelector=status.phase%3DActive%2Cmetadata.name%3D{t.ns}", keep=names)
 
 
 @case("deletecollection-label-selector")
@@ -127,8 +157,10 @@ async def _(t: Tier) -> None:
     """DELETE on a collection with a label selector: the deleted items returned, the others stay."""
     await _seed(t, 3, batch="x")
     await make(t, core(t, "configmaps"), configmap("keep-me", labels={"batch": "y"}))
-    await t.delete(core(t, "configmaps", query="labelSelector=batch%3Dx"),
-                   keep=lambda b: {"kind": b["kind"], "names": sorted(names(b))})
+    await t.delete(
+        core(t, "configmaps", query="labelSelector=batch%3Dx"),
+        keep=lambda b: {"kind": b["kind"], "names": sorted(names(b))},
+    )
     await t.get(core(t, "configmaps", query="labelSelector=batch"), keep=names)
     await t.delete(core(t, "configmaps", query="labelSelector=batch%3Dnone"), keep=lambda b: (b["kind"], names(b)))
 
@@ -166,11 +198,23 @@ async def _(t: Tier) -> None:
     """A label-selected watch: an object gaining the label is ADDED, losing it is DELETED."""
     listed = await t.quiet("GET", core(t, "configmaps"))
     rv = listed.body["metadata"]["resourceVersion"]
-    async with t.watching(core(t, "configmaps", query=f"watch=1&resourceVersion={rv}&labelSelector=role%3Dtarget")) as w:
+    async with t.watching(
+        core(t, "configmaps", query=f"watch=1&resourceVersion={rv}&labelSelector=role%3Dtarget")
+    ) as w:
         await make(t, core(t, "configmaps"), configmap("moving"))
-        await t.quiet("PATCH", core(t, "configmaps", "moving"), {"metadata": {"labels": {"role": "target"}}}, "application/merge-patch+json")
+        await t.quiet(
+            "PATCH",
+            core(t, "configmaps", "moving"),
+            {"metadata": {"labels": {"role": "target"}}},
+            "application/merge-patch+json",
+        )
         await t.quiet("PATCH", core(t, "configmaps", "moving"), {"data": {"x": "1"}}, "application/merge-patch+json")
-        await t.quiet("PATCH", core(t, "configmaps", "moving"), {"metadata": {"labels": {"role": "other"}}}, "application/merge-patch+json")
+        await t.quiet(
+            "PATCH",
+            core(t, "configmaps", "moving"),
+            {"metadata": {"labels": {"role": "other"}}},
+            "application/merge-patch+json",
+        )
         await w.collect(lambda evs: len(evs) >= 3, keep=_event_summary)
 
 
@@ -179,18 +223,32 @@ async def _(t: Tier) -> None:
     """Watching one object by metadata.name, as kubectl wait does."""
     listed = await t.quiet("GET", core(t, "configmaps"))
     rv = listed.body["metadata"]["resourceVersion"]
-    async with t.watching(core(t, "configmaps", query=f"watch=1&resourceVersion={rv}&fieldSelector=metadata.name%3Done")) as w:
+    async with t.watching(
+        core(t, "configmaps", query=f"watch=1&resourceVersion={rv}&fieldSelector=metadata.name%3Done")
+    ) as w:
         await make(t, core(t, "configmaps"), configmap("other"))
         await make(t, core(t, "configmaps"), configmap("one"))
         await t.quiet("DELETE", core(t, "configmaps", "one"))
         await w.collect(lambda evs: len(evs) >= 2, keep=_event_summary)
 
 
-@case("watch-expired-resource-version")
+@case("watch-expired-resource-version", exclusive=True)
 async def _(t: Tier) -> None:
-    """A watch from a resourceVersion older than the server's window: one ERROR event (410 Expired), end."""
+    """An informer resuming after the history was compacted: a watch from a resourceVersion older than the
+    server still has answers one ERROR event (410 Expired) and ends; a relist and a watch from its version
+    work again."""
+    listed = await t.quiet("GET", core(t, "configmaps"))
+    old_rv = listed.body["metadata"]["resourceVersion"]
+    await make(t, core(t, "configmaps"), configmap("after"))
+    await t.compact()
     async with t.watching(core(t, "configmaps", query="watch=1&resourceVersion=1")) as w:
         await w.collect(lambda evs: any(e.type == "ERROR" for e in evs), within=10)
+    relisted = await t.get(core(t, "configmaps"), keep=names)
+    rv = relisted.body["metadata"]["resourceVersion"]
+    async with t.watching(core(t, "configmaps", query=f"watch=1&resourceVersion={rv}")) as w:
+        await t.quiet("DELETE", core(t, "configmaps", "after"))
+        await w.collect(lambda evs: len(evs) >= 1, keep=_event_summary)
+    t.note("resumed from", {"resourceVersion": old_rv})
 
 
 @case("watch-bad-resource-version")
@@ -234,7 +292,9 @@ async def _(t: Tier) -> None:
     listed = await t.quiet("GET", core(t, "pods"))
     rv = listed.body["metadata"]["resourceVersion"]
     async with t.watching(core(t, "pods", query=f"watch=1&resourceVersion={rv}")) as w:
-        await make(t, core(t, "pods"), pod("life", annotations={"local.kubedl.io/exit-code": "0"}, restartPolicy="Never"))
+        await make(
+            t, core(t, "pods"), pod("life", annotations={"local.kubedl.io/exit-code": "0"}, restartPolicy="Never")
+        )
         events = await w.collect(
             lambda evs: any((e.object.get("status") or {}).get("phase") == "Succeeded" for e in evs), record=False
         )

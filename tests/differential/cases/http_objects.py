@@ -28,7 +28,9 @@ async def _(t: Tier) -> None:
 async def _(t: Tier) -> None:
     """A body without apiVersion/kind is taken for the URL's kind; YAML bodies work too."""
     await t.post(core(t, "configmaps"), {"metadata": {"name": "bare"}, "data": {"a": "1"}})
-    await t.http("POST", core(t, "configmaps"), raw=b"metadata:\n  name: yaml\ndata:\n  k: v\n", content_type="application/yaml")
+    await t.http(
+        "POST", core(t, "configmaps"), raw=b"metadata:\n  name: yaml\ndata:\n  k: v\n", content_type="application/yaml"
+    )
     await t.get(core(t, "configmaps", "yaml"), keep=lambda b: b["data"])
 
 
@@ -112,7 +114,13 @@ async def _(t: Tier) -> None:
 @case("http-secret-immutable-and-stringdata")
 async def _(t: Tier) -> None:
     """A Secret's stringData is folded into data; an immutable Secret keeps its data."""
-    body = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": {"k": "v"}, "immutable": True}
+    body = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "s"},
+        "stringData": {"k": "v"},
+        "immutable": True,
+    }
     await t.post(core(t, "secrets"), body)
     await t.patch(core(t, "secrets", "s"), {"stringData": {"k": "w"}})
 
@@ -143,8 +151,11 @@ async def _(t: Tier) -> None:
     path = "/spec/containers/0/args"
     await t.patch(
         core(t, "pods", "p"),
-        [{"op": "add", "path": f"{path}/0", "value": "0"}, {"op": "add", "path": f"{path}/-", "value": "3"},
-         {"op": "remove", "path": f"{path}/1"}],
+        [
+            {"op": "add", "path": f"{path}/0", "value": "0"},
+            {"op": "add", "path": f"{path}/-", "value": "3"},
+            {"op": "remove", "path": f"{path}/1"},
+        ],
         "json",
         keep=lambda b: b["spec"]["containers"][0].get("args"),
     )
@@ -156,7 +167,13 @@ async def _(t: Tier) -> None:
     await make(
         t,
         core(t, "pods"),
-        pod("p", containers=[{"name": "a", "image": IMAGE, "env": [{"name": "X", "value": "1"}]}, {"name": "b", "image": IMAGE}]),
+        pod(
+            "p",
+            containers=[
+                {"name": "a", "image": IMAGE, "env": [{"name": "X", "value": "1"}]},
+                {"name": "b", "image": IMAGE},
+            ],
+        ),
     )
     await t.patch(
         core(t, "pods", "p"),
@@ -175,10 +192,19 @@ async def _(t: Tier) -> None:
 @case("http-patch-strategic-service-ports")
 async def _(t: Tier) -> None:
     """strategic-merge-patch of Service ports (merged by port) and selector."""
-    await make(t, core(t, "services"), service("s", [{"name": "a", "port": 80}, {"name": "b", "port": 81}], selector={"app": "x"}))
+    await make(
+        t,
+        core(t, "services"),
+        service("s", [{"name": "a", "port": 80}, {"name": "b", "port": 81}], selector={"app": "x"}),
+    )
     await t.patch(
         core(t, "services", "s"),
-        {"spec": {"ports": [{"name": "b", "port": 81, "targetPort": 9091}, {"name": "c", "port": 82}], "selector": {"tier": "t"}}},
+        {
+            "spec": {
+                "ports": [{"name": "b", "port": 81, "targetPort": 9091}, {"name": "c", "port": 82}],
+                "selector": {"tier": "t"},
+            }
+        },
         "strategic",
         keep=lambda b: (b["spec"]["ports"], b["spec"]["selector"]),
     )
@@ -274,7 +300,10 @@ async def _(t: Tier) -> None:
         {"limits": {"nvidia.com/gpu": "0.5"}},
         {"requests": {"nvidia.com/gpu": "1"}},
     ):
-        await t.post(core(t, "pods", query="dryRun=All"), pod("bad", containers=[{"name": "c", "image": IMAGE, "resources": resources}]))
+        await t.post(
+            core(t, "pods", query="dryRun=All"),
+            pod("bad", containers=[{"name": "c", "image": IMAGE, "resources": resources}]),
+        )
 
 
 @case("http-pod-validation")
@@ -285,7 +314,11 @@ async def _(t: Tier) -> None:
         pod("b", containers=[{"name": "x", "image": IMAGE}, {"name": "x", "image": IMAGE}]),
         pod("c", containers=[{"name": "x", "image": IMAGE, "ports": [{"containerPort": 70000}]}]),
         pod("d", restartPolicy="Sometimes"),
-        pod("e", hostNetwork=True, containers=[{"name": "x", "image": IMAGE, "ports": [{"containerPort": 80, "hostPort": 81}]}]),
+        pod(
+            "e",
+            hostNetwork=True,
+            containers=[{"name": "x", "image": IMAGE, "ports": [{"containerPort": 80, "hostPort": 81}]}],
+        ),
         pod("f", containers=[{"name": "Bad_Name", "image": IMAGE}]),
     ]
     for body in bodies:
@@ -296,10 +329,18 @@ async def _(t: Tier) -> None:
 async def _(t: Tier) -> None:
     """Pod spec updates: the image may change, other fields may not (422 with the spec diff message)."""
     created = await make(t, core(t, "pods"), pod("p", nodeSelector={"no-such": "node"}))
-    await t.patch(core(t, "pods", "p"), {"spec": {"containers": [{"name": "main", "image": "busybox:1.37"}]}}, "strategic",
-                  keep=lambda b: b["spec"]["containers"][0]["image"] if "spec" in b else b)
-    reply = await t.patch(core(t, "pods", "p"), {"spec": {"restartPolicy": "Never"}}, "strategic",
-                          keep=lambda b: {k: b.get(k) for k in ("code", "reason")})
+    await t.patch(
+        core(t, "pods", "p"),
+        {"spec": {"containers": [{"name": "main", "image": "busybox:1.37"}]}},
+        "strategic",
+        keep=lambda b: b["spec"]["containers"][0]["image"] if "spec" in b else b,
+    )
+    reply = await t.patch(
+        core(t, "pods", "p"),
+        {"spec": {"restartPolicy": "Never"}},
+        "strategic",
+        keep=lambda b: {k: b.get(k) for k in ("code", "reason")},
+    )
     assert created and reply
 
 
@@ -310,8 +351,16 @@ async def _(t: Tier) -> None:
     body["status"] = {"phase": "Running"}
     await t.post(core(t, "pods"), body, keep=lambda b: b.get("status", {}).get("phase"))
     await t.patch(core(t, "pods", "s"), {"status": {"phase": "Succeeded"}}, keep=lambda b: b["status"].get("phase"))
-    await t.patch(core(t, "pods", "s", "status"), {"status": {"message": "hello"}}, keep=lambda b: (b["status"].get("message"), b["metadata"].get("generation")))
-    await t.patch(core(t, "pods", "s", "status"), {"metadata": {"labels": {"ignored": "yes"}}}, keep=lambda b: b["metadata"].get("labels"))
+    await t.patch(
+        core(t, "pods", "s", "status"),
+        {"status": {"message": "hello"}},
+        keep=lambda b: (b["status"].get("message"), b["metadata"].get("generation")),
+    )
+    await t.patch(
+        core(t, "pods", "s", "status"),
+        {"metadata": {"labels": {"ignored": "yes"}}},
+        keep=lambda b: b["metadata"].get("labels"),
+    )
 
 
 @case("http-service-defaults")
@@ -368,15 +417,21 @@ async def _(t: Tier) -> None:
     """A namespace being deleted: Terminating, creates in it refused (403), then gone."""
     name = t.unique("ns")
     t.extra_namespaces.append(name)
-    await t.post("/api/v1/namespaces", {"metadata": {"name": name}}, keep=lambda b: (b["spec"], b["status"], b["metadata"].get("labels")))
+    await t.post(
+        "/api/v1/namespaces",
+        {"metadata": {"name": name}},
+        keep=lambda b: (b["spec"], b["status"], b["metadata"].get("labels")),
+    )
     fin = configmap("held", finalizers=["example.com/hold"])
     await t.quiet("POST", f"/api/v1/namespaces/{name}/configmaps", fin)
     await t.delete(f"/api/v1/namespaces/{name}", keep=lambda b: (b["spec"], b["status"].get("phase")))
     await t.post(f"/api/v1/namespaces/{name}/configmaps", configmap("late"))
     await t.poll(
         f"/api/v1/namespaces/{name}",
-        lambda r: any(c.get("type") == "NamespaceFinalizersRemaining" and c.get("status") == "True"
-                      for c in (r.body.get("status") or {}).get("conditions") or []),
+        lambda r: any(
+            c.get("type") == "NamespaceFinalizersRemaining" and c.get("status") == "True"
+            for c in (r.body.get("status") or {}).get("conditions") or []
+        ),
         keep=lambda b: sorted((c["type"], c["status"], c.get("reason")) for c in b["status"].get("conditions") or []),
     )
     await t.patch(f"/api/v1/namespaces/{name}/configmaps/held", {"metadata": {"finalizers": None}})
@@ -398,7 +453,13 @@ async def _(t: Tier) -> None:
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {"name": "subject.1", "namespace": t.ns},
-        "involvedObject": {"kind": "ConfigMap", "name": "subject", "namespace": t.ns, "uid": created["metadata"]["uid"], "apiVersion": "v1"},
+        "involvedObject": {
+            "kind": "ConfigMap",
+            "name": "subject",
+            "namespace": t.ns,
+            "uid": created["metadata"]["uid"],
+            "apiVersion": "v1",
+        },
         "reason": "Tested",
         "message": "something happened",
         "type": "Normal",
@@ -421,8 +482,13 @@ async def _(t: Tier) -> None:
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
         "metadata": {"name": "kubedl-py"},
-        "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15, "acquireTime": "2026-01-01T00:00:00.000000Z",
-                 "renewTime": "2026-01-01T00:00:00.000000Z", "leaseTransitions": 0},
+        "spec": {
+            "holderIdentity": "a",
+            "leaseDurationSeconds": 15,
+            "acquireTime": "2026-01-01T00:00:00.000000Z",
+            "renewTime": "2026-01-01T00:00:00.000000Z",
+            "leaseTransitions": 0,
+        },
     }
     created = await t.post(path, lease)
     renewed = dict(created.body, spec=dict(created.body["spec"], renewTime="2026-01-01T00:00:10.000000Z"))
@@ -436,8 +502,11 @@ async def _(t: Tier) -> None:
 async def _(t: Tier) -> None:
     """TokenRequest: a token with an expiration; a too short one refused; for a missing account 404."""
     request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}
-    await t.post(core(t, "serviceaccounts", "default", "token"), request,
-                 keep=lambda b: {k: v for k, v in b.items() if k != "status"} | {"status": sorted(b["status"])})
+    await t.post(
+        core(t, "serviceaccounts", "default", "token"),
+        request,
+        keep=lambda b: {k: v for k, v in b.items() if k != "status"} | {"status": sorted(b["status"])},
+    )
     await t.post(core(t, "serviceaccounts", "default", "token"), dict(request, spec={"expirationSeconds": 60}))
     await t.post(core(t, "serviceaccounts", "nobody", "token"), request)
 
@@ -446,7 +515,12 @@ async def _(t: Tier) -> None:
 async def _(t: Tier) -> None:
     """pods/binding for a pod of another scheduler: bound once, a second binding refused."""
     await make(t, core(t, "pods"), pod("b", schedulerName="my-scheduler"))
-    binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "b"}, "target": {"kind": "Node", "name": t.node}}
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": "b"},
+        "target": {"kind": "Node", "name": t.node},
+    }
     await t.post(core(t, "pods", "b", "binding"), binding)
     await t.post(core(t, "pods", "b", "binding"), binding)
     await t.get(core(t, "pods", "b"), keep=lambda b: b["spec"].get("nodeName"))
@@ -468,7 +542,15 @@ async def _(t: Tier) -> None:
 async def _(t: Tier) -> None:
     """Content negotiation: Accept YAML, Table, PartialObjectMetadata; an unsupported media type."""
     await make(t, core(t, "configmaps"), configmap("c", {"a": "1"}))
-    await t.get(core(t, "configmaps", "c"), headers={"Accept": "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"})
-    await t.get(core(t, "configmaps"), headers={"Accept": "application/json;as=Table;g=meta.k8s.io;v=v1"},
-                keep=lambda b: {"columns": [c["name"] for c in b["columnDefinitions"]], "rows": [r["cells"][0] for r in b["rows"]]})
+    await t.get(
+        core(t, "configmaps", "c"), headers={"Accept": "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"}
+    )
+    await t.get(
+        core(t, "configmaps"),
+        headers={"Accept": "application/json;as=Table;g=meta.k8s.io;v=v1"},
+        keep=lambda b: {
+            "columns": [c["name"] for c in b["columnDefinitions"]],
+            "rows": [r["cells"][0] for r in b["rows"]],
+        },
+    )
     await t.http("POST", core(t, "configmaps"), raw=b"<xml/>", content_type="application/xml")

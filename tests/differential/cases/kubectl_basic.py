@@ -67,11 +67,13 @@ async def _(t: Tier) -> None:
 async def _(t: Tier) -> None:
     """A typed secret missing its required key: the server's 422."""
     manifest = (
-        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: tls-bad\ntype: kubernetes.io/tls\n"
-        "data:\n  tls.crt: Zm9v\n"
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: tls-bad\ntype: kubernetes.io/tls\ndata:\n  tls.crt: Zm9v\n"
     )
     await t.kubectl("create", "-f", "-", stdin=manifest)
-    manifest = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: basic\ntype: kubernetes.io/basic-auth\nstringData:\n  username: u\n"
+    manifest = (
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: basic\ntype: kubernetes.io/basic-auth\n"
+        "stringData:\n  username: u\n"
+    )
     await t.kubectl("create", "-f", "-", stdin=manifest)
     await t.kubectl("get", "secret", "basic", "-o", "yaml")
 

@@ -126,15 +126,15 @@ async def _(t: Tier) -> None:
 
 def _managed(body: object) -> object:
     assert isinstance(body, dict)
-    return [
-        {k: v for k, v in entry.items() if k != "time"} for entry in body["metadata"].get("managedFields") or []
-    ]
+    return [{k: v for k, v in entry.items() if k != "time"} for entry in body["metadata"].get("managedFields") or []]
 
 
 @case("kubectl-apply-server-side-dry-run")
 async def _(t: Tier) -> None:
     """apply --server-side --dry-run=server: the answer, nothing stored."""
-    await t.kubectl("apply", "--server-side", "--dry-run=server", "-f", "-", "-o", "yaml", stdin=CM_V1, out=_last_applied)
+    await t.kubectl(
+        "apply", "--server-side", "--dry-run=server", "-f", "-", "-o", "yaml", stdin=CM_V1, out=_last_applied
+    )
     await t.kubectl("get", "configmap", "app")
 
 
@@ -221,8 +221,10 @@ async def _(t: Tier) -> None:
 async def _(t: Tier) -> None:
     """patch --type=json: add/replace/remove/copy/move/test, and a failing test op."""
     await make(t, core(t, "configmaps"), configmap("j", {"a": "1"}))
-    ops = '[{"op":"add","path":"/data/b","value":"2"},{"op":"copy","from":"/data/a","path":"/data/c"},' \
-          '{"op":"move","from":"/data/b","path":"/data/d"},{"op":"replace","path":"/data/a","value":"9"}]'
+    ops = (
+        '[{"op":"add","path":"/data/b","value":"2"},{"op":"copy","from":"/data/a","path":"/data/c"},'
+        '{"op":"move","from":"/data/b","path":"/data/d"},{"op":"replace","path":"/data/a","value":"9"}]'
+    )
     await t.kubectl("patch", "configmap", "j", "--type=json", "-p", ops)
     await t.kubectl("get", "configmap", "j", "-o", "jsonpath={.data}")
     await t.kubectl("patch", "configmap", "j", "--type=json", "-p", '[{"op":"test","path":"/data/a","value":"1"}]')
@@ -238,7 +240,9 @@ async def _(t: Tier) -> None:
     await make(t, f"/apis/{GROUP}/v1alpha1/namespaces/{t.ns}/pytorchjobs", pytorchjob("pj"))
     await t.kubectl("patch", "pytorchjob", "pj", "--type=merge", "-p", '{"spec":{"backoffLimit":3}}')
     await t.kubectl("patch", "pytorchjob", "pj", "-p", '{"spec":{"backoffLimit":4}}')
-    await t.kubectl("patch", "pytorchjob", "pj", "--type=json", "-p", '[{"op":"replace","path":"/spec/backoffLimit","value":5}]')
+    await t.kubectl(
+        "patch", "pytorchjob", "pj", "--type=json", "-p", '[{"op":"replace","path":"/spec/backoffLimit","value":5}]'
+    )
     await t.kubectl("get", "pytorchjob", "pj", "-o", "jsonpath={.spec.backoffLimit} {.metadata.generation}")
 
 
@@ -248,9 +252,18 @@ async def _(t: Tier) -> None:
     from .common import pytorchjob
 
     await make(t, f"/apis/{GROUP}/v1alpha1/namespaces/{t.ns}/pytorchjobs", pytorchjob("pj"))
-    await t.kubectl("patch", "pytorchjob", "pj", "--type=merge", "--subresource=status", "-p",
-                    '{"status":{"conditions":[{"type":"Created","status":"True","reason":"JobCreated"}]}}')
-    await t.kubectl("patch", "pytorchjob", "pj", "--type=merge", "-p", '{"status":{"startTime":"2020-01-01T00:00:00Z"}}')
+    await t.kubectl(
+        "patch",
+        "pytorchjob",
+        "pj",
+        "--type=merge",
+        "--subresource=status",
+        "-p",
+        '{"status":{"conditions":[{"type":"Created","status":"True","reason":"JobCreated"}]}}',
+    )
+    await t.kubectl(
+        "patch", "pytorchjob", "pj", "--type=merge", "-p", '{"status":{"startTime":"2020-01-01T00:00:00Z"}}'
+    )
     await t.kubectl("get", "pytorchjob", "pj", "-o", "jsonpath={.status} {.metadata.generation}", out=lambda s: s)
 
 
@@ -352,4 +365,8 @@ async def _(t: Tier) -> None:
     await t.kubectl("delete", "configmaps", "-l", "keep", "--all")
     await t.kubectl("delete", "configmaps", "--all")
     # the root CA publisher puts its ConfigMap back
-    await t.poll(core(t, "configmaps"), lambda r: len(r.body["items"]) == 1, keep=lambda b: [i["metadata"]["name"] for i in b["items"]])
+    await t.poll(
+        core(t, "configmaps"),
+        lambda r: len(r.body["items"]) == 1,
+        keep=lambda b: [i["metadata"]["name"] for i in b["items"]],
+    )

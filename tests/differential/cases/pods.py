@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from ..harness import Tier, case
-from .common import EXIT_CODE, IMAGE, RUN_SECONDS, core, make, phase_is, pod, pod_summary, run_pod
+from .common import EXIT_CODE, IMAGE, RUN_SECONDS, core, make, pod, pod_summary, run_pod
 
 
 def _no_events(text: str) -> str:
     """describe's Events section lists what the runtime and scheduler reported, in their own words: the
     section is compared elsewhere (events cases); here, everything above it."""
-    return text.split("\nEvents:")[0]
+    return text.split("\nEvents:", maxsplit=1)[0]
 
 
 @case("kubectl-run-pod", nodes=True)
@@ -34,8 +34,17 @@ def _pod_without_status(text: str) -> object:
 async def _(t: Tier) -> None:
     """run with --env, --command and arguments: they land in the container."""
     await t.kubectl(
-        "run", "cmd", f"--image={IMAGE}", "--restart=Never", "--env=A=1", "--env=B=two", "--command", "--",
-        "sh", "-c", "echo hi",
+        "run",
+        "cmd",
+        f"--image={IMAGE}",
+        "--restart=Never",
+        "--env=A=1",
+        "--env=B=two",
+        "--command",
+        "--",
+        "sh",
+        "-c",
+        "echo hi",
     )
     await t.kubectl("get", "pod", "cmd", "-o", "jsonpath={.spec.containers[0]}", out=_json_text)
 
@@ -59,7 +68,10 @@ async def _(t: Tier) -> None:
     """run with an invalid name, and with resources the server refuses."""
     await t.kubectl("run", "Bad_Name", f"--image={IMAGE}")
     await t.kubectl(
-        "run", "neg", f"--image={IMAGE}", "--overrides",
+        "run",
+        "neg",
+        f"--image={IMAGE}",
+        "--overrides",
         '{"spec":{"containers":[{"name":"neg","image":"busybox:1.36","resources":{"requests":{"cpu":"-1"}}}]}}',
     )
 
@@ -67,16 +79,26 @@ async def _(t: Tier) -> None:
 @case("kubectl-run-image-pull-policy")
 async def _(t: Tier) -> None:
     """imagePullPolicy defaults by tag: latest and no tag -> Always, a tag -> IfNotPresent."""
-    for name, image in (("latest", "busybox:latest"), ("notag", "busybox"), ("tagged", IMAGE), ("digest", "busybox@sha256:" + "a" * 64)):
-        await t.kubectl("run", name, f"--image={image}", "--dry-run=server", "-o",
-                        "jsonpath={.spec.containers[0].imagePullPolicy}")
+    for name, image in (
+        ("latest", "busybox:latest"),
+        ("notag", "busybox"),
+        ("tagged", IMAGE),
+        ("digest", "busybox@sha256:" + "a" * 64),
+    ):
+        await t.kubectl(
+            "run", name, f"--image={image}", "--dry-run=server", "-o", "jsonpath={.spec.containers[0].imagePullPolicy}"
+        )
 
 
 @case("kubectl-wait-succeeded", nodes=True)
 async def _(t: Tier) -> None:
     """A pod that exits 0: wait for phase Succeeded with a jsonpath condition; the pod table says Completed."""
     await t.kubectl(
-        "run", "done", f"--image={IMAGE}", "--restart=Never", f"--annotations={EXIT_CODE}=0",
+        "run",
+        "done",
+        f"--image={IMAGE}",
+        "--restart=Never",
+        f"--annotations={EXIT_CODE}=0",
         f"--annotations={RUN_SECONDS}=0",
     )
     await t.kubectl("wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/done", "--timeout=60s")
@@ -91,7 +113,10 @@ async def _(t: Tier) -> None:
     await t.kubectl("wait", "--for=jsonpath={.status.phase}=Failed", "pod/fails", "--timeout=60s")
     await t.kubectl("get", "pod", "fails")
     await t.kubectl(
-        "get", "pod", "fails", "-o",
+        "get",
+        "pod",
+        "fails",
+        "-o",
         "jsonpath={.status.containerStatuses[0].state.terminated.reason}/{.status.containerStatuses[0].state.terminated.exitCode}",
     )
 
@@ -163,15 +188,22 @@ async def _(t: Tier) -> None:
     await t.kubectl("logs", "duo", "-c", "c1")
     await t.kubectl("logs", "duo", "-c", "c9")
     await t.kubectl("logs", "duo", "-c", "c0", "--previous")
-    await t.kubectl("logs", "duo", "--all-containers", "--prefix")
+    # kubectl reads the containers' logs from a map: in random order
+    await t.kubectl("logs", "duo", "--all-containers", "--prefix", out=lambda s: sorted(s.splitlines()))
 
 
 @case("kubectl-logs-invalid-options", nodes=True)
 async def _(t: Tier) -> None:
     """Log options the server validates (raw HTTP: kubectl checks some itself)."""
     await run_pod(t, _log_pod(t, "talker"), phases=("Succeeded",))
-    for query in ("tailLines=-1", "limitBytes=0", "sinceSeconds=0", "sinceSeconds=5&sinceTime=2000-01-01T00:00:00Z",
-                  "tailLines=x", "container=zzz"):
+    for query in (
+        "tailLines=-1",
+        "limitBytes=0",
+        "sinceSeconds=0",
+        "sinceSeconds=5&sinceTime=2000-01-01T00:00:00Z",
+        "tailLines=x",
+        "container=zzz",
+    ):
         await t.get(core(t, "pods", "talker", "log", query=query))
 
 
@@ -241,11 +273,14 @@ async def _(t: Tier) -> None:
 async def _(t: Tier) -> None:
     """A graceful delete: the pod lingers with a deletionTimestamp until the node confirms."""
     await run_pod(t, pod("slow", annotations={"local.kubedl.io/termination-seconds": "1"}))
-    reply = await t.delete(core(t, "pods", "slow"), keep=lambda b: {
-        "deletionGracePeriodSeconds": b["metadata"].get("deletionGracePeriodSeconds"),
-        "deleting": "deletionTimestamp" in b["metadata"],
-        "phase": b["status"].get("phase"),
-    })
+    reply = await t.delete(
+        core(t, "pods", "slow"),
+        keep=lambda b: {
+            "deletionGracePeriodSeconds": b["metadata"].get("deletionGracePeriodSeconds"),
+            "deleting": "deletionTimestamp" in b["metadata"],
+            "phase": b["status"].get("phase"),
+        },
+    )
     assert reply.status == 200
     await t.poll(core(t, "pods", "slow"), lambda r: r.status == 404, keep=False)
 
@@ -254,13 +289,20 @@ async def _(t: Tier) -> None:
 async def _(t: Tier) -> None:
     """restartPolicy OnFailure and a failing container: restarted in place, restartCount grows."""
     await t.kubectl(
-        "run", "flaky", f"--image={IMAGE}", "--restart=OnFailure", f"--annotations={EXIT_CODE}=1",
+        "run",
+        "flaky",
+        f"--image={IMAGE}",
+        "--restart=OnFailure",
+        f"--annotations={EXIT_CODE}=1",
         f"--annotations={RUN_SECONDS}=0",
     )
     await t.poll(
         core(t, "pods", "flaky"),
         lambda r: (r.body.get("status", {}).get("containerStatuses") or [{}])[0].get("restartCount", 0) >= 2,
-        keep=lambda b: {"phase": b["status"]["phase"], "restarted": b["status"]["containerStatuses"][0]["restartCount"] >= 2},
+        keep=lambda b: {
+            "phase": b["status"]["phase"],
+            "restarted": b["status"]["containerStatuses"][0]["restartCount"] >= 2,
+        },
     )
 
 
