@@ -8,7 +8,9 @@ immutability rules of pods and Services. Custom resources are handled by :mod:`s
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
+from fractions import Fraction
 from typing import Any
 
 from . import quantity, validation
@@ -33,8 +35,23 @@ def check_name(plural: str, name: str, field: str = "metadata.name") -> list[Fie
     return [FieldError("FieldValueInvalid", field, m, name) for m in validation.name_errors(plural, name)]
 
 
-def check_metadata(plural: str, md: Obj, *, namespaced: bool = True) -> list[FieldError]:
-    return validation.object_meta(plural, md, namespaced=namespaced)
+def check_metadata(plural: str, md: Obj, *, kube_finalizers: bool = True) -> list[FieldError]:
+    return validation.object_meta(plural, md, kube_finalizers=kube_finalizers)
+
+
+def validate_event(event: Obj) -> list[FieldError]:
+    """legacyValidateEvent, what a core/v1 Event gets: its namespace agrees with the involved object's."""
+    ns = event["metadata"].get("namespace", "")
+    involved = str((event.get("involvedObject") or {}).get("namespace") or "")
+    if event.get("eventTime"):
+        if not involved and ns not in ("default", "kube-system"):
+            return [
+                FieldError("FieldValueInvalid", "involvedObject.namespace", "does not match event.namespace", involved)
+            ]
+        return []
+    if (not involved and ns not in ("", "default")) or (involved and involved != ns):
+        return [FieldError("FieldValueInvalid", "involvedObject.namespace", "does not match event.namespace", involved)]
+    return []
 
 
 # ---- pods ------------------------------------------------------------------------------------------------
@@ -48,14 +65,6 @@ def parse_quantity(v: Any, resource: str = "") -> float:
         return float(v)
     parsed = quantity.parse(str(v).strip())
     return float(parsed.unscaled * 10.0**parsed.scale)
-
-
-def valid_quantity(v: Any) -> bool:
-    try:
-        parse_quantity(v)
-    except (ValueError, TypeError):
-        return False
-    return True
 
 
 def default_pod(pod: Obj, toleration_seconds: int) -> None:
@@ -73,6 +82,7 @@ def default_pod(pod: Obj, toleration_seconds: int) -> None:
     spec["serviceAccount"] = sa
     for key in ("initContainers", "containers", "ephemeralContainers"):
         default_containers(spec, key)
+    default_volumes(spec)
     tolerations = spec.setdefault("tolerations", [])
     if isinstance(tolerations, list):
         for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
@@ -111,6 +121,97 @@ def default_containers(spec: Obj, key: str) -> None:
                     p.setdefault("protocol", "TCP")
                     if host_net and "hostPort" not in p and "containerPort" in p:
                         p["hostPort"] = p["containerPort"]
+            for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+                if isinstance(c.get(probe), dict):
+                    _default_probe(c[probe])
+            lifecycle = c.get("lifecycle")
+            if isinstance(lifecycle, dict):
+                for hook in lifecycle.values():
+                    if isinstance(hook, dict) and isinstance(hook.get("httpGet"), dict):
+                        _default_http_get(hook["httpGet"])
+            for env in c.get("env") or []:
+                if isinstance(env, dict) and isinstance((env.get("valueFrom") or {}).get("fieldRef"), dict):
+                    env["valueFrom"]["fieldRef"].setdefault("apiVersion", "v1")
+
+
+def _default_probe(probe: Obj) -> None:
+    """SetDefaults_Probe (and its HTTPGetAction's)."""
+    for key, value in (("timeoutSeconds", 1), ("periodSeconds", 10), ("successThreshold", 1), ("failureThreshold", 3)):
+        if not probe.get(key):
+            probe[key] = value
+    if isinstance(probe.get("httpGet"), dict):
+        _default_http_get(probe["httpGet"])
+
+
+def _default_http_get(action: Obj) -> None:
+    if not action.get("path"):
+        action["path"] = "/"
+    if not action.get("scheme"):
+        action["scheme"] = "HTTP"
+
+
+#: volume sources with a defaultMode (0644, as SetDefaults_*VolumeSource)
+_MODE_SOURCES = ("secret", "configMap", "downwardAPI", "projected")
+#: every volume source the API knows (a volume naming none of them is an emptyDir)
+_VOLUME_SOURCES = frozenset(
+    {
+        "hostPath",
+        "emptyDir",
+        "gcePersistentDisk",
+        "awsElasticBlockStore",
+        "gitRepo",
+        "secret",
+        "nfs",
+        "iscsi",
+        "glusterfs",
+        "persistentVolumeClaim",
+        "rbd",
+        "flexVolume",
+        "cinder",
+        "cephfs",
+        "flocker",
+        "downwardAPI",
+        "fc",
+        "azureFile",
+        "configMap",
+        "vsphereVolume",
+        "quobyte",
+        "azureDisk",
+        "photonPersistentDisk",
+        "projected",
+        "portworxVolume",
+        "scaleIO",
+        "storageos",
+        "csi",
+        "ephemeral",
+        "image",
+    }
+)
+
+
+def default_volumes(spec: Obj) -> None:
+    """SetDefaults_Volume and the defaults inside volume sources."""
+    for vol in spec.get("volumes") or []:
+        if not isinstance(vol, dict):
+            continue
+        if not any(key in vol for key in _VOLUME_SOURCES):
+            vol["emptyDir"] = {}
+        for key in _MODE_SOURCES:
+            if isinstance(vol.get(key), dict):
+                vol[key].setdefault("defaultMode", 420)
+        if isinstance(vol.get("hostPath"), dict):
+            vol["hostPath"].setdefault("type", "")
+        for item in (vol.get("downwardAPI") or {}).get("items") or []:
+            if isinstance(item, dict) and isinstance(item.get("fieldRef"), dict):
+                item["fieldRef"].setdefault("apiVersion", "v1")
+        for source in (vol.get("projected") or {}).get("sources") or []:
+            if not isinstance(source, dict):
+                continue
+            if isinstance(source.get("serviceAccountToken"), dict):
+                source["serviceAccountToken"].setdefault("expirationSeconds", 3600)
+            for item in (source.get("downwardAPI") or {}).get("items") or []:
+                if isinstance(item, dict) and isinstance(item.get("fieldRef"), dict):
+                    item["fieldRef"].setdefault("apiVersion", "v1")
 
 
 def qos_class(spec: Obj) -> str:
@@ -221,14 +322,8 @@ def validate_pod(pod: Obj) -> list[FieldError]:
                         )
                     )
             res = c.get("resources") or {}
-            for part in ("requests", "limits"):
-                for rname, q in ((res.get(part) or {}) if isinstance(res, dict) else {}).items():
-                    if not valid_quantity(q):
-                        errs.append(
-                            FieldError(
-                                "FieldValueInvalid", f"{base}.resources.{part}[{rname}]", "must be a valid quantity", q
-                            )
-                        )
+            if isinstance(res, dict):
+                errs += resource_requirements_errors(res, f"{base}.resources")
             for j, e in enumerate(c.get("env") or []):
                 if not isinstance(e, dict) or not e.get("name"):
                     errs.append(FieldError("FieldValueRequired", f"{base}.env[{j}].name"))
@@ -239,6 +334,83 @@ def validate_pod(pod: Obj) -> list[FieldError]:
                 "FieldValueNotSupported", "spec.restartPolicy", 'supported values: "Always", "OnFailure", "Never"', rp
             )
         )
+    return errs
+
+
+#: native resources whose quantities must be whole numbers (helper.IsIntegerResourceName, with extended ones)
+_INTEGER_RESOURCES = frozenset(
+    {
+        "pods",
+        "services",
+        "replicationcontrollers",
+        "resourcequotas",
+        "secrets",
+        "configmaps",
+        "persistentvolumeclaims",
+        "services.nodeports",
+        "services.loadbalancers",
+    }
+)
+
+
+def _native(name: str) -> bool:
+    """helper.IsNativeResource: no domain, or a kubernetes.io one."""
+    return "/" not in name or "kubernetes.io/" in name
+
+
+def _quantity(value: Any) -> quantity.Quantity | None:
+    try:
+        return quantity.parse(str(value).strip())
+    except ValueError:
+        return None
+
+
+def _milli(q: quantity.Quantity) -> int:
+    """Quantity.MilliValue: thousandths, rounded up."""
+    return math.ceil(Fraction(q.unscaled) * Fraction(10) ** (q.scale + 3))
+
+
+def _cmp(a: quantity.Quantity, b: quantity.Quantity) -> int:
+    x, y = Fraction(a.unscaled) * Fraction(10) ** a.scale, Fraction(b.unscaled) * Fraction(10) ** b.scale
+    return (x > y) - (x < y)
+
+
+def resource_requirements_errors(res: Obj, path: str) -> list[FieldError]:
+    """validateResourceRequirements: non-negative, whole numbers for extended resources, requests within
+    (for extended resources: equal to) limits."""
+    errs: list[FieldError] = []
+    raw_limits, raw_requests = res.get("limits"), res.get("requests")
+    limits: Obj = raw_limits if isinstance(raw_limits, dict) else {}
+    requests: Obj = raw_requests if isinstance(raw_requests, dict) else {}
+    zero = quantity.parse("0")
+
+    def value_errors(name: str, value: Any, field: str) -> None:
+        q = _quantity(value)
+        if q is None:
+            errs.append(FieldError("FieldValueInvalid", field, "must be a valid quantity", value))
+            return
+        if _cmp(q, zero) < 0:
+            errs.append(FieldError("FieldValueInvalid", field, "must be greater than or equal to 0", str(q)))
+        if (name in _INTEGER_RESOURCES or not _native(name)) and _milli(q) % 1000:
+            errs.append(FieldError("FieldValueInvalid", field, "must be an integer", str(q)))
+
+    for name, value in limits.items():
+        value_errors(name, value, f"{path}.limits[{name}]")
+    for name, value in requests.items():
+        value_errors(name, value, f"{path}.requests[{name}]")
+        q, limit = _quantity(value), _quantity(limits.get(name)) if name in limits else None
+        overcommit = _native(name) and not name.startswith("hugepages-")
+        if q is not None and limit is not None:
+            if _cmp(q, limit) != 0 and not overcommit:
+                why = f"must be equal to {name} limit of {limit}"
+                errs.append(FieldError("FieldValueInvalid", f"{path}.requests", why, str(q)))
+            elif _cmp(q, limit) > 0:
+                why = f"must be less than or equal to {name} limit of {limit}"
+                errs.append(FieldError("FieldValueInvalid", f"{path}.requests", why, str(q)))
+        elif name not in limits and not overcommit:
+            errs.append(
+                FieldError("FieldValueRequired", f"{path}.limits", "Limit must be set for non overcommitable resources")
+            )
     return errs
 
 
@@ -481,14 +653,109 @@ def default_secret(secret: Obj) -> None:
     secret.setdefault("type", "Opaque")
 
 
-def validate_secret(secret: Obj) -> list[FieldError]:
+#: core.MaxSecretSize: the data of a ConfigMap or Secret together
+MAX_DATA_SIZE = 1024 * 1024
+_CONFIG_KEY_FMT = "[-._a-zA-Z0-9]+"
+_CONFIG_KEY = re.compile("^" + _CONFIG_KEY_FMT + "$")
+_CONFIG_KEY_MSG = "a valid config key must consist of alphanumeric characters, '-', '_' or '.'"
+#: secret type -> the keys it must have (ValidateSecret)
+_SECRET_KEYS = {
+    "kubernetes.io/dockercfg": (".dockercfg",),
+    "kubernetes.io/dockerconfigjson": (".dockerconfigjson",),
+    "kubernetes.io/ssh-auth": ("ssh-privatekey",),
+}
+
+
+def _config_key_errors(key: str) -> list[str]:
+    """validation.IsConfigMapKey."""
+    errs = []
+    if len(key) > 253:
+        errs.append("must be no more than 253 characters")
+    if not _CONFIG_KEY.match(key):
+        errs.append(validation.regex_error(_CONFIG_KEY_MSG, _CONFIG_KEY_FMT, "key.name", "KEY_NAME", "key-name"))
+    if key == ".":
+        errs.append("must not be '.'")
+    elif key == "..":
+        errs.append("must not be '..'")
+    elif key.startswith(".."):
+        errs.append("must not start with '..'")
+    return errs
+
+
+def _decoded_size(value: Any) -> int:
+    import base64
+    import binascii
+
+    try:
+        return len(base64.b64decode(str(value), validate=True))
+    except (binascii.Error, ValueError):
+        return len(str(value))
+
+
+def validate_configmap(cm: Obj, old: Obj | None) -> list[FieldError]:
+    """ValidateConfigMap / ValidateConfigMapUpdate."""
+    errs: list[FieldError] = []
+    if old is not None and old.get("immutable"):
+        if not cm.get("immutable"):
+            errs.append(FieldError("FieldValueForbidden", "immutable", "field is immutable when `immutable` is set"))
+        for key in ("data", "binaryData"):
+            if (cm.get(key) or None) != (old.get(key) or None):
+                errs.append(FieldError("FieldValueForbidden", key, "field is immutable when `immutable` is set"))
+    data, binary = cm.get("data") or {}, cm.get("binaryData") or {}
+    size = 0
+    for key, value in data.items():
+        errs += [FieldError("FieldValueInvalid", f"data[{key}]", m, key) for m in _config_key_errors(key)]
+        if key in binary:
+            errs.append(FieldError("FieldValueInvalid", f"data[{key}]", "duplicate of key present in binaryData", key))
+        size += len(str(value).encode())
+    for key, value in binary.items():
+        errs += [FieldError("FieldValueInvalid", f"binaryData[{key}]", m, key) for m in _config_key_errors(key)]
+        size += _decoded_size(value)
+    if size > MAX_DATA_SIZE:
+        errs.append(FieldError("FieldValueTooLong", "[]", f"may not be more than {MAX_DATA_SIZE} bytes"))
+    return errs
+
+
+def validate_secret(secret: Obj, old: Obj | None = None) -> list[FieldError]:
+    """ValidateSecret / ValidateSecretUpdate: keys, size, the keys each type needs, immutability."""
     import base64
     import binascii
 
     errs: list[FieldError] = []
-    for k, v in (secret.get("data") or {}).items():
+    if old is not None:
+        if secret.get("type") != old.get("type"):
+            errs.append(FieldError("FieldValueInvalid", "type", "field is immutable", secret.get("type")))
+        if old.get("immutable"):
+            if not secret.get("immutable"):
+                errs.append(
+                    FieldError("FieldValueForbidden", "immutable", "field is immutable when `immutable` is set")
+                )
+            if (secret.get("data") or None) != (old.get("data") or None):
+                errs.append(FieldError("FieldValueForbidden", "data", "field is immutable when `immutable` is set"))
+    data = secret.get("data") or {}
+    size = 0
+    for k, v in data.items():
+        errs += [FieldError("FieldValueInvalid", f"data[{k}]", m, k) for m in _config_key_errors(k)]
         try:
-            base64.b64decode(str(v), validate=True)
+            size += len(base64.b64decode(str(v), validate=True))
         except (binascii.Error, ValueError):
             errs.append(FieldError("FieldValueInvalid", f"data[{k}]", "illegal base64 data", "<secret contents>"))
+    if size > MAX_DATA_SIZE:
+        errs.append(FieldError("FieldValueTooLong", "data", f"may not be more than {MAX_DATA_SIZE} bytes"))
+    kind = secret.get("type")
+    if kind == "kubernetes.io/service-account-token":
+        if not ((secret.get("metadata") or {}).get("annotations") or {}).get("kubernetes.io/service-account.name"):
+            errs.append(FieldError("FieldValueRequired", "metadata.annotations[kubernetes.io/service-account.name]"))
+    elif kind in _SECRET_KEYS:
+        key = _SECRET_KEYS[kind][0]
+        if key not in data or (kind == "kubernetes.io/ssh-auth" and not data.get(key)):
+            errs.append(FieldError("FieldValueRequired", f"data[{key}]"))
+    elif kind == "kubernetes.io/basic-auth":
+        if "username" not in data and "password" not in data:
+            errs.append(FieldError("FieldValueRequired", "data[username]"))
+            errs.append(FieldError("FieldValueRequired", "data[password]"))
+    elif kind == "kubernetes.io/tls":
+        for key in ("tls.crt", "tls.key"):
+            if key not in data:
+                errs.append(FieldError("FieldValueRequired", f"data[{key}]"))
     return errs

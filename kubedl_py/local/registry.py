@@ -257,8 +257,11 @@ class Registry:
         return body
 
     def _validate(self, rt: ResourceType, obj: Obj, old: Obj | None) -> None:
-        errs = admission.check_metadata(rt.plural, obj["metadata"], namespaced=rt.namespaced)
         plural = rt.plural if not rt.group else ""
+        if plural == "events":
+            errs = admission.validate_event(obj)  # core/v1 events get only the legacy checks, no ObjectMeta ones
+        else:
+            errs = admission.check_metadata(rt.plural, obj["metadata"], kube_finalizers=not rt.custom and not rt.group)
         if rt.custom:
             sch = rt.schemas.get(rt.version)
             if sch:
@@ -274,7 +277,9 @@ class Registry:
         elif plural == "services":
             errs += admission.validate_service(obj)
         elif plural == "secrets":
-            errs += admission.validate_secret(obj)
+            errs += admission.validate_secret(obj, old)
+        elif plural == "configmaps":
+            errs += admission.validate_configmap(obj, old)
         elif rt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
             from .crd import validate_crd
 

@@ -147,9 +147,11 @@ def name_errors(plural: str, name: str, *, prefix: bool = False) -> list[str]:
     return is_dns1123_subdomain(name)
 
 
-def object_meta(plural: str, md: dict[str, Any], *, namespaced: bool) -> list[FieldError]:
+def object_meta(plural: str, md: dict[str, Any], *, kube_finalizers: bool = True) -> list[FieldError]:
     """ValidateObjectMeta of pkg/apis/core/validation: name, generateName, labels, annotations, owner
-    references and finalizers (the namespace is the URL's, checked elsewhere)."""
+    references and finalizers (the namespace is the URL's, checked elsewhere). ``kube_finalizers``: the core
+    API's rule that a finalizer without a prefix is a standard one (other groups and custom resources only
+    warn)."""
     errs: list[FieldError] = []
     gen = md.get("generateName")
     if isinstance(gen, str) and gen:
@@ -165,8 +167,7 @@ def object_meta(plural: str, md: dict[str, Any], *, namespaced: bool) -> list[Fi
     errs += labels_errors(md.get("labels"), "metadata.labels")
     errs += annotations_errors(md.get("annotations"))
     errs += owner_reference_errors(md.get("ownerReferences"))
-    errs += finalizer_errors(md.get("finalizers"))
-    del namespaced
+    errs += finalizer_errors(md.get("finalizers"), kube=kube_finalizers)
     return errs
 
 
@@ -235,7 +236,7 @@ def owner_reference_errors(refs: Any) -> list[FieldError]:
     return errs
 
 
-def finalizer_errors(finalizers: Any, field: str = "metadata.finalizers") -> list[FieldError]:
+def finalizer_errors(finalizers: Any, field: str = "metadata.finalizers", *, kube: bool = True) -> list[FieldError]:
     """ValidateFinalizers (qualified names, not both orphan and foregroundDeletion) and the core API's
     check that a name without a prefix is a standard one."""
     errs: list[FieldError] = []
@@ -250,7 +251,7 @@ def finalizer_errors(finalizers: Any, field: str = "metadata.finalizers") -> lis
             )
         )
     for i, f in enumerate(finalizers):
-        if "/" not in str(f) and f not in STANDARD_FINALIZERS:
+        if kube and "/" not in str(f) and f not in STANDARD_FINALIZERS:
             errs.append(
                 FieldError(
                     "FieldValueInvalid",
