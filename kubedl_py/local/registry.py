@@ -560,6 +560,18 @@ class Registry:
             else:
                 new.pop("status", None)
             new["metadata"] = dict(omd)
+            if not rt.custom and rt.key != ("apiextensions.k8s.io", "customresourcedefinitions"):
+                # The built-in status strategies keep the object's metadata changes (labels, annotations...):
+                # only spec is reset (and a pod's owner references); ResetObjectMetaForStatus is for CRDs.
+                md = obj.get("metadata")
+                if isinstance(md, dict):
+                    for k in ("labels", "annotations", "finalizers", "ownerReferences"):
+                        if k == "ownerReferences" and rt.key == ("", "pods"):
+                            continue
+                        if k in md:
+                            new["metadata"][k] = md[k]
+                        else:
+                            new["metadata"].pop(k, None)
             obj = new
         elif subresource == "ephemeralcontainers":
             # Only spec.ephemeralContainers changes through this subresource (kubectl debug).
