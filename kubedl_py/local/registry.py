@@ -49,6 +49,8 @@ _GENERATION = {("", "pods"), ("apiextensions.k8s.io", "customresourcedefinitions
 RETURN_DELETED = frozenset({("", "pods"), ("", "services")})
 #: the namespaces the real server's namespace lifecycle admission refuses to delete
 PROTECTED_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
+CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
+CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
 # Kinds that PUT may create (AllowCreateOnUpdate in the real strategies).
 _CREATE_ON_UPDATE = {("", "endpoints"), ("coordination.k8s.io", "leases"), ("", "events")}
 
@@ -61,12 +63,14 @@ class FieldValidation:
     nothing is said. Either way they are dropped, as decoding into the Go struct (or pruning) drops them.
     """
 
-    __slots__ = ("events", "mode", "unknown", "warnings")
+    __slots__ = ("events", "mode", "sorted", "unknown", "warnings")
 
     def __init__(self, mode: str = "Ignore") -> None:
         self.mode = mode
         self.unknown: list[str] = []
         self.warnings: list[str] = []
+        #: report unknown fields in name order (custom resources: what structural pruning finds, sorted)
+        self.sorted = False
         #: the body's keys in document order with repeats (jsonsyntax.key_events), when it was JSON
         self.events: list[tuple[str, bool]] | None = None
 
@@ -76,7 +80,10 @@ class FieldValidation:
         events, self.events = self.events, None
         unknown, self.unknown = self.unknown, []
         messages: list[str] = []
-        if events:
+        if self.sorted:
+            messages = [f'unknown field "{path}"' for path in sorted(set(unknown))]
+            messages += [f'duplicate field "{path}"' for path, repeated in events or () if repeated]
+        elif events:
             pending = set(unknown)
             for path, repeated in events:
                 if path in pending:
@@ -198,15 +205,15 @@ class Registry:
         kind = body.get("kind")
         want = rt.api_version(version)
         if rt.custom:
-            if kind is not None and kind != rt.kind:
-                raise bad_request(
-                    f'{kind} in version "{version}" cannot be handled as a {rt.kind}: '
-                    f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})"
-                )
             if api_version is not None and api_version != want:
                 raise bad_request(
                     f"the API version in the data ({api_version}) does not match the expected API version ({want})"
                 )
+            if kind is not None and kind != rt.kind:
+                # the custom resource validator's ValidateTypeMeta: a 422 naming the kind that was sent
+                name = str((body.get("metadata") or {}).get("name") or "")
+                why = [FieldError("FieldValueInvalid", "kind", f"must be {rt.kind}", kind)]
+                raise invalid(str(kind), rt.group, rt.plural, name, why)
         elif (api_version is not None and api_version != want) or (kind is not None and kind != rt.kind):
             # What the real server's scheme says: an unknown group version/kind, or a known kind of another type.
             data_version = str(api_version or want)
@@ -229,6 +236,7 @@ class Registry:
         if not isinstance(obj.get("metadata"), dict):
             raise bad_request("metadata must be an object")
         if rt.custom:
+            fv.sorted = True
             self._prepare_custom(rt, obj, fv)  # pruning is part of decoding a custom resource
         fv.check(rt.kind, version)
         obj["apiVersion"] = rt.api_version()  # stored at the storage version; served per request
@@ -534,8 +542,9 @@ class Registry:
             if str(rv) != old["metadata"]["resourceVersion"]:
                 raise stale(rt.group, rt.plural, name)
         elif rt.custom:
+            # the generic registry names the resource, not the kind, in this one
             raise invalid(
-                rt.kind,
+                rt.plural,
                 rt.group,
                 rt.plural,
                 name,
@@ -767,6 +776,28 @@ class Registry:
         obj = self._check_body(rt, result, version or rt.version, validation)
         return self._update(rt, old, obj, subresource, dry_run=dry_run)
 
+    def _delete_crd(self, rt: ResourceType, old: Obj) -> Obj:
+        """As the apiextensions server: the CRD gets its cleanup finalizer and a Terminating condition; the
+        CRD controller then removes the instances and the CRD (crd.CRDController)."""
+        new = deepcopy_json(old)
+        md = new["metadata"]
+        md["deletionTimestamp"] = now_iso()
+        if CRD_CLEANUP_FINALIZER not in (md.get("finalizers") or []):
+            md["finalizers"] = [*(md.get("finalizers") or []), CRD_CLEANUP_FINALIZER]
+        status = new.setdefault("status", {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "Terminating"]
+        conditions.append(
+            {
+                "type": "Terminating",
+                "status": "True",
+                "lastTransitionTime": now_iso(),
+                "reason": "InstanceDeletionPending",
+                "message": "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
+            }
+        )
+        status["conditions"] = conditions
+        return self._commit(rt, new, old)
+
     # ---- delete -------------------------------------------------------------------------------------------
 
     @staticmethod
@@ -822,6 +853,8 @@ class Registry:
         grace = opts.get("gracePeriodSeconds")
         if opts.get("dryRun"):
             return old, False
+        if rt.key == CRD_KEY and not omd.get("deletionTimestamp"):
+            return self._delete_crd(rt, old), False
         finalizers = list(omd.get("finalizers") or [])
         if policy == "Orphan" and "orphan" not in finalizers:
             finalizers.append("orphan")

@@ -315,7 +315,7 @@ def columns_for(rt: ResourceType, version: str) -> list[Column]:
                     _column_getter(path, typ),
                 )
             )
-        if not any(str(c.get("jsonPath")) == ".metadata.creationTimestamp" for c in extra):
+        if not extra:  # a CRD's own columns replace the default AGE one
             cols.append(_AGE)
         return cols
     return BUILTIN.get(rt.key, [_NAME, _AGE])

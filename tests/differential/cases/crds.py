@@ -80,10 +80,9 @@ async def _(t: Tier) -> None:
 
 @case("crd-several-errors")
 async def _(t: Tier) -> None:
-    """Schema errors together with a CEL rule: the rules are not checked, the server says so."""
-    await t.post(
-        grouped(t, "pytorchjobs"), pytorchjob("e", {"Master": dict(replica(2), restartPolicy="Bad")}, backoffLimit="x")
-    )
+    """A schema error together with a CEL rule: the rules are not checked, the server says so."""
+    # one schema error: the real server reports several properties' errors in Go's (random) map order
+    await t.post(grouped(t, "pytorchjobs"), pytorchjob("e", {"Master": dict(replica(2), restartPolicy="Bad")}))
 
 
 @case("crd-status-subresource")
@@ -239,15 +238,11 @@ async def _(t: Tier) -> None:
     await t.post(
         widgets, {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"color": "red"}}
     )
-    await t.post(
-        widgets,
-        {
-            "apiVersion": f"{group}/v1",
-            "kind": "Widget",
-            "metadata": {"name": "bad"},
-            "spec": {"size": 0, "color": "blue"},
-        },
-    )
+    # one bad field each: the real server reports several properties' errors in Go's (random) map order
+    for spec in ({"size": 0}, {"color": "blue"}):
+        await t.post(
+            widgets, {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": "bad"}, "spec": spec}
+        )
     await t.kubectl("get", f"widgets.{group}")
     await t.delete(
         f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.{group}",
