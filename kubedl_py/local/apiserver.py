@@ -112,6 +112,45 @@ def _field_validation(req: Request, options: str) -> FieldValidation:
     return FieldValidation(mode or "Warn")
 
 
+def load_yaml(raw: bytes) -> Any:
+    """YAML as the real server reads it (sigs.k8s.io/yaml on go-yaml v2, a port of libyaml): libyaml's own
+    parser and messages, and YAML 1.1 booleans including y/n; ValueError carries go-yaml's message."""
+    import yaml
+
+    try:
+        return yaml.load(raw, Loader=_YamlLoader)
+    except yaml.MarkedYAMLError as e:
+        problem, context = e.problem_mark, e.context_mark
+        line = 0
+        if problem is not None and problem.line:
+            line = problem.line + (1 if isinstance(e, yaml.scanner.ScannerError) else 0)
+        elif context is not None and context.line:
+            line = context.line
+        where = f"line {line}: " if line else ""
+        raise ValueError(f"yaml: {where}{e.problem}") from None
+    except yaml.YAMLError as e:
+        raise ValueError(f"yaml: {e}") from None
+
+
+def _yaml_loader() -> Any:
+    import re as re_
+
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class Loader(base):  # type: ignore[misc,valid-type]
+        pass
+
+    Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re_.compile(r"^(?:y|Y|n|N)$"), list("yYnN"))
+    Loader.add_constructor("tag:yaml.org,2002:bool", lambda loader, node: loader.construct_scalar(node) in _YAML_TRUE)
+    return Loader
+
+
+_YAML_TRUE = frozenset({"y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"})
+_YamlLoader = _yaml_loader()
+
+
 PATCH_TYPES = (
     "application/json-patch+json",
     "application/merge-patch+json",
@@ -458,12 +497,13 @@ class ApiServer:
         if ctype not in (JSON_CT, "application/yaml"):
             raise _unsupported_media_type(req.rt)
         if ctype == "application/yaml":
-            import yaml
-
             try:
-                return yaml.safe_load(raw)
-            except yaml.YAMLError as e:
-                raise bad_request(f"error decoding YAML: {e}") from None
+                return load_yaml(raw)
+            except ValueError as e:
+                raise bad_request(
+                    f"the object provided is unrecognized (must be of type {req.rt.kind}): {e} "
+                    f"({jsonsyntax.summarize(raw)})"
+                ) from None
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError as e:
