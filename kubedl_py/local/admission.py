@@ -68,6 +68,12 @@ def parse_quantity(v: Any, resource: str = "") -> float:
 
 
 def default_pod(pod: Obj, toleration_seconds: int) -> None:
+    default_pod_fields(pod)
+    admit_pod(pod, toleration_seconds)
+
+
+def default_pod_fields(pod: Obj) -> None:
+    """SetDefaults_Pod/PodSpec and the containers' and volumes' defaults: what decoding a body sets."""
     spec = pod.setdefault("spec", {})
     spec.setdefault("restartPolicy", "Always")
     spec.setdefault("dnsPolicy", "ClusterFirst")
@@ -75,14 +81,20 @@ def default_pod(pod: Obj, toleration_seconds: int) -> None:
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("securityContext", {})
     spec.setdefault("enableServiceLinks", True)
+    for key in ("initContainers", "containers", "ephemeralContainers"):
+        default_containers(spec, key)
+    default_volumes(spec)
+
+
+def admit_pod(pod: Obj, toleration_seconds: int) -> None:
+    """What admission and the create strategy add: priority, the ServiceAccount, the not-ready/unreachable
+    tolerations, the initial status."""
+    spec = pod.setdefault("spec", {})
     spec.setdefault("priority", 0)
     spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
     sa = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
     spec["serviceAccountName"] = sa
     spec["serviceAccount"] = sa
-    for key in ("initContainers", "containers", "ephemeralContainers"):
-        default_containers(spec, key)
-    default_volumes(spec)
     tolerations = spec.setdefault("tolerations", [])
     if isinstance(tolerations, list):
         for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):

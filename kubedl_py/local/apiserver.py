@@ -21,7 +21,7 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from . import discovery, jsonsyntax, openapi, protobuf, serviceaccounts, tables
+from . import discovery, fieldmanager, jsonsyntax, openapi, protobuf, serviceaccounts, tables
 from .errors import (
     ApiError,
     FieldError,
@@ -90,14 +90,23 @@ def _unsupported_media_type(rt: ResourceType) -> ApiError:
     )
 
 
-def _field_validation(req: Request, options: str) -> FieldValidation:
-    """The request's options as Create/Update/PatchOptions validation sees them (fieldManager, dryRun,
-    fieldValidation: one 422 for all that are wrong); returns the ``fieldValidation`` (absent: Warn)."""
+def _field_validation(req: Request, options: str, patch_type: str | None = None) -> FieldValidation:
+    """The request's options as Create/Update/PatchOptions validation sees them (fieldManager, force,
+    dryRun, fieldValidation: one 422 for all that are wrong); returns the ``fieldValidation`` (absent: Warn)."""
     q = req.query
     errs: list[FieldError] = []
     manager = q.get("fieldManager", "")
+    if patch_type == "application/apply-patch+yaml":
+        if not manager:
+            errs.append(FieldError("FieldValueRequired", "fieldManager", "is required for apply patch"))
+    elif patch_type is not None and "force" in q:
+        errs.append(FieldError("FieldValueForbidden", "force", "may not be specified for non-apply patch"))
     if len(manager) > 128:
         errs.append(FieldError("FieldValueTooLong", "fieldManager", "may not be more than 128 bytes"))
+    for i, ch in enumerate(manager):
+        if not ch.isprintable():
+            why = f"invalid character U+{ord(ch):04X} (at position {len(manager[:i].encode())})"
+            errs.append(FieldError("FieldValueInvalid", "fieldManager", why, manager))
     if "dryRun" in q:
         errs += dry_run_errors([q["dryRun"]])
     mode = q.get("fieldValidation", "")
@@ -110,6 +119,11 @@ def _field_validation(req: Request, options: str) -> FieldValidation:
     if errs:
         raise invalid(options, "meta.k8s.io", "", "", errs)
     return FieldValidation(mode or "Warn")
+
+
+def _manager(req: Request, request: web.Request) -> str:
+    """managerOrUserAgent: ``?fieldManager=``, else the first word of the User-Agent."""
+    return req.query.get("fieldManager") or fieldmanager.manager_from_user_agent(request.headers.get("User-Agent", ""))
 
 
 def load_yaml(raw: bytes) -> Any:
@@ -165,11 +179,9 @@ def _patch_body(raw: bytes, ctype: str) -> Any:
     if ctype not in PATCH_TYPES:
         raise ApiError(415, "415: Unsupported Media Type", "UnsupportedMediaType", {})
     if ctype == "application/apply-patch+yaml":
-        import yaml
-
         try:
-            return yaml.safe_load(raw)
-        except yaml.YAMLError as e:
+            return load_yaml(raw)
+        except ValueError as e:
             raise bad_request(f"error decoding YAML: {e}") from None
     try:
         return orjson.loads(raw)
@@ -271,6 +283,10 @@ class ApiServer:
         except protobuf.TableUnavailable as e:
             self._types_failed = True
             log.warning("built-in kinds are not type-checked or normalised: %s", e)
+        try:
+            self.registry.openapi_docs = await asyncio.to_thread(openapi.ensure_specs)
+        except openapi.SpecsUnavailable as e:
+            log.warning("managedFields and server-side apply treat built-in kinds as untyped: %s", e)
 
     async def close_streams(self) -> None:
         self.closing = True
@@ -554,7 +570,9 @@ class ApiServer:
                     raise method_not_allowed()
                 fv = _field_validation(req, "CreateOptions")
                 body = await self._body(request, req, fv=fv)
-                obj = self.registry.create(rt, ns, body, req.version, dry_run=dry_run, validation=fv)
+                obj = self.registry.create(
+                    rt, ns, body, req.version, dry_run=dry_run, validation=fv, manager=_manager(req, request)
+                )
                 return self._object_response(request, req, obj, 201, warnings=fv.warnings)
             if req.subresource == "binding":
                 return self._binding(req, await self._body(request, req))
@@ -577,15 +595,38 @@ class ApiServer:
                 raise method_not_allowed()
             existed = self.store.get(rt.key, ns if rt.namespaced else "", req.name) is not None
             obj = self.registry.update(
-                rt, ns, req.name, body, req.subresource, version=req.version, dry_run=dry_run, validation=fv
+                rt,
+                ns,
+                req.name,
+                body,
+                req.subresource,
+                version=req.version,
+                dry_run=dry_run,
+                validation=fv,
+                manager=_manager(req, request),
             )
             # a kind that PUT may create (leases, events, endpoints) answers 201 when it did
             return self._object_response(request, req, obj, 200 if existed else 201, warnings=fv.warnings)
         if verb == "patch":
             if req.name is None or req.subresource not in _WRITABLE_SUBRESOURCES:
                 raise method_not_allowed()
-            fv = _field_validation(req, "PatchOptions")
+            fv = _field_validation(req, "PatchOptions", request.content_type)
             body = await self._body(request, req, patch=True)
+            if request.content_type == "application/apply-patch+yaml":
+                force = req.query.get("force", "")
+                obj, created = self.registry.apply(
+                    rt,
+                    ns,
+                    req.name,
+                    body,
+                    manager=req.query["fieldManager"],
+                    force=force == "true",
+                    subresource=req.subresource,
+                    version=req.version,
+                    dry_run=dry_run,
+                    validation=fv,
+                )
+                return self._object_response(request, req, obj, 201 if created else 200, warnings=fv.warnings)
             obj = self.registry.patch(
                 rt,
                 ns,
@@ -596,6 +637,7 @@ class ApiServer:
                 version=req.version,
                 dry_run=dry_run,
                 validation=fv,
+                manager=_manager(req, request),
             )
             return self._object_response(request, req, obj, warnings=fv.warnings)
         if verb == "delete":

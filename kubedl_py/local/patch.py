@@ -328,3 +328,104 @@ def _element_order(merged: list[Any], original: list[Any], order: list[Any], key
                 out.append(patch_items[j])
                 j += 1
     return out
+
+
+# ---- the patched document as the real server's JSON patchers print it -----------------------------------
+
+
+def _go_string(text: str) -> str:
+    import json
+
+    out = json.dumps(text, ensure_ascii=False)
+    return (
+        out.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
+
+
+def _go_dumps(value: JSON, sort: Any = True, path: tuple[str, ...] = ()) -> str:
+    """encoding/json's compact text; ``sort``: True (every map sorted, as a decoded Go map), False (keys in
+    the order given: untouched raw JSON), or a set of paths whose maps are sorted (the containers a patcher
+    decoded)."""
+    if isinstance(value, dict):
+        here = sort is True or (not isinstance(sort, bool) and path in sort)
+        keys = sorted(value) if here else list(value)
+        inner = sort if sort is not True else True
+        return "{" + ",".join(f"{_go_string(str(k))}:{_go_dumps(value[k], inner, (*path, str(k)))}" for k in keys) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_go_dumps(v, sort, (*path, str(i))) for i, v in enumerate(value)) + "]"
+    if isinstance(value, str):
+        return _go_string(value)
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if value is None:
+        return "null"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+class _Sorted(dict[str, Any]):
+    """A map the patcher decoded (printed with sorted keys)."""
+
+
+def _mark(value: JSON) -> JSON:
+    """A patch value: evanphx/json-patch decodes it (pruneNulls), so its maps print sorted, nulls gone."""
+    if isinstance(value, dict):
+        return _Sorted({k: _mark(v) for k, v in value.items() if v is not None})
+    if isinstance(value, list):
+        return [_mark(v) for v in value]
+    return value
+
+
+def _dump_marked(value: JSON) -> str:
+    if isinstance(value, dict):
+        keys = sorted(value) if isinstance(value, _Sorted) else list(value)
+        return "{" + ",".join(f"{_go_string(str(k))}:{_dump_marked(value[k])}" for k in keys) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_dump_marked(v) for v in value) + "]"
+    return _go_dumps(value)
+
+
+def go_merge_patch_text(doc: JSON, patch: JSON) -> str:
+    """The document after a JSON merge patch as evanphx/json-patch v4 prints it: the top level and every
+    map the patch merged into are decoded (sorted keys); untouched values keep the document's order."""
+
+    def merge(cur: JSON, p: JSON) -> JSON:
+        if not isinstance(cur, dict) or not isinstance(p, dict):
+            return _mark(p)
+        out = _Sorted(cur)
+        for k, v in p.items():
+            if v is None:
+                out.pop(k, None)
+            elif out.get(k) is None:
+                out[k] = _mark(v)
+            else:
+                out[k] = merge(out[k], v)
+        return out
+
+    if not isinstance(patch, dict):
+        return _dump_marked(_mark(patch))
+    return _dump_marked(merge(doc, patch))
+
+
+def go_json_patch_text(doc: JSON, ops: JSON) -> str:
+    """The document after a JSON patch as evanphx/json-patch v4 prints it: the top level and the containers
+    on each operation's path are decoded (sorted keys), the rest keeps the document's order."""
+    patched = json_patch(deepcopy_json(doc), ops, strict=False)
+    touched: set[tuple[str, ...]] = {()}
+    for op in ops if isinstance(ops, list) else []:
+        if not isinstance(op, dict):
+            continue
+        for key in ("path", "from"):
+            pointer = op.get(key)
+            if isinstance(pointer, str) and pointer.startswith("/"):
+                tokens = _tokens(pointer)
+                for i in range(len(tokens)):
+                    touched.add(tuple(tokens[:i]))
+    return _go_dumps(patched, touched)

@@ -7,6 +7,7 @@ concurrency, finalizers and graceful deletion behave the same no matter who writ
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import random
@@ -17,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from . import admission, cel, schema, serviceaccounts, validation
+from . import admission, cel, fieldmanager, schema, serviceaccounts, validation
 from .errors import (
     ApiError,
     FieldError,
@@ -30,7 +31,14 @@ from .errors import (
     stale,
     too_large,
 )
-from .patch import deepcopy_json, json_patch, merge_patch, strategic_merge_patch
+from .patch import (
+    deepcopy_json,
+    go_json_patch_text,
+    go_merge_patch_text,
+    json_patch,
+    merge_patch,
+    strategic_merge_patch,
+)
 from .resources import Catalogue, ResourceType
 from .selection import FieldSelector, LabelSelector
 from .store import Event, Obj, Store
@@ -40,6 +48,8 @@ log = logging.getLogger(__name__)
 #: our own generator: background threads must not move the global one (tests seed it; hypothesis checks it)
 _RNG = random.Random()
 
+#: a managedFields list (the class's own ``list`` method shadows the builtin in its annotations)
+Entries = list[Obj]
 MAX_OBJECT_BYTES = 1_572_864
 _GEN_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -53,6 +63,21 @@ CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
 CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
 # Kinds that PUT may create (AllowCreateOnUpdate in the real strategies).
 _CREATE_ON_UPDATE = {("", "endpoints"), ("coordination.k8s.io", "leases"), ("", "events")}
+
+
+class _DecodeFailure(ApiError):
+    """A body that does not decode into the kind's Go struct (a 400; ``detail`` is the decoder's words)."""
+
+    def __init__(self, message: str, detail: str) -> None:
+        super().__init__(400, message, "BadRequest")
+        self.detail = detail
+
+
+def _without_managed(obj: Obj) -> Obj:
+    md = obj.get("metadata")
+    if not isinstance(md, dict) or "managedFields" not in md:
+        return obj
+    return {**obj, "metadata": {k: v for k, v in md.items() if k != "managedFields"}}
 
 
 class FieldValidation:
@@ -139,6 +164,11 @@ class Registry:
         #: the Go structs of the built-in kinds (typed.Types), once the API server has loaded the table;
         #: without them built-in bodies are stored as sent
         self.types: Types | None = None
+        #: the built-in OpenAPI documents by path (openapi.ensure_specs), once the API server has them: the
+        #: types managedFields and server-side apply work with (without them objects are "deduced")
+        self.openapi_docs: dict[str, bytes] | None = None
+        self._parsed_docs: dict[str, Obj] = {}
+        self._field_managers: dict[tuple[Any, ...], tuple[Any, fieldmanager.Manager]] = {}
         self.ips = admission.IPAllocator(service_cidr)
         self.toleration_seconds = toleration_seconds
         self.node_ports: set[int] = set()
@@ -165,6 +195,94 @@ class Registry:
         if rt is None:
             raise ApiError(404, "the server could not find the requested resource", "NotFound")
         return rt
+
+    # ---- field management ---------------------------------------------------------------------------------
+
+    def _components(self, key: str) -> dict[str, Obj]:
+        doc = self._parsed_docs.get(key)
+        if doc is None:
+            raw = (self.openapi_docs or {}).get(key)
+            doc = orjson.loads(raw) if raw else {}
+            self._parsed_docs[key] = doc
+        components: dict[str, Obj] = (doc.get("components") or {}).get("schemas") or {}
+        return components
+
+    def field_manager(self, rt: ResourceType, version: str | None = None) -> fieldmanager.Manager:
+        """The field manager of a kind at a version: its type from the OpenAPI documents (built-in kinds)
+        or the CRD's schema (custom resources), ``metadata`` typed as ObjectMeta."""
+        version = version or rt.version
+        source: Any = rt.schemas.get(version) if rt.custom else None
+        key = (rt.key, version, rt.custom)
+        cached = self._field_managers.get(key)
+        if cached is not None and cached[0] is source:
+            return cached[1]
+        meta_name = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+        if rt.custom:
+            schemas = fieldmanager.Schemas(self._components("api/v1"))
+            top = schemas.type_of(source) if source else schemas.type_of(None)
+        else:
+            doc = "api/v1" if not rt.group else f"apis/{rt.group}/{version}"
+            schemas = fieldmanager.Schemas(self._components(doc))
+            model = next(
+                (
+                    name
+                    for name, sch in schemas.components.items()
+                    if {"group": rt.group, "version": version, "kind": rt.kind}
+                    in (sch.get("x-kubernetes-group-version-kind") or [])
+                ),
+                None,
+            )
+            found = schemas.named(model) if model else None
+            top = found if found is not None else schemas.type_of(None)
+        meta = schemas.named(meta_name) or fieldmanager.object_meta_fallback()
+        manager = fieldmanager.Manager(schemas, fieldmanager.Root(schemas, top, meta), rt.api_version(version), now_iso)
+        self._field_managers[key] = (source, manager)
+        return manager
+
+    def _track(
+        self,
+        rt: ResourceType,
+        live: Obj | None,
+        obj: Obj,
+        manager: str,
+        *,
+        requested: Any,
+        subresource: str | None,
+    ) -> None:
+        """Record an Update by ``manager`` in ``obj``'s managedFields (the real server's field manager:
+        what it added or changed is its own, others lose it). ``requested``: the managedFields the request
+        carried (used when it sets them, ignored for subresources)."""
+        old_entries = (live or {}).get("metadata", {}).get("managedFields")
+        if subresource is None and fieldmanager.is_reset(requested):
+            base: fieldmanager.Managers = {}
+        else:
+            base = fieldmanager.decode_managers(requested) if subresource is None else {}
+            if not base:
+                base = fieldmanager.decode_managers(old_entries)
+        md = obj["metadata"]
+        if live is not None and not base:
+            md.pop("managedFields", None)  # skipNonApplied: an object nobody tracked stays untracked on update
+            return
+        try:
+            entries = self.field_manager(rt).update(
+                _without_managed(live) if live is not None else {},
+                _without_managed(obj),
+                base,
+                manager,
+                subresource or "",
+            )
+        except fieldmanager.ItemError:
+            # UpdateNoErrors: the live object's entries stay as they were
+            if old_entries is not None:
+                md["managedFields"] = old_entries
+            else:
+                md.pop("managedFields", None)
+            return
+        encoded = fieldmanager.encode_managers(entries)
+        if encoded:
+            md["managedFields"] = encoded
+        else:
+            md.pop("managedFields", None)
 
     def _check_namespace(self, rt: ResourceType, ns: str, creating: bool, name: str) -> None:
         if not rt.namespaced:
@@ -260,7 +378,9 @@ class Registry:
                 decoded = types.decode({**body, "apiVersion": rt.api_version(version), "kind": rt.kind}, message)
                 body = decoded.obj
         except DecodeError as e:
-            raise bad_request(f'{rt.kind} in version "{version}" cannot be handled as a {rt.kind}: {e}') from None
+            raise _DecodeFailure(
+                f'{rt.kind} in version "{version}" cannot be handled as a {rt.kind}: {e}', str(e)
+            ) from None
         fv.unknown.extend(decoded.unknown)
         return body
 
@@ -352,9 +472,14 @@ class Registry:
         *,
         dry_run: bool = False,
         validation: FieldValidation = IGNORE,
+        manager: str | None = None,
+        managed: Entries | None = None,
     ) -> Obj:
+        """Create; ``manager`` (a request's field manager) records an Update in managedFields, ``managed``
+        (server-side apply) sets them; in-process writers give neither."""
         obj = self._check_body(rt, body, version or rt.version, validation)
         md = obj["metadata"]
+        requested = md.get("managedFields")
         if rt.namespaced:
             body_ns = md.get("namespace")
             if body_ns and body_ns != ns:
@@ -399,6 +524,12 @@ class Registry:
         if rt.has_status and rt.key != ("", "nodes"):
             obj.pop("status", None)
         self._default(rt, obj)
+        if managed is not None:
+            if managed:
+                md["managedFields"] = managed
+        elif manager is not None:
+            self._track(rt, None, obj, manager, requested=requested, subresource=None)
+        self._admit(rt, obj)
         if rt.key == ("", "pods"):
             serviceaccounts.admit_pod(self.store, obj)  # the ServiceAccount admission plugin's volume
         self._validate(rt, obj, None)
@@ -413,6 +544,8 @@ class Registry:
         return self._commit(rt, obj, None)
 
     def _default(self, rt: ResourceType, obj: Obj) -> None:
+        """The defaults the real server applies when it decodes a body (SetDefaults_*): what the client's
+        field manager is taken to have set."""
         if rt.custom:
             self._prepare_custom(rt, obj)
             return
@@ -423,13 +556,18 @@ class Registry:
                 default_crd(obj)
             return
         if rt.plural == "pods":
-            admission.default_pod(obj, self.toleration_seconds)
+            admission.default_pod_fields(obj)
         elif rt.plural == "services":
             admission.default_service(obj)
-        elif rt.plural == "namespaces":
-            admission.default_namespace(obj)
         elif rt.plural == "secrets":
             admission.default_secret(obj)
+
+    def _admit(self, rt: ResourceType, obj: Obj) -> None:
+        """What the create strategies and admission plugins add after decoding (nobody's field manager)."""
+        if rt.key == ("", "pods"):
+            admission.admit_pod(obj, self.toleration_seconds)
+        elif rt.key == ("", "namespaces"):
+            admission.default_namespace(obj)
 
     def _allocate_service(self, svc: Obj, *, dry_run: bool = False) -> tuple[str | None, set[int]]:
         """Reserve the ClusterIP and node ports of a new Service; returns what was reserved."""
@@ -523,6 +661,7 @@ class Registry:
         version: str | None = None,
         dry_run: bool = False,
         validation: FieldValidation = IGNORE,
+        manager: str | None = None,
     ) -> Obj:
         obj = self._check_body(rt, body, version or rt.version, validation)
         md = obj["metadata"]
@@ -535,7 +674,7 @@ class Registry:
             if rt.key in _CREATE_ON_UPDATE and subresource is None:
                 md["name"] = name
                 md.pop("resourceVersion", None)
-                return self.create(rt, ns, obj, version, dry_run=dry_run)
+                return self.create(rt, ns, obj, version, dry_run=dry_run, manager=manager)
             raise not_found(rt.group, rt.plural, name)
         rv = md.get("resourceVersion")
         if rv:
@@ -550,7 +689,7 @@ class Registry:
                 name,
                 [FieldError("FieldValueInvalid", "metadata.resourceVersion", "must be specified for an update", 0)],
             )
-        return self._update(rt, old, obj, subresource, dry_run=dry_run)
+        return self._update(rt, old, obj, subresource, dry_run=dry_run, manager=manager)
 
     def _update(
         self,
@@ -560,8 +699,11 @@ class Registry:
         subresource: str | None,
         *,
         dry_run: bool = False,
+        manager: str | None = None,
+        managed: Entries | None = None,
     ) -> Obj:
         omd = old["metadata"]
+        requested = obj["metadata"].get("managedFields") if isinstance(obj.get("metadata"), dict) else None
         if subresource == "status":
             new = dict(old)
             if "status" in obj:
@@ -630,6 +772,17 @@ class Registry:
                     if (old.get("spec") or {}).get("ephemeralContainers"):
                         pod_spec["ephemeralContainers"] = old["spec"]["ephemeralContainers"]
         obj["metadata"]["resourceVersion"] = omd["resourceVersion"]
+        if managed is not None:
+            if managed:
+                obj["metadata"]["managedFields"] = managed
+            else:
+                obj["metadata"].pop("managedFields", None)
+        elif manager is not None:
+            self._track(rt, old, obj, manager, requested=requested, subresource=subresource)
+        elif "managedFields" in omd:
+            obj["metadata"]["managedFields"] = omd["managedFields"]  # in-process writers keep the record
+        else:
+            obj["metadata"].pop("managedFields", None)
         if obj == old:
             return old  # no-op updates do not bump resourceVersion (as the real server)
         if "generation" in omd and self._spec_changed(rt, old, obj):
@@ -730,7 +883,23 @@ class Registry:
         version: str | None = None,
         dry_run: bool = False,
         validation: FieldValidation = IGNORE,
+        manager: str | None = None,
+        force: bool = False,
     ) -> Obj:
+        if content_type == "application/apply-patch+yaml":
+            obj, _ = self.apply(
+                rt,
+                ns,
+                name,
+                patch,
+                manager=manager or "",
+                force=force,
+                subresource=subresource,
+                version=version,
+                dry_run=dry_run,
+                validation=validation,
+            )
+            return obj
         old = self.get(rt, ns, name)
         base = deepcopy_json(old)
         if version and version != rt.version:
@@ -748,13 +917,6 @@ class Registry:
                     "UnsupportedMediaType",
                 )
             result = strategic_merge_patch(base, patch, rt.kind)
-        elif content_type == "application/apply-patch+yaml":
-            raise ApiError(
-                415,
-                "server-side apply is not supported by the kubedl-py embedded cluster; use "
-                "client-side apply (kubectl apply without --server-side) or a merge patch",
-                "UnsupportedMediaType",
-            )
         else:
             raise ApiError(415, "415: Unsupported Media Type", "UnsupportedMediaType", {})  # go-restful's answer
         if not isinstance(result, dict):
@@ -773,8 +935,120 @@ class Registry:
             raise bad_request(f"the name of the object ({md.get('name')}) does not match the name on the URL ({name})")
         result["apiVersion"] = rt.api_version(version)
         result["kind"] = rt.kind
-        obj = self._check_body(rt, result, version or rt.version, validation)
-        return self._update(rt, old, obj, subresource, dry_run=dry_run)
+        try:
+            obj = self._check_body(rt, result, version or rt.version, validation)
+        except _DecodeFailure as e:
+            if content_type == "application/strategic-merge-patch+json":
+                raise
+            # The JSON patchers decode the patched document into the Go struct: a 422 showing that document.
+            raise self._undecodable_patch(
+                rt, old, version, content_type=content_type, patch=patch, why=e.detail
+            ) from None
+        return self._update(rt, old, obj, subresource, dry_run=dry_run, manager=manager)
+
+    def _undecodable_patch(
+        self, rt: ResourceType, old: Obj, version: str | None, *, content_type: str, patch: Any, why: str
+    ) -> ApiError:
+        current = deepcopy_json(old)
+        current["apiVersion"] = rt.api_version(version)
+        if self.types is not None:
+            message = self.types.message_for(rt.api_version(version), rt.kind)
+            if message is not None:
+                with contextlib.suppress(DecodeError):
+                    current = self.types.decode(current, message).obj  # the Go struct's field order
+        if content_type == "application/merge-patch+json":
+            text = go_merge_patch_text(current, patch)
+        else:
+            text = go_json_patch_text(current, patch)
+        err = FieldError("FieldValueInvalid", "patch", why, text)
+        causes = [{"reason": err.kind, "message": err.body(), "field": err.field}]
+        return ApiError(422, f' "" is invalid: {err.message()}', "Invalid", {"causes": causes})
+
+    def apply(
+        self,
+        rt: ResourceType,
+        ns: str,
+        name: str,
+        config: Any,
+        *,
+        manager: str,
+        force: bool = False,
+        subresource: str | None = None,
+        version: str | None = None,
+        dry_run: bool = False,
+        validation: FieldValidation = IGNORE,
+    ) -> tuple[Obj, bool]:
+        """Server-side apply (fieldmanager.py): the configuration merged into the object (created when
+        missing), fields the manager no longer applies removed, conflicts a 409; returns (object, created)."""
+        version = version or rt.version
+        if not isinstance(config, dict):
+            raise bad_request("error decoding YAML: the apply configuration is not an object")
+        gvk = f"{rt.group}/{version}, Kind={rt.kind}"
+        api_version, kind = str(config.get("apiVersion") or ""), str(config.get("kind") or "")
+        group, _, sent_version = api_version.rpartition("/")
+        if (group, sent_version, kind) != (rt.group, version, rt.kind):
+            raise bad_request(f"invalid object type: {group}/{sent_version}, Kind={kind}")
+        md = config.get("metadata")
+        if md is not None and not isinstance(md, dict):
+            raise bad_request("metadata must be an object")
+        md = md or {}
+        if md.get("managedFields") is not None:
+            raise bad_request("metadata.managedFields must be nil")
+        if md.get("name") not in (None, "", name):
+            raise bad_request(f"the name of the object ({md.get('name')}) does not match the name on the URL ({name})")
+        if rt.namespaced and md.get("namespace") not in (None, "", ns):
+            raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+        fm = self.field_manager(rt, version)
+        live = self.store.get(rt.key, ns if rt.namespaced else "", name)
+        where = f"{gvk} {ns}/{name}" if rt.namespaced else f"{gvk} {name}"
+        if live is None:
+            if subresource is not None:
+                raise not_found(rt.group, rt.plural, name)
+            try:
+                merged, managers = fm.apply({}, config, {}, manager, force=force)
+            except fieldmanager.ItemError as e:
+                raise ApiError(500, f"failed to create typed patch object ({where}): {e}", "InternalError") from None
+            merged.setdefault("metadata", {})["name"] = name
+            merged.update(apiVersion=rt.api_version(version), kind=rt.kind)
+            created = self.create(
+                rt,
+                ns,
+                merged,
+                version,
+                dry_run=dry_run,
+                validation=validation,
+                managed=fieldmanager.encode_managers(managers),
+            )
+            return created, True
+        rv = md.get("resourceVersion")
+        if rv is not None and str(rv) != live["metadata"]["resourceVersion"]:
+            raise stale(rt.group, rt.plural, name)
+        current = _without_managed(live)
+        if version != rt.version:
+            current = dict(current, apiVersion=rt.api_version(version))
+        try:
+            merged, managers = fm.apply(
+                current,
+                config,
+                fieldmanager.decode_managers(live["metadata"].get("managedFields")),
+                manager,
+                force=force,
+                subresource=subresource or "",
+            )
+        except fieldmanager.Conflict as e:
+            raise ApiError(409, e.message(), "Conflict", {"causes": e.causes()}) from None
+        except fieldmanager.ItemError as e:
+            raise ApiError(500, f"failed to create typed patch object ({where}): {e}", "InternalError") from None
+        merged.update(apiVersion=rt.api_version(version), kind=rt.kind)
+        obj = self._check_body(rt, merged, version, validation)
+        if rt.custom:
+            self._prepare_custom(rt, obj)  # the object defaulter runs on what apply produced
+        else:
+            self._default(rt, obj)
+        updated = self._update(
+            rt, live, obj, subresource, dry_run=dry_run, managed=fieldmanager.encode_managers(managers)
+        )
+        return updated, False
 
     def _delete_crd(self, rt: ResourceType, old: Obj) -> Obj:
         """As the apiextensions server: the CRD gets its cleanup finalizer and a Terminating condition; the
