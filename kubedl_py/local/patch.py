@@ -239,6 +239,15 @@ def _smp_map(original: dict[str, Any], patch: dict[str, Any], path: tuple[str, .
             result.pop(key, None)
             continue
         cur = result.get(key)
+        if isinstance(value, dict | list) and (key not in result or type(cur) is not type(value)):
+            # Nothing to merge into: the patch's value, nulls dropped, and a map carrying a directive
+            # ($patch...) dropped whole (mergeMap's removeDirectives).
+            kept, taken = _remove_directives(_discard_nulls(deepcopy_json(value)))
+            if taken:
+                result[key] = kept
+            else:
+                result.pop(key, None)
+            continue
         if isinstance(value, dict):
             result[key] = _smp_map(cur if isinstance(cur, dict) else {}, value, (*path, key), kind)
         elif isinstance(value, list):
@@ -254,9 +263,37 @@ def _smp_map(original: dict[str, Any], patch: dict[str, Any], path: tuple[str, .
         else:
             result[key] = value
     if isinstance(retain, list):
-        keep = set(retain)
-        result = {k: v for k, v in result.items() if k in keep}
+        retained = set(retain)
+        result = {k: v for k, v in result.items() if k in retained}
     return result
+
+
+def _discard_nulls(value: JSON) -> JSON:
+    if isinstance(value, dict):
+        return {k: _discard_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_discard_nulls(v) for v in value]
+    return value
+
+
+def _remove_directives(value: JSON) -> tuple[JSON, bool]:
+    if isinstance(value, dict):
+        if "$patch" in value:
+            return None, False
+        out = {}
+        for k, v in value.items():
+            kept, keep = _remove_directives(v)
+            if keep:
+                out[k] = kept
+        return out, True
+    if isinstance(value, list):
+        items = []
+        for v in value:
+            kept, keep = _remove_directives(v)
+            if keep:
+                items.append(kept)
+        return items, True
+    return value, True
 
 
 def _smp_list(
