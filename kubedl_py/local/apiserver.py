@@ -54,6 +54,12 @@ def _dumps(obj: Any) -> bytes:
     return orjson.dumps(obj)
 
 
+def _warning(text: str) -> str:
+    """A Warning header's value (RFC 7234: code 299, no agent, the text quoted)."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f'299 - "{escaped}"'
+
+
 def _json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(body=_dumps(obj), status=status, content_type=JSON_CT, headers=headers)
 
@@ -321,7 +327,10 @@ class ApiServer:
             )
         except ApiError as e:
             status = e.code
-            return _json_response(e.status(), e.code, e.headers)
+            resp = _json_response(e.status(), e.code, e.headers)
+            for text in e.warnings:
+                resp.headers.add("Warning", _warning(text))
+            return resp
         except web.HTTPRequestEntityTooLarge:
             status = 413
             err = ApiError(413, "Request entity too large: limit is 3145728", "RequestEntityTooLarge")
@@ -735,8 +744,7 @@ class ApiServer:
     ) -> web.Response:
         resp = self._object_body(request, req, obj, status)
         for text in warnings or ():
-            escaped = text.replace("\\", "\\\\").replace('"', '\\"')
-            resp.headers.add("Warning", f'299 - "{escaped}"')
+            resp.headers.add("Warning", _warning(text))
         return resp
 
     def _object_body(self, request: web.Request, req: Request, obj: Obj, status: int) -> web.Response:

@@ -45,6 +45,8 @@ class ApiError(Exception):
         self.reason = reason if reason is not None else REASONS.get(code, "Unknown")
         self.details = details
         self.headers = headers or {}
+        #: Warning headers gathered before the error (the real server sends them with error responses too)
+        self.warnings: list[str] = []
 
     def status(self) -> dict[str, Any]:
         # The real server's field order; an empty reason is left out (its 500s on some create errors).

@@ -324,9 +324,22 @@ class Registry:
         want = rt.api_version(version)
         if rt.custom:
             if api_version is not None and api_version != want:
-                raise bad_request(
+                sent_group, _, sent_version = str(api_version).rpartition("/")
+                if kind == rt.kind and sent_group == rt.group:
+                    # Decoding prunes with the schema of the version sent (none for an unknown one: all but
+                    # apiVersion, kind and metadata is unknown), before the handler compares versions.
+                    removed: list[str] = []
+                    copy = deepcopy_json(body)
+                    sent_schema = rt.schemas.get(sent_version) or {"type": "object"}
+                    schema.prune(copy, sent_schema, root=True, removed=removed)
+                    fv.unknown.extend(removed)
+                    fv.sorted = True
+                    fv.check(rt.kind, sent_version)
+                err = bad_request(
                     f"the API version in the data ({api_version}) does not match the expected API version ({want})"
                 )
+                err.warnings = fv.warnings
+                raise err
             if kind is not None and kind != rt.kind:
                 # the custom resource validator's ValidateTypeMeta: a 422 naming the kind that was sent
                 name = str((body.get("metadata") or {}).get("name") or "")
