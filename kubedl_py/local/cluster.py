@@ -354,8 +354,7 @@ class LocalCluster:
         res = dict(DEFAULT_NODE_RESOURCES)
         res.update(self._pick(self.node_resources, i))
         res.update(resources or {})
-        lab = {"node.kubedl.io/index": str(i)}
-        lab.update(self._pick(self.node_labels, i))
+        lab = self._pick(self.node_labels, i)  # nothing of ours: the real control plane's nodes have none
         lab.update(labels or {})
         return NodeSpec(
             name=name,
