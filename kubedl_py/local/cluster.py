@@ -187,10 +187,11 @@ class LocalCluster:
         self.namespaces = NamespaceController(self.registry)
         self.endpoints = EndpointsController(self.registry)
         self.store.listeners.append(self._on_event)
-        fresh = self.store.rv == 0
-        self._bootstrap()
-        if fresh:  # a restart already starts the window where the old history ends
+        if self.store.rv == 0:
+            # A fresh server's watch window opens before anything exists, as a real API server's watch caches
+            # start before its bootstrap objects are made (a restart starts it where the old history ends).
             self.store.open_window()
+        self._bootstrap()
         for ns in self.store.iter(("", "namespaces")):  # a restart: namespaces from before get no ADDED event
             asyncio.get_running_loop().call_soon(self._default_sa, ns["metadata"]["name"])
         self.scheduler = Scheduler(self.registry)
