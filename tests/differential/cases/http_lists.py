@@ -276,7 +276,12 @@ async def _(t: Tier) -> None:
     rv = listed.body["metadata"]["resourceVersion"]
     query = f"watch=1&resourceVersion={rv}&allowWatchBookmarks=true&timeoutSeconds=4"
     async with t.watching(core(t, "configmaps", query=query)) as w:
-        await w.collect(within=20, keep=_event_summary)
+        events = await w.collect(within=20, record=False)
+    # The real watch cache dispatches bookmarks in whole-second buckets: the pre-timeout one can go out twice
+    # when the bucket comes due before the instant itself. Repeats are recorded once.
+    summary = [_event_summary(ev) for ev in events]
+    once = [s for i, s in enumerate(summary) if i == 0 or s != summary[i - 1]]
+    t.log.append({"watch": w.label, "status": w.response.status, "events": t.norm.json(once), "ended": w.ended})
 
 
 @case("watch-send-initial-events")
