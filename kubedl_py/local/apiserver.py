@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import logging
 import re
 import ssl
@@ -400,6 +401,11 @@ class ApiServer:
             return _json_response(discovery.VERSION_INFO)
         if parts and parts[0] in ("healthz", "readyz", "livez"):
             return web.Response(text="ok", content_type="text/plain")
+        if parts in (["api"], ["apis"]) and discovery.wants_aggregated(request.headers.get("Accept", "")):
+            body = _dumps(discovery.aggregated(cat, core=parts == ["api"]))
+            etag = hashlib.sha512(body).hexdigest().upper()
+            headers = {"Vary": "Accept", "Cache-Control": "public", "ETag": f'"{etag}"'}
+            return web.Response(body=body, headers={**headers, "Content-Type": discovery.AGGREGATED})
         if parts == ["api"]:
             return _json_response(discovery.api_versions(request.host))
         if parts == ["api", "v1"]:

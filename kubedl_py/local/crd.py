@@ -18,6 +18,8 @@ from .resources import Catalogue, ResourceType
 from .store import Event, Obj, Store
 
 CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
+#: the verbs of a custom resource, in the apiextensions discovery controller's order
+CRD_VERBS = ("delete", "deletecollection", "get", "list", "patch", "create", "update", "watch")
 _PLURAL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -165,6 +167,7 @@ def resource_type(crd: Obj) -> ResourceType:
         categories=list(names.get("categories") or []),
         subresources=subs,
         custom=True,
+        verbs=list(CRD_VERBS),
         versions=[v["name"] for v in versions] or [storage["name"]],
         schemas={v["name"]: (v.get("schema") or {}).get("openAPIV3Schema") or {} for v in spec["versions"]},
         rules={v["name"]: cel.has_rules((v.get("schema") or {}).get("openAPIV3Schema")) for v in spec["versions"]},
