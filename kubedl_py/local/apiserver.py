@@ -22,7 +22,7 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from . import discovery, fieldmanager, jsonsyntax, openapi, protobuf, serviceaccounts, tables
+from . import discovery, fieldmanager, jsonsyntax, openapi, protobuf, reviews, serviceaccounts, tables
 from .errors import (
     ApiError,
     FieldError,
@@ -569,6 +569,8 @@ class ApiServer:
         dry_run = bool(req.query.get("dryRun"))
         if verb in ("create", "update", "patch"):
             await self._load_types()
+        if rt.key in reviews.KEYS:
+            return await self._review(request, req, verb)
         if verb == "watch":
             return await self._watch(request, req, info)
         if verb == "list":
@@ -687,6 +689,22 @@ class ApiServer:
                         raise
             return _json_response(self._list_doc(req, out, {"resourceVersion": str(self.store.rv)}))
         raise method_not_allowed()
+
+    async def _review(self, request: web.Request, req: Request, verb: str) -> web.StreamResponse:
+        """An access, rules or self-subject review (reviews.py): answered, never stored."""
+        if verb != "create" or req.name is not None:
+            raise method_not_allowed()
+        rt = req.rt
+        fv = _field_validation(req, "CreateOptions")
+        body = await self._body(request, req, fv=fv)
+        if not isinstance(body, dict):
+            raise bad_request("the body of the request must be a JSON object")
+        decoded = self.registry.decode(rt, body, req.version, fv)
+        if rt.kind.endswith("AccessReview"):
+            manager = _manager(req, request)
+            self.registry.track_new(rt, decoded, manager)
+        answer = reviews.answer(rt, req.namespace or "", decoded, now_iso())
+        return self._object_response(request, req, answer, 201, warnings=fv.warnings)
 
     async def _delete_options(self, request: web.Request, req: Request) -> dict[str, Any]:
         opts: dict[str, Any] = {}

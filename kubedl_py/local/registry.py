@@ -374,6 +374,15 @@ class Registry:
         obj["kind"] = rt.kind
         return obj
 
+    def decode(self, rt: ResourceType, body: Obj, version: str | None = None, fv: FieldValidation = IGNORE) -> Obj:
+        """A body decoded as the real server decodes one (the Go struct and back), unknown fields per ``fv``."""
+        obj = self._check_body(rt, body, version or rt.version, fv)
+        return obj
+
+    def track_new(self, rt: ResourceType, obj: Obj, manager: str) -> None:
+        """The managedFields a create by ``manager`` records (for answers built from the request: reviews)."""
+        self._track(rt, None, obj, manager, requested=obj["metadata"].get("managedFields"), subresource=None)
+
     def _typed(self, rt: ResourceType, body: Obj, version: str, fv: FieldValidation) -> Obj:
         """Decode as the real server does (typed.py): a built-in kind into its Go struct and back, a custom
         resource's metadata into ObjectMeta. Unknown fields are noted in ``fv``."""

@@ -110,12 +110,27 @@ def builtin_types() -> list[ResourceType]:
     ]
 
 
+def review_types() -> list[ResourceType]:
+    """The review kinds of ``kubectl auth`` (reviews.py): create only, never stored."""
+
+    def review(group: str, kind: str, namespaced: bool = False) -> ResourceType:
+        return ResourceType(group, "v1", kind, kind.lower() + "s", namespaced, verbs=["create"])
+
+    return [
+        review("authorization.k8s.io", "LocalSubjectAccessReview", True),
+        review("authorization.k8s.io", "SelfSubjectAccessReview"),
+        review("authorization.k8s.io", "SelfSubjectRulesReview"),
+        review("authorization.k8s.io", "SubjectAccessReview"),
+        review("authentication.k8s.io", "SelfSubjectReview"),
+    ]
+
+
 class Catalogue:
     """Resource types by (group, plural), with lookups by version and kind."""
 
     def __init__(self) -> None:
         self.types: dict[tuple[str, str], ResourceType] = {}
-        for rt in builtin_types():
+        for rt in (*builtin_types(), *review_types()):
             self.add(rt)
 
     def add(self, rt: ResourceType) -> None:
