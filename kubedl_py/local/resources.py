@@ -97,6 +97,7 @@ def builtin_types() -> list[ResourceType]:
         _core("ServiceAccount", "serviceaccounts", True, short_names=["sa"], subresources=["token"]),
         _core("Node", "nodes", False, short_names=["no"], subresources=["status"]),
         ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
+        ResourceType("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", True),
         ResourceType(
             "apiextensions.k8s.io",
             "v1",
