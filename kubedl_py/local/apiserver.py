@@ -571,6 +571,8 @@ class ApiServer:
             await self._load_types()
         if rt.key in reviews.KEYS:
             return await self._review(request, req, verb)
+        if verb in ("create", "update", "patch", "delete") and req.subresource is None and verb not in rt.verbs:
+            raise method_not_allowed()  # a read-only kind (quotas, limit ranges)
         if verb == "watch":
             return await self._watch(request, req, info)
         if verb == "list":

@@ -96,6 +96,10 @@ def builtin_types() -> list[ResourceType]:
         _core("Secret", "secrets", True),
         _core("ServiceAccount", "serviceaccounts", True, short_names=["sa"], subresources=["token"]),
         _core("Node", "nodes", False, short_names=["no"], subresources=["status"]),
+        # Quotas and limit ranges are read-only here: listing them works (kubectl describe namespace does),
+        # but without their admission and controllers the server refuses to store any (405).
+        _core("ResourceQuota", "resourcequotas", True, short_names=["quota"], verbs=["get", "list", "watch"]),
+        _core("LimitRange", "limitranges", True, short_names=["limits"], verbs=["get", "list", "watch"]),
         ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
         ResourceType("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", True),
         ResourceType(
