@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import logging
 import re
@@ -53,6 +54,15 @@ _WRITABLE_SUBRESOURCES = (None, "status", "ephemeralcontainers")
 
 def _dumps(obj: Any) -> bytes:
     return orjson.dumps(obj)
+
+
+def _not_acceptable() -> ApiError:
+    return ApiError(
+        406,
+        "only the following media types are accepted: application/json, "
+        "application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io",
+        "NotAcceptable",
+    )
 
 
 def _warning(text: str) -> str:
@@ -328,7 +338,7 @@ class ApiServer:
             )
         except ApiError as e:
             status = e.code
-            resp = _json_response(e.status(), e.code, e.headers)
+            resp = self._error_response(request, e)
             for text in e.warnings:
                 resp.headers.add("Warning", _warning(text))
             return resp
@@ -567,7 +577,7 @@ class ApiServer:
         rt = req.rt
         ns = req.namespace or ""
         dry_run = bool(req.query.get("dryRun"))
-        if verb in ("create", "update", "patch"):
+        if verb in ("create", "update", "patch") or "protobuf" in request.headers.get("Accept", ""):
             await self._load_types()
         if rt.key in reviews.KEYS:
             return await self._review(request, req, verb)
@@ -750,13 +760,34 @@ class ApiServer:
             if p.startswith("application/yaml"):
                 return "json"
         if "protobuf" in accept and "json" not in accept:
+            return "protobuf"  # built-in kinds only (_protobuf_response); JSON whenever the client takes it
+        return "json"
+
+    def _error_response(self, request: web.Request, e: ApiError) -> web.Response:
+        """A Status: in protobuf for a client that takes nothing else (as the real server), else JSON."""
+        accept = request.headers.get("Accept", "")
+        table = self.registry.types.table if self.registry.types is not None else None
+        if table is not None and "protobuf" in accept and "json" not in accept:
+            with contextlib.suppress(protobuf.ProtobufError):
+                body = protobuf.encode(e.status(), table)
+                return web.Response(body=body, status=e.code, content_type=protobuf.CONTENT_TYPE, headers=e.headers)
+        return _json_response(e.status(), e.code, e.headers)
+
+    def _protobuf_response(self, req: Request, doc: Obj, status: int) -> web.Response:
+        """A protobuf-only client's answer: the object in protobuf (built-in kinds), else 406."""
+        table = self.registry.types.table if self.registry.types is not None else None
+        if table is not None and not req.rt.custom:
+            with contextlib.suppress(protobuf.ProtobufError):
+                return web.Response(body=protobuf.encode(doc, table), status=status, content_type=protobuf.CONTENT_TYPE)
+        if req.rt.custom:
+            # the real server's words for a custom resource (its serializer list), whatever it says elsewhere
             raise ApiError(
                 406,
-                "only the following media types are accepted: application/json, "
-                "application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io",
+                "only the following media types are accepted: application/json, application/yaml, "
+                f"{protobuf.CONTENT_TYPE}",
                 "NotAcceptable",
             )
-        return "json"
+        raise _not_acceptable()
 
     @staticmethod
     def _versioned(req: Request, obj: Obj) -> Obj:
@@ -786,6 +817,8 @@ class ApiServer:
             return _json_response(doc, status)
         if mode == "meta":
             return _json_response(tables.partial_metadata(obj), status)
+        if mode == "protobuf":
+            return self._protobuf_response(req, self._versioned(req, obj), status)
         return _json_response(self._versioned(req, obj), status)
 
     def _list_doc(self, req: Request, items: list[Obj], meta: dict[str, Any]) -> Obj:
@@ -859,6 +892,8 @@ class ApiServer:
                     "items": [tables.partial_metadata(o) for o in items],
                 }
             )
+        if mode == "protobuf":
+            return self._protobuf_response(req, self._list_doc(req, items, meta), 200)
         return _json_response(self._list_doc(req, items, meta))
 
     async def _wait_for_rv(self, wanted: int) -> None:
@@ -912,6 +947,8 @@ class ApiServer:
         labels = parse_label_selector(q.get("labelSelector"))
         fields = _fields(q.get("fieldSelector"), rt)
         mode = self._accept(request)
+        if mode == "protobuf":
+            raise _not_acceptable()  # watch streams are JSON only
         include = q.get("includeObject", "Metadata")
         bookmarks = q.get("allowWatchBookmarks") in ("true", "1", "True")
         timeout = self.default_watch_timeout
