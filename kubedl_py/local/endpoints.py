@@ -259,10 +259,17 @@ class EndpointsController:
         wanted = groups or {(): []}
         labels = {**(svc["metadata"].get("labels") or {}), SERVICE_NAME: name, MANAGED_BY: SLICE_CONTROLLER}
         by_ports = {_port_key(o.get("ports")): o for o in existing}
+        bodies: list[Obj] = []
         for ports, endpoints in wanted.items():
             port_list = [{"name": n, "protocol": proto, "port": p} for n, p, proto in ports] if endpoints else None
-            body: Obj = {"addressType": "IPv4", "endpoints": endpoints or None, "ports": port_list}
-            current = by_ports.pop(_port_key(port_list), None)
+            bodies.append({"addressType": "IPv4", "endpoints": endpoints or None, "ports": port_list})
+        matched = [by_ports.pop(_port_key(body["ports"]), None) for body in bodies]
+        # As the real reconciler: a slice that would be created reuses one that would be deleted (its name).
+        spare = list(by_ports.values())
+        for i, current in enumerate(matched):
+            if current is None and spare:
+                matched[i] = spare.pop()
+        for body, current in zip(bodies, matched, strict=True):
             if current is None:
                 owner = {
                     "apiVersion": "v1",
@@ -290,7 +297,7 @@ class EndpointsController:
             new["metadata"] = dict(current["metadata"], labels=labels, annotations=annotations)
             with contextlib.suppress(ApiError):
                 self.registry._update(rt, current, new, None)
-        for stale in by_ports.values():
+        for stale in spare:
             with contextlib.suppress(ApiError):
                 self.registry.delete(rt, ns, stale["metadata"]["name"], {})
 
