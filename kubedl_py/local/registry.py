@@ -685,8 +685,12 @@ class Registry:
         validation: FieldValidation = IGNORE,
         manager: str | None = None,
     ) -> Obj:
+        sent = body.get("metadata") if isinstance(body, dict) else None
+        reset = isinstance(sent, dict) and fieldmanager.is_reset(sent.get("managedFields"))
         obj = self._check_body(rt, body, version or rt.version, validation)
         md = obj["metadata"]
+        if reset:
+            md["managedFields"] = []  # decoding drops an empty list; it asks for the record to be reset
         if md.get("name") not in (None, name):
             raise bad_request(f"the name of the object ({md.get('name')}) does not match the name on the URL ({name})")
         if rt.namespaced and md.get("namespace") not in (None, "", ns):
