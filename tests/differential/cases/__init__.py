@@ -16,6 +16,7 @@ MODULES = (
     "crds",
     "discovery",
     "controller",
+    "managed",
 )
 
 
