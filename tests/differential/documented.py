@@ -13,7 +13,16 @@ from pathlib import Path
 DOC = Path(__file__).resolve().parents[2] / "docs" / "local-cluster.md"
 
 #: case name -> anchor (``<a id="..."></a>``) of the paragraph in docs/local-cluster.md
-DOCUMENTED: dict[str, str] = {}
+DOCUMENTED: dict[str, str] = {
+    "kubectl-api-resources-core": "served-kinds",
+    "kubectl-api-versions": "served-kinds",
+    "discovery-core-all-kinds": "served-kinds",
+    "kubectl-explain-deployment": "served-kinds",
+    "kubectl-patch-strategic-pod": "pod-update-diff",
+    "http-patch-json-array-ops": "pod-update-diff",
+    "kubectl-auth-can-i-as-serviceaccount": "no-authorization",
+    "kubectl-auth-whoami": "no-authentication",
+}
 
 _ANCHOR = re.compile(r'<a id="([\w-]+)"></a>')
 
