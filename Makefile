@@ -2,19 +2,24 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+VENV_STAMP := $(VENV)/.created
 STAMP := $(VENV)/.installed-test
 DEMO_STAMP := $(VENV)/.installed-demo
 
 .PHONY: test lint demo manifests bench soak e2e e2e-kind clean venv kube-binaries kube-sources image
 
-$(STAMP): pyproject.toml
+$(VENV_STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	touch $@
+
+$(STAMP): pyproject.toml $(VENV_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@
 
-$(DEMO_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[test,demo]'
+# The package and torch only: `make demo` installs none of the test tools (tests/test_packaging.py).
+$(DEMO_STAMP): pyproject.toml $(VENV_STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[demo]'
 	touch $@
 
 venv: $(STAMP)
@@ -55,7 +60,7 @@ demo: $(DEMO_STAMP)
 
 # End-to-end scenarios through the CLI/SDK with real processes, on both control planes (needs torch: the demo
 # extra). KUBEDL_E2E_KUBECONFIG=path runs them against another cluster that runs the controller.
-e2e: $(DEMO_STAMP)
+e2e: $(STAMP) $(DEMO_STAMP)
 	$(BIN)/python -m kubedl_py.local.kubernetes
 	$(BIN)/python -m pytest -q -p no:cacheprovider e2e
 

@@ -97,6 +97,8 @@ async def run(mb: int, conns: int) -> dict[str, float]:
     sp = ServicePort("bench", "svc", 8080)
     try:
         await proxy.add_listener(sp, cluster_ip, _free_port(cluster_ip))
+        # The listener opens once a probe finds the backend listening.
+        await asyncio.wait_for(proxy.wait_open(sp), 10)
         ip, port = proxy.listeners()[sp]
         proc.stdin.write(f"{ip} {port}\n".encode())
         await proc.stdin.drain()

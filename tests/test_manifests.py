@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from kubedl_py.api.kinds import KINDS
 from kubedl_py.templates import ManifestOptions, render_manifests
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,8 +31,7 @@ def test_manifest_kinds() -> None:
     kinds = [doc["kind"] for doc in _docs(render_manifests())]
     assert kinds == [
         "Namespace",
-        "CustomResourceDefinition",
-        "CustomResourceDefinition",
+        *["CustomResourceDefinition"] * len(KINDS),  # one per registered kind
         "ServiceAccount",
         "ClusterRole",
         "ClusterRoleBinding",
@@ -102,7 +102,7 @@ def _entrypoint() -> list[str]:
 def test_container_command_line_is_what_the_cli_accepts() -> None:
     """The image entrypoint followed by the Deployment's args is one valid ``kubedl-py`` command line (an
     entrypoint that already said ``controller`` made every real install crash-loop with exit 2)."""
-    from kubedl_py.cli import _build_parser
+    from kubedl_py.cli.parser import build_parser as _build_parser
 
     deployment = next(doc for doc in _docs(render_manifests()) if doc["kind"] == "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]

@@ -1,6 +1,7 @@
-"""The training-job API: pydantic models of PyTorchJob and TFJob, their defaults, validation and CRDs.
+"""The training-job API: pydantic models of every job kind, their defaults, validation and CRDs.
 
-This package imports nothing else of kubedl-py; every other layer builds on it.
+Kinds are plug-ins (``kubedl_py.api.kinds``: one module each and one registry line). This package imports
+nothing else of kubedl-py; every other layer builds on it.
 """
 
 from kubedl_py.api import constants
@@ -20,24 +21,31 @@ from kubedl_py.api.common import (
     SchedulingPolicy,
 )
 from kubedl_py.api.defaults import with_defaults
+from kubedl_py.api.errors import FieldError, JobValidationError
 from kubedl_py.api.jobs import (
     FRAMEWORKS,
+    JOB_MODELS,
     PYTORCH,
     TENSORFLOW,
     ElasticPolicy,
     Framework,
     Job,
+    KindAPI,
     PyTorchJob,
     PyTorchJobSpec,
     RdzvConf,
     TFJob,
     TFJobSpec,
+    TrainingJob,
+    all_kinds,
+    kind_api,
 )
 from kubedl_py.api.loading import load_jobs, load_jobs_file
-from kubedl_py.api.validation import FieldError, JobValidationError, parse_job, validate_job
+from kubedl_py.api.validation import parse_job, validate_job
 
 __all__ = [
     "FRAMEWORKS",
+    "JOB_MODELS",
     "PYTORCH",
     "TENSORFLOW",
     "Container",
@@ -48,6 +56,7 @@ __all__ = [
     "JobCondition",
     "JobStatus",
     "JobValidationError",
+    "KindAPI",
     "ObjectMeta",
     "PerGpu",
     "Placement",
@@ -63,7 +72,10 @@ __all__ = [
     "SchedulingPolicy",
     "TFJob",
     "TFJobSpec",
+    "TrainingJob",
+    "all_kinds",
     "constants",
+    "kind_api",
     "load_jobs",
     "load_jobs_file",
     "parse_job",

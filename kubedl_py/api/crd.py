@@ -27,7 +27,8 @@ from pydantic.fields import FieldInfo
 
 from kubedl_py.api import constants as c
 from kubedl_py.api.common import OpenModel
-from kubedl_py.api.jobs import FRAMEWORKS, Framework, PyTorchJob, TFJob
+from kubedl_py.api.kinds import all_kinds, kind_api
+from kubedl_py.api.kinds.base import Framework, KindAPI
 
 Schema = dict[str, Any]
 
@@ -51,15 +52,16 @@ def openapi_schema(model: type[BaseModel]) -> Schema:
     }
 
 
-def crd_for(framework: Framework) -> dict[str, Any]:
-    """The CustomResourceDefinition of one job kind."""
-    model = PyTorchJob if framework.kind == c.PYTORCH_KIND else TFJob
-    schema = openapi_schema(model)
+def crd_for(kind: KindAPI | Framework) -> dict[str, Any]:
+    """The CustomResourceDefinition of one job kind (its plug-in, or its Framework)."""
+    plugin = kind if isinstance(kind, KindAPI) else kind_api(kind.kind)
+    framework = plugin.framework
+    schema = openapi_schema(plugin.model)
     specs = schema["properties"]["spec"]["properties"][framework.replica_specs_field]
     specs["minProperties"] = 1
     specs["maxProperties"] = len(framework.replica_types)
-    specs["x-kubernetes-validations"] = _replica_rules(framework)
-    singular = framework.kind.lower()
+    specs["x-kubernetes-validations"] = _replica_rules(plugin)
+    singular = framework.singular
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -75,7 +77,7 @@ def crd_for(framework: Framework) -> dict[str, Any]:
                 "listKind": f"{framework.kind}List",
                 "plural": framework.plural,
                 "singular": singular,
-                "shortNames": ["ptj"] if framework.kind == c.PYTORCH_KIND else ["tfj"],
+                "shortNames": list(framework.short_names),
                 "categories": ["kubedl", "all"],
             },
             "versions": [
@@ -101,32 +103,18 @@ def crd_for(framework: Framework) -> dict[str, Any]:
 
 
 def all_crds() -> list[dict[str, Any]]:
-    return [crd_for(framework) for framework in FRAMEWORKS.values()]
+    """The CRD of every registered kind."""
+    return [crd_for(plugin) for plugin in all_kinds()]
 
 
-def _replica_rules(framework: Framework) -> list[dict[str, str]]:
-    allowed = ", ".join(f"'{t}'" for t in framework.replica_types)
+def _replica_rules(plugin: KindAPI) -> list[dict[str, str]]:
+    """The rule every kind gets (only its replica types) and the kind's own rules."""
+    types = plugin.framework.replica_types
+    allowed = ", ".join(f"'{t}'" for t in types)
     rules = [
-        {
-            "rule": f"self.all(k, k in [{allowed}])",
-            "message": f"unknown replica type; use one of {', '.join(framework.replica_types)}",
-        }
+        {"rule": f"self.all(k, k in [{allowed}])", "message": f"unknown replica type; use one of {', '.join(types)}"}
     ]
-    if framework.kind == c.PYTORCH_KIND:
-        rules.append(
-            {
-                "rule": "!has(self.Master) || !has(self.Master.replicas) || self.Master.replicas == 1",
-                "message": "a PyTorchJob has exactly one Master: set Master.replicas to 1",
-            }
-        )
-    else:
-        rules.append(
-            {
-                "rule": "!(has(self.Chief) && has(self.Master))",
-                "message": "a TFJob may have a Chief or a Master, not both",
-            }
-        )
-    return rules
+    return rules + [dict(rule) for rule in plugin.cel_rules]
 
 
 def _model_schema(model: type[BaseModel]) -> Schema:

@@ -7,12 +7,13 @@ user wrote and a later change of a default reaches existing jobs on their next r
 - ``replicas``: 1 for both kinds — the Kubernetes convention for an omitted count.
 - ``restartPolicy``: PyTorchJob ``OnFailure`` — DDP replicas restart in place cheaply and re-rendezvous;
   TFJob ``ExitCode`` — PS/Worker must retry preemption (exit 137/143) but fail fast on a program error.
-- ``cleanPodPolicy``: ``Running`` for both — PS replicas never exit by themselves, so the end of the job
-  frees them, while finished pods stay for their logs.
+- ``cleanPodPolicy``: PyTorchJob ``None`` (as the Training Operator) — a PyTorch job succeeds when its Master
+  does, and its workers, finishing a moment later, must not be killed before they end: their pods and logs
+  stay; TFJob ``Running`` — PS replicas never exit by themselves, so the end of the job frees them, while
+  finished pods stay for their logs. Set ``Running``/``All`` on a PyTorchJob to free running pods at the end.
 - ``backoffLimit``: unset, meaning no limit, as in KubeDL and Kubeflow.
-- ``successPolicy`` (TFJob): ``""`` — Chief/Master, else worker 0, decides success (TensorFlow's convention).
-- ``nprocPerNode`` (PyTorchJob): 1 — one process per pod, so WORLD_SIZE equals the pod count.
-- ``elasticPolicy.rdzvBackend``: ``c10d`` — torchrun's built-in backend, no etcd needed.
+- The kinds' own defaults live with each kind (``kubedl_py/api/kinds/<kind>.py``), e.g. PyTorchJob's
+  ``nprocPerNode`` 1 and ``elasticPolicy.rdzvBackend`` ``c10d``, TFJob's ``successPolicy`` ``""``.
 - ``placement.mode``: ``Preferred`` — a job that cannot fit in one block still runs, only with more hops.
 - ``rdma``: nothing here. Its defaults have a precedence chain (the job, then the controller's
   ``--rdma-defaults`` file, then built-ins such as ``ipcLock: true`` and ``NCCL_IB_TIMEOUT=22``), so the
@@ -26,18 +27,28 @@ from __future__ import annotations
 
 from typing import Any, Final, TypeVar
 
-from kubedl_py.api.jobs import Framework, PyTorchJob, TFJob
+from kubedl_py.api.kinds import kind_api
+from kubedl_py.api.kinds.base import Framework, TrainingJob
+from kubedl_py.api.kinds.pytorch import DEFAULT_NPROC_PER_NODE, DEFAULT_RDZV_BACKEND
 
 DEFAULT_REPLICAS: Final = 1
-DEFAULT_NPROC_PER_NODE: Final = 1
-DEFAULT_RDZV_BACKEND: Final = "c10d"
 DEFAULT_PLACEMENT_MODE: Final = "Preferred"
 
-J = TypeVar("J", PyTorchJob, TFJob)
+__all__ = [
+    "DEFAULT_NPROC_PER_NODE",
+    "DEFAULT_PLACEMENT_MODE",
+    "DEFAULT_RDZV_BACKEND",
+    "DEFAULT_REPLICAS",
+    "default_container_index",
+    "training_port",
+    "with_defaults",
+]
+
+J = TypeVar("J", bound=TrainingJob)
 
 
 def with_defaults(job: J) -> J:
-    """A copy of ``job`` with every default of the table above filled in."""
+    """A copy of ``job`` with every default of the table above filled in: the generic ones, then the kind's."""
     copy = job.model_copy(deep=True)
     framework = copy.framework
     for spec in copy.replica_specs.values():
@@ -50,13 +61,7 @@ def with_defaults(job: J) -> J:
     placement = copy.run_policy.placement
     if placement is not None and placement.mode is None:
         placement.mode = DEFAULT_PLACEMENT_MODE
-    if isinstance(copy, PyTorchJob):
-        if copy.spec.nproc_per_node is None:
-            copy.spec.nproc_per_node = DEFAULT_NPROC_PER_NODE
-        if copy.spec.elastic_policy is not None and copy.spec.elastic_policy.rdzv_backend is None:
-            copy.spec.elastic_policy.rdzv_backend = DEFAULT_RDZV_BACKEND
-    elif isinstance(copy, TFJob) and copy.spec.success_policy is None:
-        copy.spec.success_policy = ""
+    kind_api(copy.kind).defaults(copy)
     return copy
 
 

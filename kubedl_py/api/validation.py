@@ -14,8 +14,7 @@ every problem found, never a bare pydantic traceback.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 import pydantic
@@ -23,7 +22,13 @@ import pydantic
 from kubedl_py.api import constants as c
 from kubedl_py.api.common import RdmaSpec
 from kubedl_py.api.defaults import DEFAULT_REPLICAS
-from kubedl_py.api.jobs import JOB_MODELS, Job, PyTorchJob, TFJob
+from kubedl_py.api.errors import FieldError, JobValidationError
+from kubedl_py.api.kinds import all_kinds, kind_api
+from kubedl_py.api.kinds.base import TrainingJob
+
+Job = TrainingJob
+
+__all__ = ["FieldError", "JobValidationError", "parse_job", "parse_rdma", "validate_job"]
 
 # A Service name (and so our job-name prefix) is an RFC 1035 label.
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -33,30 +38,6 @@ _GENERATED_SUFFIX = 5
 _RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 # An environment variable name as the API server accepts it (C identifier, plus '.' and '-').
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
-
-
-@dataclass(frozen=True)
-class FieldError:
-    """One problem: ``field`` is a dotted path such as ``spec.pytorchReplicaSpecs.Master.replicas``."""
-
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.message}"
-
-
-class JobValidationError(ValueError):
-    """The job is not valid; ``errors`` lists every problem found."""
-
-    def __init__(self, errors: Iterable[FieldError], *, subject: str = "job") -> None:
-        self.errors = list(errors)
-        self.subject = subject
-        super().__init__(str(self))
-
-    def __str__(self) -> str:
-        lines = "\n".join(f"  {error}" for error in self.errors)
-        return f"invalid {self.subject}:\n{lines}"
 
 
 def parse_job(data: Any, *, source: str | None = None) -> Job:
@@ -69,17 +50,19 @@ def parse_job(data: Any, *, source: str | None = None) -> Job:
         )
     kind = data.get("kind")
     api_version = data.get("apiVersion")
-    if kind not in JOB_MODELS:
-        kinds = " or ".join(JOB_MODELS)
+    registered = {entry.kind: entry for entry in all_kinds()}
+    if kind not in registered:
+        names = ", ".join(registered)
         raise JobValidationError(
-            [FieldError("kind", f"{kind!r} is not a training job kind; use {kinds}")], subject=subject
+            [FieldError("kind", f"{kind!r} is not a training job kind; use one of {names}")], subject=subject
         )
     if api_version != c.API_VERSION:
         raise JobValidationError(
             [FieldError("apiVersion", f"{api_version!r} is not served for {kind}; use {c.API_VERSION}")],
             subject=subject,
         )
-    model = JOB_MODELS[kind]
+    plugin = registered[kind]
+    model = plugin.model
     try:
         job: Job = model.model_validate(data)
     except pydantic.ValidationError as exc:
@@ -95,10 +78,7 @@ def validate_job(job: Job) -> list[FieldError]:
     errors: list[FieldError] = []
     errors += _check_name(job)
     errors += _check_replica_types(job)
-    if isinstance(job, PyTorchJob):
-        errors += _check_pytorch(job)
-    else:
-        errors += _check_tensorflow(job)
+    errors += kind_api(job.kind).validate(job)
     errors += _check_totals(job)
     errors += _check_rdma(job)
     return errors
@@ -159,68 +139,6 @@ def _check_replica_types(job: Job) -> list[FieldError]:
             hint = next((t for t in allowed if t.lower() == replica_type.lower()), None)
             fix = f"did you mean {hint!r}?" if hint else f"use one of {', '.join(allowed)}"
             errors.append(FieldError(f"{path}.{replica_type}", f"unknown replica type for {job.kind}; {fix}"))
-    return errors
-
-
-def _check_pytorch(job: PyTorchJob) -> list[FieldError]:
-    path = _specs_path(job)
-    specs = job.spec.pytorch_replica_specs
-    errors = []
-    master = specs.get("Master")
-    if master is not None and _replicas(master.replicas) != 1:
-        errors.append(
-            FieldError(
-                f"{path}.Master.replicas",
-                f"is {master.replicas}; a PyTorchJob has exactly one Master: set it to 1 "
-                "(or remove Master for a workers-only job)",
-            )
-        )
-    elastic = job.spec.elastic_policy
-    if elastic is not None:
-        worker = specs.get("Worker")
-        if worker is None or _replicas(worker.replicas) < 1:
-            errors.append(
-                FieldError(
-                    f"{path}.Worker.replicas",
-                    "an elasticPolicy needs at least 1 Worker: add a Worker replica spec with replicas >= 1",
-                )
-            )
-        if (
-            elastic.min_replicas is not None
-            and elastic.max_replicas is not None
-            and elastic.min_replicas > elastic.max_replicas
-        ):
-            errors.append(
-                FieldError(
-                    "spec.elasticPolicy.minReplicas",
-                    f"is {elastic.min_replicas}, above maxReplicas {elastic.max_replicas}: "
-                    "make minReplicas <= maxReplicas",
-                )
-            )
-    return errors
-
-
-def _check_tensorflow(job: TFJob) -> list[FieldError]:
-    path = _specs_path(job)
-    specs = job.spec.tf_replica_specs
-    errors = []
-    chiefs = [t for t in ("Chief", "Master") if t in specs]
-    if len(chiefs) > 1:
-        errors.append(
-            FieldError(
-                f"{path}.Master",
-                "a TFJob may have a Chief or a Master, not both: they are the same role; keep one",
-            )
-        )
-    for replica_type in chiefs:
-        replicas = _replicas(specs[replica_type].replicas)
-        if replicas > 1:
-            errors.append(
-                FieldError(
-                    f"{path}.{replica_type}.replicas",
-                    f"is {replicas}; there is only one {replica_type}: set it to 0 or 1",
-                )
-            )
     return errors
 
 

@@ -17,12 +17,21 @@ reservation); deleting the job removes it through the garbage collector.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from kubedl_py.api import PyTorchJob, TFJob
+from kubedl_py.api import TrainingJob
 from kubedl_py.api import constants as c
+from kubedl_py.controllers.observation import Observation
+from kubedl_py.controllers.ownership import owner_reference
+from kubedl_py.kube import errors
+from kubedl_py.kube.client import KubeClient
+from kubedl_py.kube.events import EventRecorder
 from kubedl_py.kube.resources import Resource
+
+logger = logging.getLogger(__name__)
 
 Object = dict[str, Any]
 GangSchedulerKind = Literal["volcano", "scheduler-plugins"]
@@ -58,11 +67,11 @@ class Gang:
         return self.scheduler_name or DEFAULT_SCHEDULER_NAMES[self.scheduler]
 
 
-def podgroup_name(job: PyTorchJob | TFJob) -> str:
+def podgroup_name(job: TrainingJob) -> str:
     return job.name
 
 
-def min_member(job: PyTorchJob | TFJob) -> int:
+def min_member(job: TrainingJob) -> int:
     """``schedulingPolicy.minAvailable``, else every replica of the job (job already defaulted)."""
     policy = job.run_policy.scheduling_policy
     if policy is not None and policy.min_available is not None:
@@ -70,7 +79,7 @@ def min_member(job: PyTorchJob | TFJob) -> int:
     return sum(spec.replicas or 0 for spec in job.replica_specs.values())
 
 
-def build_podgroup(job: PyTorchJob | TFJob, gang: Gang, owner: Object) -> Object:
+def build_podgroup(job: TrainingJob, gang: Gang, owner: Object) -> Object:
     """The PodGroup of a job: Volcano's carries queue and priority class, scheduler-plugins' only minMember."""
     spec: Object = {"minMember": min_member(job)}
     policy = job.run_policy.scheduling_policy
@@ -92,7 +101,7 @@ def build_podgroup(job: PyTorchJob | TFJob, gang: Gang, owner: Object) -> Object
     }
 
 
-def apply_gang(pod: Object, job: PyTorchJob | TFJob, gang: Gang) -> None:
+def apply_gang(pod: Object, job: TrainingJob, gang: Gang) -> None:
     """Point ``pod`` (in place) at the job's PodGroup; the template's schedulerName and priority win."""
     spec = pod["spec"]
     metadata = pod["metadata"]
@@ -105,3 +114,68 @@ def apply_gang(pod: Object, job: PyTorchJob | TFJob, gang: Gang) -> None:
         metadata.setdefault("annotations", {})[VOLCANO_GROUP_ANNOTATION] = group
     else:
         metadata.setdefault("labels", {})[PLUGINS_GROUP_LABEL] = group
+
+
+class PodGroups:
+    """The PodGroup lifecycle of the jobs of one kind: made before any pod, removed when the job ends.
+
+    Remembers per job (uid) whether this process made or removed its group, so each costs one create and one
+    delete per job (one more of each after a controller restart).
+    """
+
+    def __init__(self, client: KubeClient, recorder: EventRecorder, gang: Gang | None) -> None:
+        self.client = client
+        self.recorder = recorder
+        self.gang = gang
+        #: job key -> (uid, "created" | "deleted")
+        self._done: dict[str, tuple[str, str]] = {}
+
+    def forget(self, key: str) -> None:
+        self._done.pop(key, None)
+
+    async def ensure(self, seen: Observation) -> bool:
+        """With a gang scheduler, make the job's PodGroup; False while it cannot be made (pods wait)."""
+        gang = self.gang
+        uid = seen.job.metadata.uid or ""
+        if gang is None or self._done.get(seen.key, ("", ""))[0] == uid:
+            return True
+        job = seen.job
+        body = build_podgroup(job, gang, owner_reference(job))
+        try:
+            await self.client.create(gang.resource, body, namespace=job.namespace)
+        except errors.AlreadyExists:
+            # Ours if made before a controller restart or by a racing reconcile; but a job deleted and
+            # resubmitted under the same name finds its predecessor's group, which the garbage collector
+            # is about to remove: adopting it would leave the new pods waiting for a group that vanishes.
+            existing = await self.client.get(gang.resource, podgroup_name(job), namespace=job.namespace)
+            owners = {ref.get("uid") for ref in (existing.get("metadata") or {}).get("ownerReferences") or []}
+            if not owners:
+                # Orphaned (its job deleted with propagationPolicy=Orphan): nobody will remove it; adopt it.
+                patch = {"metadata": {"ownerReferences": [owner_reference(job)]}, "spec": body["spec"]}
+                await self.client.patch(gang.resource, podgroup_name(job), patch, namespace=job.namespace)
+            elif uid not in owners:
+                logger.info("%s: PodGroup still belongs to a previous job of this name; waiting for it to go", seen.key)
+                seen.backoff = True
+                return False
+        except (errors.NotFound, errors.Forbidden) as exc:
+            # The PodGroup CRD is not installed (404) or RBAC lacks it (403): the pods would wait forever
+            # for a group that never comes, so none are made; retried with backoff until it works.
+            message = (
+                f"cannot create {gang.resource} {podgroup_name(job)} ({exc}); is {gang.scheduler} installed "
+                "and the controller allowed to create its PodGroups? The job's pods wait for it."
+            )
+            await self.recorder.warning(seen.raw, "PodGroupCreateFailed", message)
+            seen.backoff = True
+            return False
+        self._done[seen.key] = (uid, "created")
+        return True
+
+    async def release(self, seen: Observation) -> None:
+        """A finished job's pods no longer need a gang reservation (once per job and controller run)."""
+        gang = self.gang
+        uid = seen.job.metadata.uid or ""
+        if gang is None or self._done.get(seen.key) == (uid, "deleted"):
+            return
+        with contextlib.suppress(errors.NotFound):
+            await self.client.delete(gang.resource, podgroup_name(seen.job), namespace=seen.job.namespace)
+        self._done[seen.key] = (uid, "deleted")

@@ -12,29 +12,35 @@ the truth: a Service found pointing elsewhere (a crash between steps) is re-poin
 healthy pod's port is never changed, also not by a controller restart.
 
 Changing the annotation on a job that already has pods or Services is refused: the job keeps the mode its
-objects were made in, and a ``NetworkModeChangeRefused`` event says so. Switching the network of running
-replicas would strand their peers; delete and resubmit the job instead.
+objects were made in, and a ``NetworkModeChangeRefused`` event says so (once per requested change, not per
+reconcile: a resync must cost no writes). Switching the network of running replicas would strand their
+peers; delete and resubmit the job instead.
+
+The reconcile meets all of this through one object per reconcile, :class:`HostNetworkStep`
+(``HostNetwork.step(seen)``): it knows the job's effective mode, reserves ports for the pods about to be
+made (re-pointing their Services first), gives back ports of pods that were not made, and at the end keeps
+every Service pointed at its live pod. It writes Services with its own client.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from kubedl_py.api import constants as c
+from kubedl_py.controllers.addressing import replica_name
+from kubedl_py.controllers.observation import Observation, Replica, Slot
 from kubedl_py.controllers.pods import service_target_port
 from kubedl_py.controllers.ports import HostPortAllocator, PortsExhausted, pod_host_ports
-from kubedl_py.controllers.rendezvous import replica_name
+from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.events import EventRecorder
-
-if TYPE_CHECKING:
-    from kubedl_py.controllers.job import Observation, Replica
+from kubedl_py.kube.resources import SERVICES
 
 logger = logging.getLogger(__name__)
 
 Object = dict[str, Any]
-PatchService = Callable[[str, str, Object], Awaitable[None]]
 
 
 def pod_port(pod: Object) -> int | None:
@@ -53,14 +59,17 @@ def _is_live(pod: Object) -> bool:
 
 
 class HostNetwork:
-    """Shared by the PyTorchJob and TFJob reconcilers: one allocator for the whole cluster."""
+    """Shared by the reconcilers of every kind: one allocator for the whole cluster."""
 
-    def __init__(self, allocator: HostPortAllocator, recorder: EventRecorder) -> None:
+    def __init__(self, allocator: HostPortAllocator, recorder: EventRecorder, client: KubeClient) -> None:
         self.allocator = allocator
         self.recorder = recorder
+        self.client = client
         #: jobs waiting for free ports, by kind -> keys; woken when a host-network pod goes away
         self._waiting: dict[str, set[str]] = {}
         self._enqueue: dict[str, Callable[[str], None]] = {}
+        #: the network mode (host?) each job asked for when its change was last refused with an event
+        self._refused: dict[str, bool] = {}
 
     # ----------------------------------------------------------------------- the cluster-wide pod watch
 
@@ -93,101 +102,141 @@ class HostNetwork:
                     enqueue(key)
 
     def job_gone(self, key: str) -> None:
+        """The job is deleted: stop waiting for ports on its behalf, forget its refused change."""
+        self._stop_waiting(key)
+        self._refused.pop(key, None)
+
+    def _stop_waiting(self, key: str) -> None:
         for keys in self._waiting.values():
             keys.discard(key)
 
     # ------------------------------------------------------------------------------------- the reconcile
 
-    def mode_for(self, seen: Observation) -> tuple[bool, str | None]:
-        """The job's effective mode (the one its existing objects were made in, else the annotation), and
-        why a requested change is refused, if one is."""
-        wanted = seen.job.host_network
-        actual: bool | None = None
-        for replica in seen.replicas.values():
-            if replica.pod is not None:
-                actual = bool((replica.pod.get("spec") or {}).get("hostNetwork"))
-                break
-        if actual is None:
-            for service in seen.services.values():
-                actual = (service.get("spec") or {}).get("clusterIP") != "None"
-                break
-        if actual is None or actual == wanted:
-            return wanted, None
-        now, was = ("host", "pod") if wanted else ("pod", "host")
-        return actual, (
-            f"the {c.ANNOTATION_NETWORK_MODE} annotation asks for {now} network, but the job's pods and "
-            f"Services were made for {was} network; the change is refused (delete and resubmit the job to "
-            "switch modes)"
+    def step(self, seen: Observation) -> HostNetworkStep:
+        """This reconcile's host-network part (see the module docstring)."""
+        host, refusal = _mode(seen)
+        return HostNetworkStep(self, seen, host, refusal)
+
+    def exhausted_message(self) -> str:
+        return (
+            f"waiting for free host ports: the range {self.allocator.low}-{self.allocator.high} has "
+            f"{self.allocator.free_count} free, fewer than this job's pods need; the job proceeds when "
+            "host-network pods end (or widen --hostnetwork-port-range)"
         )
 
-    def all_ports(self, seen: Observation, new: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
-        """Host ports of every replica: live pods' own ports plus the ones just chosen."""
-        ports = dict(new)
-        for slot, replica in seen.replicas.items():
-            if replica.pod is not None and slot not in ports:
-                port = pod_port(replica.pod)
-                if port is not None:
-                    ports[slot] = port
-        return ports
+    async def _point(self, seen: Observation, name: str, service: Object, port: int) -> None:
+        await self.client.patch(SERVICES, name, _target_port_patch(service, port), namespace=seen.job.namespace)
 
-    async def ports_for(
-        self, seen: Observation, missing: list[Replica], patch_service: PatchService
-    ) -> dict[tuple[str, int], int] | None:
-        """Choose new ports for the missing replicas and re-point their existing Services first.
 
-        None when the range has no room for all of them (nothing is kept reserved then).
-        """
+@dataclass
+class HostNetworkStep:
+    """One reconcile's host-network part: the effective mode, the ports it reserved, the Services it pointed."""
+
+    network: HostNetwork
+    seen: Observation
+    #: the job's effective mode: the one its existing objects were made in, else what it asks for
+    host: bool
+    #: why a requested change of mode is refused, if one is
+    refusal: str | None
+    #: ports reserved in this reconcile for the replicas about to be made
+    reserved: dict[Slot, int] = field(default_factory=dict)
+
+    async def announce(self) -> None:
+        """Say (once per requested change) that a change of network mode is refused."""
+        key, refused = self.seen.key, self.network._refused
+        if not self.refusal:
+            refused.pop(key, None)
+        elif refused.get(key) != self.seen.job.host_network:
+            refused[key] = self.seen.job.host_network
+            await self.network.recorder.warning(self.seen.raw, "NetworkModeChangeRefused", self.refusal)
+
+    async def reserve(self, missing: list[Replica]) -> bool:
+        """Reserve a new host port for each replica about to be made, re-pointing its existing Service first
+        (failover). False when the range has no room for all of them: nothing is kept reserved then, the job
+        waits (woken when a host-network pod goes away)."""
+        seen, network = self.seen, self.network
         job = seen.job
-        chosen: dict[tuple[str, int], int] = {}
+        chosen: dict[Slot, int] = {}
         for replica in missing:
             name = replica_name(job.name, replica.replica_type, replica.index)
             old = service_target_port(seen.services[name]) if name in seen.services else None
             try:
-                chosen[(replica.replica_type, replica.index)] = self.allocator.reserve(
+                chosen[(replica.replica_type, replica.index)] = network.allocator.reserve(
                     f"{job.namespace}/{name}", avoid=[old] if old else []
                 )
             except PortsExhausted:
                 for (rtype, index), port in chosen.items():
-                    self.allocator.release(f"{job.namespace}/{replica_name(job.name, rtype, index)}", port)
-                self._waiting.setdefault(job.kind, set()).add(seen.key)
-                return None
-        self.job_gone(seen.key)
+                    network.allocator.release(f"{job.namespace}/{replica_name(job.name, rtype, index)}", port)
+                network._waiting.setdefault(job.kind, set()).add(seen.key)
+                return False
+        network._stop_waiting(seen.key)
         for (rtype, index), port in chosen.items():
             name = replica_name(job.name, rtype, index)
             service = seen.services.get(name)
             if service is None:
                 continue
             old = service_target_port(service)
-            await patch_service(job.namespace, name, _target_port_patch(service, port))
+            await network._point(seen, name, service, port)
             message = f"{rtype} {index}: Service {name} re-pointed from host port {old} to {port} for the new pod"
             logger.info("%s: %s", seen.key, message)
-            await self.recorder.normal(seen.raw, "HostPortChanged", message)
-        return chosen
+            await network.recorder.normal(seen.raw, "HostPortChanged", message)
+        self.reserved.update(chosen)
+        return True
 
-    async def keep_services_pointed(self, seen: Observation, patch_service: PatchService) -> None:
+    def ports(self) -> dict[Slot, int]:
+        """Host ports of every replica: live pods' own ports plus the ones just reserved."""
+        ports = dict(self.reserved)
+        for slot, replica in self.seen.replicas.items():
+            if replica.pod is not None and slot not in ports:
+                port = pod_port(replica.pod)
+                if port is not None:
+                    ports[slot] = port
+        return ports
+
+    def not_created(self, pod_key: str, slot: Slot) -> None:
+        """A pod that was not made: its reserved port is free again."""
+        port = self.reserved.pop(slot, None)
+        if port is not None:
+            self.network.allocator.release(pod_key, port)
+
+    async def settle(self) -> None:
         """A live pod's port is the truth: re-point a Service that points elsewhere (crash recovery)."""
-        job = seen.job
+        if not self.host:
+            return
+        seen = self.seen
         for replica in seen.replicas.values():
             if replica.pod is None:
                 continue
-            name = replica_name(job.name, replica.replica_type, replica.index)
+            name = replica_name(seen.job.name, replica.replica_type, replica.index)
             service = seen.services.get(name)
             port = pod_port(replica.pod)
             if service is None or port is None or service_target_port(service) == port:
                 continue
-            await patch_service(job.namespace, name, _target_port_patch(service, port))
+            await self.network._point(seen, name, service, port)
             logger.info("%s: Service %s re-pointed to its live pod's host port %d", seen.key, name, port)
 
-    def creation_failed(self, pod_key: str, port: int | None) -> None:
-        if port is not None:
-            self.allocator.release(pod_key, port)
 
-    def exhausted_message(self, seen: Observation) -> str:
-        return (
-            f"waiting for free host ports: the range {self.allocator.low}-{self.allocator.high} has "
-            f"{self.allocator.free_count} free, fewer than this job's pods need; the job proceeds when "
-            "host-network pods end (or widen --hostnetwork-port-range)"
-        )
+def _mode(seen: Observation) -> tuple[bool, str | None]:
+    """The job's effective mode (the one its existing objects were made in, else the annotation), and
+    why a requested change is refused, if one is."""
+    wanted = seen.job.host_network
+    actual: bool | None = None
+    for replica in seen.replicas.values():
+        if replica.pod is not None:
+            actual = bool((replica.pod.get("spec") or {}).get("hostNetwork"))
+            break
+    if actual is None:
+        for service in seen.services.values():
+            actual = (service.get("spec") or {}).get("clusterIP") != "None"
+            break
+    if actual is None or actual == wanted:
+        return wanted, None
+    now, was = ("host", "pod") if wanted else ("pod", "host")
+    return actual, (
+        f"the {c.ANNOTATION_NETWORK_MODE} annotation asks for {now} network, but the job's pods and "
+        f"Services were made for {was} network; the change is refused (delete and resubmit the job to "
+        "switch modes)"
+    )
 
 
 def _target_port_patch(service: Object, port: int) -> Object:

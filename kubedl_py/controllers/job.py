@@ -1,10 +1,13 @@
 """The reconcile of one training job, framework-agnostic: observe, decide, act, report.
 
-One :class:`JobReconciler` serves one kind (PyTorchJob or TFJob); the framework-specific parts are the
-rendezvous settings (``rendezvous.py``), the success rule (``success.py``) and host-network ports
-(``hostnetwork.py``). A reconcile reads the job, its pods and its Services from the informers' caches and
-makes the cluster match the job, then writes the status only if it changed. It is level-based: it never
-asks what event woke it, so a missed event, a duplicate or a controller restart changes nothing.
+One :class:`JobReconciler` serves one kind and never branches on which: what differs per kind is asked of
+the kind's plug-in (``controllers/kinds/<kind>.py``: rendezvous settings, success rule, extra owned objects,
+start order). A reconcile reads the job, its pods and its Services from the informers' caches
+(``observation.py``) and makes the cluster match the job, then writes the status only if it changed. It is
+level-based: it never asks what event woke it, so a missed event, a duplicate or a controller restart
+changes nothing. Its parts with state of their own are steps with their own clients: host-network ports
+and Services (``hostnetwork.py``: one ``HostNetworkStep`` per reconcile) and gang PodGroups (``gang.py``).
+A condition that ends the job is raised as a ``JobFailure`` wherever it is found and becomes ``Failed``.
 
 The steps, in order:
 
@@ -14,14 +17,14 @@ The steps, in order:
    and gets no pods.
 3. **Finished** jobs: apply ``cleanPodPolicy`` once, then ``ttlSecondsAfterFinished``.
 4. **Limits**: ``activeDeadlineSeconds`` (a timer, not only on events) and ``backoffLimit``.
-5. **Per replica**: create what is missing, replace what failed and may be retried, fail the job on a
-   failure that may not; remove surplus replicas. With a gang scheduler the job's PodGroup is made
-   first (``gang.py``): no pod is created before it exists, and it is deleted when the job finishes.
+5. **Per replica**: remove surplus replicas, replace what failed and may be retried, fail the job on a
+   failure that may not; make the PodGroup (with a gang scheduler: no pod before it), the kind's extra
+   objects, then the missing Services and pods (in host-network mode with fresh host ports, Services
+   re-pointed first).
 6. **Report**: replica counts and conditions, one status write when something changed.
 
 Names are deterministic (``<job>-<type>-<i>``), so a create that races a stale cache gets AlreadyExists,
-which is not an error. *Expectations* (creates and deletes sent but not yet seen in the cache) keep a
-lagging cache from causing a second action on the same pod.
+which is not an error; expectations (``observation.py``) keep a lagging cache from causing a second action.
 """
 
 from __future__ import annotations
@@ -29,24 +32,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from kubedl_py.api import Framework, JobValidationError, RdmaSpec, parse_job, with_defaults
+from kubedl_py.api import Framework, JobValidationError, RdmaSpec, TrainingJob, parse_job, with_defaults
 from kubedl_py.api import constants as c
 from kubedl_py.api.defaults import default_container_index
-from kubedl_py.api.jobs import PyTorchJob, TFJob
 from kubedl_py.controllers import status as st
+from kubedl_py.controllers.addressing import Addressing, replica_name
 from kubedl_py.controllers.failures import classify
-from kubedl_py.controllers.gang import Gang, build_podgroup, podgroup_name
-from kubedl_py.controllers.hostnetwork import HostNetwork
-from kubedl_py.controllers.pods import addressing_for, build_pod, build_service, owner_reference
+from kubedl_py.controllers.gang import Gang, PodGroups
+from kubedl_py.controllers.hostnetwork import HostNetwork, HostNetworkStep
+from kubedl_py.controllers.kinds import controller_for
+from kubedl_py.controllers.observation import (
+    Expectations,
+    JobFailure,
+    Observation,
+    Replica,
+    in_place_restarts,
+    is_active,
+    is_crashing,
+    parse_time,
+    slot_of,
+)
+from kubedl_py.controllers.ownership import owner_reference
+from kubedl_py.controllers.pods import addressing_for, build_pod, build_service
 from kubedl_py.controllers.refusals import Outcome, Refusal, classify_refusal
-from kubedl_py.controllers.rendezvous import Addressing, replica_name
-from kubedl_py.controllers.success import is_succeeded
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.events import EventRecorder
@@ -57,10 +70,8 @@ from kubedl_py.kube.resources import PODS, SERVICES, Resource
 logger = logging.getLogger(__name__)
 
 Object = dict[str, Any]
-Job = PyTorchJob | TFJob
+Job = TrainingJob
 
-# How long an expectation (a create or delete we sent) may stay unobserved before we stop trusting it.
-EXPECTATION_TIMEOUT = 30.0
 # How many pod/Service writes one reconcile keeps in flight.
 WRITE_CONCURRENCY = 32
 
@@ -76,84 +87,6 @@ class ReconcilerOptions:
     rdma_defaults: RdmaSpec | None = None
 
 
-@dataclass
-class Expectations:
-    """Writes sent but not yet seen in the informer cache, so a lagging cache does not cause a repeat."""
-
-    creates: dict[str, float] = field(default_factory=dict)
-    deletes: dict[str, float] = field(default_factory=dict)
-
-    def expect_create(self, pod_key: str) -> None:
-        self.creates[pod_key] = time.monotonic() + EXPECTATION_TIMEOUT
-
-    def expect_delete(self, uid: str) -> None:
-        self.deletes[uid] = time.monotonic() + EXPECTATION_TIMEOUT
-
-    def pending_create(self, pod_key: str) -> bool:
-        deadline = self.creates.get(pod_key)
-        if deadline is not None and deadline < time.monotonic():
-            del self.creates[pod_key]
-            return False
-        return deadline is not None
-
-    def pending_delete(self, uid: str) -> bool:
-        deadline = self.deletes.get(uid)
-        if deadline is not None and deadline < time.monotonic():
-            del self.deletes[uid]
-            return False
-        return deadline is not None
-
-    def observed(self, pod: Object) -> None:
-        meta = pod.get("metadata") or {}
-        self.creates.pop(f"{meta.get('namespace')}/{meta.get('name')}", None)
-
-    def observed_delete(self, pod: Object) -> None:
-        self.deletes.pop(str((pod.get("metadata") or {}).get("uid")), None)
-
-
-@dataclass
-class Replica:
-    """What the cache says about one replica slot (type, index)."""
-
-    replica_type: str
-    index: int
-    pod: Object | None = None
-    terminating: bool = False
-
-    @property
-    def phase(self) -> str:
-        return str(((self.pod or {}).get("status") or {}).get("phase") or "")
-
-
-@dataclass
-class Observation:
-    """One reconcile's view of the world and what it decided to write."""
-
-    raw: Object
-    job: Job
-    status: Object
-    pods: list[Object]
-    services: dict[str, Object]
-    replicas: dict[tuple[str, int], Replica]
-    surplus: list[Object]
-    now: datetime
-    requeue_after: float | None = None
-    waiting: bool = False
-    #: retry with the work queue's per-key backoff (something failed that an event will not announce)
-    backoff: bool = False
-
-    @property
-    def key(self) -> str:
-        return f"{self.job.namespace}/{self.job.name}"
-
-    def pod_key(self, replica: Replica) -> str:
-        """``ns/<job>-<type>-<i>``: the key of a replica's pod in caches and expectations."""
-        return f"{self.job.namespace}/{replica_name(self.job.name, replica.replica_type, replica.index)}"
-
-    def want_requeue(self, seconds: float) -> None:
-        self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
-
-
 class JobReconciler:
     """Reconciles every job of one kind. See the module docstring for the steps."""
 
@@ -162,6 +95,7 @@ class JobReconciler:
         *,
         client: KubeClient,
         framework: Framework,
+        resource: Resource,
         jobs: Informer,
         pods: Informer,
         services: Informer,
@@ -172,7 +106,7 @@ class JobReconciler:
     ) -> None:
         self.client = client
         self.framework = framework
-        self.resource = Resource(c.GROUP, c.VERSION, framework.plural, framework.kind)
+        self.resource = resource
         self.jobs = jobs
         self.pods = pods
         self.services = services
@@ -182,13 +116,9 @@ class JobReconciler:
         self.expectations = Expectations()
         self._on_transition = on_transition or (lambda kind, condition: None)
         self._writes = asyncio.Semaphore(WRITE_CONCURRENCY)
+        self.podgroups = PodGroups(client, recorder, self.options.gang)
         #: resourceVersion of each job after our last status write (read-your-writes on a lagging cache)
         self._written: dict[str, str] = {}
-        #: job key -> (uid, "created" | "deleted"): the PodGroups this process made or removed, so each
-        #: costs one create and one delete per job (one more of each after a controller restart)
-        self._podgroups: dict[str, tuple[str, str]] = {}
-        #: the network mode (host?) each job asked for when its change was last refused with an event
-        self._refusals: dict[str, bool] = {}
 
     def _cache_behind(self, key: str, raw: Object) -> bool:
         written = self._written.get(key)
@@ -206,9 +136,8 @@ class JobReconciler:
         raw = self.jobs.get_by_key(key)
         if raw is None or (raw.get("metadata") or {}).get("deletionTimestamp"):
             self.hostnetwork.job_gone(key)
+            self.podgroups.forget(key)
             self._written.pop(key, None)
-            self._refusals.pop(key, None)
-            self._podgroups.pop(key, None)
             return Result()
         if self._cache_behind(key, raw):
             # Our last status write is not in the cache yet; acting on the older copy would undo it.
@@ -240,9 +169,6 @@ class JobReconciler:
             job = parse_job(document)
         except JobValidationError as exc:
             return None, [str(error) for error in exc.errors]
-        # Two calls so that with_defaults' type variable resolves to each kind.
-        if isinstance(job, PyTorchJob):
-            return with_defaults(job), []
         return with_defaults(job), []
 
     def _observe(self, raw: Object, job: Job, status: Object, now: datetime) -> Observation:
@@ -290,32 +216,29 @@ class JobReconciler:
 
         if self._deadline_passed(seen) or self._backoff_exceeded(seen):
             # A failed job must not keep holding nodes, whatever its cleanPodPolicy.
-            await self._gather(self._delete_pod(r.pod) for r in seen.replicas.values() if r.pod and _active(r.pod))
+            await self._gather(self._delete_pod(r.pod) for r in seen.replicas.values() if r.pod and is_active(r.pod))
             return
 
-        host, refusal = self.hostnetwork.mode_for(seen)
-        if not refusal:
-            self._refusals.pop(seen.key, None)
-        elif self._refusals.get(seen.key) != seen.job.host_network:
-            # Once per requested change (an annotation edit does not bump the generation), not once per
-            # reconcile: a resync must cost no writes.
-            self._refusals[seen.key] = seen.job.host_network
-            await self.recorder.warning(seen.raw, "NetworkModeChangeRefused", refusal)
+        network = self.hostnetwork.step(seen)
+        await network.announce()
         await self._remove_surplus(seen)
-        failed_job = await self._handle_failures(seen)
-        if failed_job:
+        try:
+            await self._handle_failures(seen)
+            if not await self.podgroups.ensure(seen):
+                return
+            await self._create_owned(seen, network)
+            await self._create_missing(seen, network)
+        except JobFailure as failure:
+            self._set_failed(seen, failure.reason, failure.message)
+            await self.recorder.warning(seen.raw, failure.reason, failure.event)
             return
-        if not await self._ensure_podgroup(seen):
-            return
-        await self._create_missing(seen, host)
-        if host:
-            await self.hostnetwork.keep_services_pointed(seen, self._patch_service)
+        await network.settle()
 
     def _deadline_passed(self, seen: Observation) -> bool:
         deadline = seen.job.run_policy.active_deadline_seconds
         if deadline is None:
             return False
-        started = _parse_time(seen.status.get("startTime")) or seen.now
+        started = parse_time(seen.status.get("startTime")) or seen.now
         remaining = deadline - (seen.now - started).total_seconds()
         if remaining > 0:
             seen.want_requeue(remaining)
@@ -329,7 +252,7 @@ class JobReconciler:
 
     def _restarts(self, seen: Observation) -> int:
         recorded = sum(int(value.get("restarts") or 0) for value in (seen.status.get("replicaStatuses") or {}).values())
-        return recorded + sum(_in_place_restarts(r.pod) for r in seen.replicas.values() if r.pod)
+        return recorded + sum(in_place_restarts(r.pod) for r in seen.replicas.values() if r.pod)
 
     def _backoff_exceeded(self, seen: Observation) -> bool:
         limit = seen.job.run_policy.backoff_limit
@@ -362,8 +285,8 @@ class JobReconciler:
         if names:
             logger.info("%s: removed surplus replicas %s", seen.key, ", ".join(sorted(names)))
 
-    async def _handle_failures(self, seen: Observation) -> bool:
-        """Replace retryable failures; fail the job on the others. True when the job failed."""
+    async def _handle_failures(self, seen: Observation) -> None:
+        """Replace retryable failures; a failure that may not be retried ends the job (JobFailure)."""
         job = seen.job
         limit = job.run_policy.backoff_limit
         for replica in seen.replicas.values():
@@ -379,62 +302,75 @@ class JobReconciler:
             )
             if not retry:
                 why = "" if spec.restart_policy == "Never" else " (not retryable under restartPolicy ExitCode)"
-                self._set_failed(
-                    seen,
+                raise JobFailure(
                     "ReplicaFailed",
                     f"{job.kind} {seen.key} has failed: {who} {failure.description}{why}.",
+                    event=f"{who} {failure.description}{why}",
                 )
-                await self.recorder.warning(seen.raw, "ReplicaFailed", f"{who} {failure.description}{why}")
-                return True
             restarts = self._restarts(seen) + 1
             if limit is not None and restarts > limit:
-                self._set_failed(
-                    seen,
-                    "BackoffLimitExceeded",
+                message = (
                     f"{job.kind} {seen.key}: {who} {failure.description}; {restarts} restarts would exceed "
-                    f"backoffLimit {limit}.",
+                    f"backoffLimit {limit}."
                 )
-                return True
+                raise JobFailure("BackoffLimitExceeded", message)
             # Count the replacement before deleting, so a crash in between can only over-count.
             self._count_restart(seen, replica)
-            message = f"{who} {failure.description}; replacing pod {replica_name(job.name, *_slot(replica))}."
+            message = f"{who} {failure.description}; replacing pod {replica_name(job.name, *slot_of(replica))}."
             st.set_condition(seen.status, st.RESTARTING, reason="JobRestarting", message=message)
             self._on_transition(job.kind, st.RESTARTING)
             await self.recorder.normal(seen.raw, "JobRestarting", message)
             await self._delete_pod(replica.pod)
             replica.pod, replica.terminating = None, True
-        return False
 
     def _count_restart(self, seen: Observation, replica: Replica) -> None:
         statuses = seen.status.setdefault("replicaStatuses", {})
         entry = statuses.setdefault(replica.replica_type, {})
-        entry["restarts"] = int(entry.get("restarts") or 0) + 1 + _in_place_restarts(replica.pod)
+        entry["restarts"] = int(entry.get("restarts") or 0) + 1 + in_place_restarts(replica.pod)
 
-    async def _create_missing(self, seen: Observation, host: bool) -> None:
+    async def _create_owned(self, seen: Observation, network: HostNetworkStep) -> None:
+        """The kind's extra objects (MPI's hostfile and SSH key), before any pod; AlreadyExists is fine. Only
+        tried while a pod is missing: a running job costs no request."""
+        if not any(r.pod is None and not r.terminating for r in seen.replicas.values()):
+            return
+        addressing = addressing_for(seen.job, cluster_domain=self.options.cluster_domain, host_ports=network.ports())
+        owned = controller_for(seen.job.kind).owned_objects(seen.job, addressing)
+        for item in owned:
+            body = dict(item.body)
+            meta = dict(body.get("metadata") or {})
+            meta.setdefault("namespace", seen.job.namespace)
+            meta["ownerReferences"] = [owner_reference(seen.job)]
+            body["metadata"] = meta
+            refusal = await self._create(item.resource, body)
+            if refusal is not None:
+                await self._refused(seen, [refusal])
+
+    async def _create_missing(self, seen: Observation, network: HostNetworkStep) -> None:
         job = seen.job
+        plugin = controller_for(job.kind)
+        pods_by_type = seen.pods_by_type()
         missing = [
             r
             for r in seen.replicas.values()
-            if r.pod is None and not r.terminating and not self.expectations.pending_create(seen.pod_key(r))
+            if r.pod is None
+            and not r.terminating
+            and not self.expectations.pending_create(seen.pod_key(r))
+            and plugin.may_start(job, r.replica_type, pods_by_type)
         ]
-        ports: dict[tuple[str, int], int] = {}
-        if host and missing:
-            chosen = await self.hostnetwork.ports_for(seen, missing, self._patch_service)
-            if chosen is None:
-                seen.waiting = True
-                seen.want_requeue(self.options.wait_requeue)
-                missing = []
-            else:
-                ports = chosen
-        host_ports = self.hostnetwork.all_ports(seen, ports) if host else {}
+        host = network.host
+        if host and missing and not await network.reserve(missing):
+            seen.waiting = True
+            seen.want_requeue(self.options.wait_requeue)
+            missing = []
+        host_ports = network.ports() if host else {}
         addressing = addressing_for(job, cluster_domain=self.options.cluster_domain, host_ports=host_ports)
         # Services first (also for live pods whose Service was deleted): a starting process finds its peers.
         need_service = [
             r
             for r in seen.replicas.values()
-            if replica_name(job.name, *_slot(r)) not in seen.services
+            if replica_name(job.name, *slot_of(r)) not in seen.services
             and (r in missing or r.pod is not None)
-            and (not host or _slot(r) in host_ports)
+            and (not host or slot_of(r) in host_ports)
         ]
         service_results = await self._gather(
             self._create(SERVICES, build_service(job, r.replica_type, r.index, addressing)) for r in need_service
@@ -448,31 +384,31 @@ class JobReconciler:
         rest = [r for r in missing if firsts.get(r.replica_type) is not r]
         if any(isinstance(result, Refusal) for result in service_results):
             firsts, rest = {}, missing  # a refused Service: no pod is made
-        results = await self._gather(self._create_pod(seen, r, addressing) for r in firsts.values())
+        results = await self._gather(self._create_pod(seen, r, addressing, network) for r in firsts.values())
         refusals = [result for result in [*service_results, *results] if isinstance(result, Refusal)]
         if refusals:
             for replica in rest:
-                self.hostnetwork.creation_failed(seen.pod_key(replica), host_ports.get(_slot(replica)))
+                network.not_created(seen.pod_key(replica), slot_of(replica))
             await self._refused(seen, refusals)
             return
-        await self._gather(self._create_pod(seen, r, addressing) for r in rest)
+        await self._gather(self._create_pod(seen, r, addressing, network) for r in rest)
 
     async def _refused(self, seen: Observation, refusals: list[Refusal]) -> None:
-        """The API server refused a pod or Service (see refusals.py): fail the job when it cannot run as
-        written, else say why in a Warning event and retry with backoff. Never a silent retry loop."""
+        """The API server refused one of the job's objects (see refusals.py): the job fails (JobFailure) when
+        it cannot run as written, else a Warning event says why and it is retried with backoff. Never a
+        silent retry loop."""
         final = next((r for r in refusals if r.outcome is Outcome.FAIL), None)
         if final is not None:
-            self._set_failed(
-                seen, final.reason, f"{seen.job.kind} {seen.key}: the API server refused a pod or Service: {final}"
-            )
-            await self.recorder.warning(seen.raw, final.reason, final.message)
-            return
+            message = f"{seen.job.kind} {seen.key}: the API server refused a pod or Service: {final}"
+            raise JobFailure(final.reason, message, event=final.message)
         first = refusals[0]
         logger.warning("%s: the API server refused a pod or Service (retrying): %s", seen.key, first)
         await self.recorder.warning(seen.raw, first.reason, first.message)
         seen.backoff = True
 
-    async def _create_pod(self, seen: Observation, replica: Replica, addressing: Addressing) -> Refusal | None:
+    async def _create_pod(
+        self, seen: Observation, replica: Replica, addressing: Addressing, network: HostNetworkStep
+    ) -> Refusal | None:
         job = seen.job
         pod = build_pod(
             job,
@@ -487,16 +423,16 @@ class JobReconciler:
         try:
             refused = await self._create(PODS, pod)
         except BaseException:
-            self._not_created(pod_key, addressing, replica)
+            self._not_created(pod_key, replica, network)
             raise
         if refused is not None:
-            self._not_created(pod_key, addressing, replica)
+            self._not_created(pod_key, replica, network)
         return refused
 
-    def _not_created(self, pod_key: str, addressing: Addressing, replica: Replica) -> None:
+    def _not_created(self, pod_key: str, replica: Replica, network: HostNetworkStep) -> None:
         """A pod that was not made: nothing to expect, and its host port is free again."""
         self.expectations.creates.pop(pod_key, None)
-        self.hostnetwork.creation_failed(pod_key, addressing.host_ports.get(_slot(replica)))
+        network.not_created(pod_key, slot_of(replica))
 
     # ----------------------------------------------------------------------------------------- finished
 
@@ -506,9 +442,9 @@ class JobReconciler:
         Cleanup deletes by label selector (one request per kind, not one per pod); when the TTL has
         already run out, deleting the job is enough — the garbage collector removes what it owns.
         """
-        await self._delete_podgroup(seen)
+        await self.podgroups.release(seen)
         ttl = seen.job.run_policy.ttl_seconds_after_finished
-        finished = _parse_time(seen.status.get("completionTime"))
+        finished = parse_time(seen.status.get("completionTime"))
         if ttl is not None and finished is not None:
             remaining = ttl - (seen.now - finished).total_seconds()
             if remaining <= 0:
@@ -535,54 +471,6 @@ class JobReconciler:
                 self._delete_service(seen.job.namespace, name) for name in names if name in seen.services
             )
 
-    # ------------------------------------------------------------------------------------ gang scheduling
-
-    async def _ensure_podgroup(self, seen: Observation) -> bool:
-        """With a gang scheduler, make the job's PodGroup; False while it cannot be made (pods wait)."""
-        gang = self.options.gang
-        uid = seen.job.metadata.uid or ""
-        if gang is None or self._podgroups.get(seen.key, ("", ""))[0] == uid:
-            return True
-        body = build_podgroup(seen.job, gang, owner_reference(seen.job))
-        try:
-            await self.client.create(gang.resource, body, namespace=seen.job.namespace)
-        except errors.AlreadyExists:
-            # Ours if made before a controller restart or by a racing reconcile; but a job deleted and
-            # resubmitted under the same name finds its predecessor's group, which the garbage collector
-            # is about to remove: adopting it would leave the new pods waiting for a group that vanishes.
-            existing = await self.client.get(gang.resource, podgroup_name(seen.job), namespace=seen.job.namespace)
-            owners = {ref.get("uid") for ref in (existing.get("metadata") or {}).get("ownerReferences") or []}
-            if not owners:
-                # Orphaned (its job deleted with propagationPolicy=Orphan): nobody will remove it; adopt it.
-                patch = {"metadata": {"ownerReferences": [owner_reference(seen.job)]}, "spec": body["spec"]}
-                await self.client.patch(gang.resource, podgroup_name(seen.job), patch, namespace=seen.job.namespace)
-            elif uid not in owners:
-                logger.info("%s: PodGroup still belongs to a previous job of this name; waiting for it to go", seen.key)
-                seen.backoff = True
-                return False
-        except (errors.NotFound, errors.Forbidden) as exc:
-            # The PodGroup CRD is not installed (404) or RBAC lacks it (403): the pods would wait forever
-            # for a group that never comes, so none are made; retried with backoff until it works.
-            message = (
-                f"cannot create {gang.resource} {podgroup_name(seen.job)} ({exc}); is {gang.scheduler} installed "
-                "and the controller allowed to create its PodGroups? The job's pods wait for it."
-            )
-            await self.recorder.warning(seen.raw, "PodGroupCreateFailed", message)
-            seen.backoff = True
-            return False
-        self._podgroups[seen.key] = (uid, "created")
-        return True
-
-    async def _delete_podgroup(self, seen: Observation) -> None:
-        """A finished job's pods no longer need a gang reservation (once per job and controller run)."""
-        gang = self.options.gang
-        uid = seen.job.metadata.uid or ""
-        if gang is None or self._podgroups.get(seen.key) == (uid, "deleted"):
-            return
-        with contextlib.suppress(errors.NotFound):
-            await self.client.delete(gang.resource, podgroup_name(seen.job), namespace=seen.job.namespace)
-        self._podgroups[seen.key] = (uid, "deleted")
-
     async def _delete_job(self, seen: Observation, ttl: int) -> None:
         try:
             await self.client.delete(
@@ -600,44 +488,45 @@ class JobReconciler:
 
     async def _report(self, seen: Observation) -> None:
         status = seen.status
-        if not st.is_finished(status):
-            self._update_replica_statuses(seen)
+        finished_before = st.is_finished(status)
+        if not finished_before:
             self._update_conditions(seen)
+        # Counted after the conditions, so the reconcile that ends a job reports the pods' final phases, and
+        # counted on after the end: pods keep finishing (a TF worker after worker 0) and cleanup removes them.
+        self._update_replica_statuses(seen, finished=st.is_finished(status))
         if seen.waiting:
-            message = self.hostnetwork.exhausted_message(seen)
+            message = self.hostnetwork.exhausted_message()
             if st.set_condition(status, st.RUNNING, true=False, reason="HostPortsExhausted", message=message):
                 await self.recorder.warning(seen.raw, "HostPortsExhausted", message)
         # A job that just finished is woken by the watch event of this write; _finish then times the TTL.
         await self._write_status(seen)
 
-    def _update_replica_statuses(self, seen: Observation) -> None:
+    def _update_replica_statuses(self, seen: Observation, *, finished: bool) -> None:
+        """Per replica type, the pods a user sees in ``kubectl get pods``: ``active`` running, ``succeeded``,
+        ``failed`` (a Pending pod is none of them yet). Once the job has finished, cleanup deletes pods: a
+        pod that ended is still counted as it ended, so finished counts never go down then."""
         statuses = seen.status.setdefault("replicaStatuses", {})
         for replica_type in seen.job.replica_specs:
             counts = {"active": 0, "succeeded": 0, "failed": 0}
             for replica in seen.replicas.values():
-                if replica.replica_type != replica_type:
-                    continue
-                if replica.pod is None:
-                    # Just created and not in the cache yet: it is on its way to active.
-                    if self.expectations.pending_create(seen.pod_key(replica)):
-                        counts["active"] += 1
+                if replica.replica_type != replica_type or replica.pod is None:
                     continue
                 phase = replica.phase
                 if phase == "Succeeded":
                     counts["succeeded"] += 1
                 elif phase == "Failed":
                     counts["failed"] += 1
-                else:
+                elif phase == "Running" and not replica.terminating:
                     counts["active"] += 1
             entry = statuses.setdefault(replica_type, {})
+            if finished:
+                for key in ("succeeded", "failed"):
+                    counts[key] = max(counts[key], int(entry.get(key) or 0))
             entry.update(counts)
 
     def _update_conditions(self, seen: Observation) -> None:
         job, status = seen.job, seen.status
-        pods_by_type: dict[str, list[Object | None]] = {}
-        for replica in seen.replicas.values():
-            pods_by_type.setdefault(replica.replica_type, []).append(replica.pod)
-        if is_succeeded(job, pods_by_type):
+        if controller_for(job.kind).succeeded(job, seen.pods_by_type()):
             st.set_condition(
                 status, st.SUCCEEDED, reason="JobSucceeded", message=f"{job.kind} {seen.key} successfully completed."
             )
@@ -646,7 +535,7 @@ class JobReconciler:
             return
         slots = list(seen.replicas.values())
         all_up = bool(slots) and all(r.pod is not None and r.phase in ("Running", "Succeeded") for r in slots)
-        restarting = any(r.terminating or (r.pod is not None and _crashing(r.pod)) for r in slots)
+        restarting = any(r.terminating or (r.pod is not None and is_crashing(r.pod)) for r in slots)
         if restarting:
             return  # Restarting was set when the replacement started; stays until all are up again
         if all_up and not st.is_true(status, st.RUNNING):
@@ -745,39 +634,3 @@ class JobReconciler:
     async def _delete_service(self, namespace: str, name: str) -> None:
         with contextlib.suppress(errors.NotFound):
             await self.client.delete(SERVICES, name, namespace=namespace)
-
-    async def _patch_service(self, namespace: str, name: str, patch: Object) -> None:
-        await self.client.patch(SERVICES, name, patch, namespace=namespace)
-
-
-def _slot(replica: Replica) -> tuple[str, int]:
-    return replica.replica_type, replica.index
-
-
-def _parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def _in_place_restarts(pod: Object | None) -> int:
-    statuses = ((pod or {}).get("status") or {}).get("containerStatuses") or []
-    return sum(int(s.get("restartCount") or 0) for s in statuses)
-
-
-def _active(pod: Object) -> bool:
-    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-
-
-def _crashing(pod: Object) -> bool:
-    """A running pod whose container is down between in-place restarts (kubelet backoff)."""
-    if (pod.get("status") or {}).get("phase") != "Running":
-        return False
-    for status in (pod.get("status") or {}).get("containerStatuses") or []:
-        state = status.get("state") or {}
-        if "waiting" in state or "terminated" in state:
-            return True
-    return False

@@ -13,12 +13,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kubedl_py.api import PyTorchJob, RdmaSpec, TFJob
+from kubedl_py.api import RdmaSpec, TrainingJob
 from kubedl_py.api import constants as c
 from kubedl_py.api.defaults import default_container_index, training_port
+from kubedl_py.controllers.addressing import Addressing, replica_name
 from kubedl_py.controllers.gang import Gang, apply_gang
+from kubedl_py.controllers.ownership import owner_reference
 from kubedl_py.controllers.rdma import apply_placement, apply_rdma, resolve_rdma
-from kubedl_py.controllers.rendezvous import Addressing, apply_rendezvous, replica_name
+from kubedl_py.controllers.rendezvous import apply_rendezvous
 
 # Annotation on a pod: how many times this replica's pod was recreated before it (carried forward so the
 # count survives pod replacement and controller restarts; it feeds backoffLimit).
@@ -27,30 +29,20 @@ ANNOTATION_RECREATIONS = f"{c.GROUP}/recreations"
 ANNOTATION_PRIOR_RESTARTS = f"{c.GROUP}/prior-restarts"
 
 
-def replica_labels(job_name: str, replica_type: str, index: int) -> dict[str, str]:
+def replica_labels(job: TrainingJob, replica_type: str, index: int) -> dict[str, str]:
+    """The contract labels; ``job-role: master`` on the kind's master replica (PyTorch's Master, TF's Chief)."""
     labels = {
         c.LABEL_CONTROLLER: c.CONTROLLER_NAME,
-        c.LABEL_JOB_NAME: job_name,
+        c.LABEL_JOB_NAME: job.name,
         c.LABEL_REPLICA_TYPE: replica_type.lower(),
         c.LABEL_REPLICA_INDEX: str(index),
     }
-    if replica_type in ("Master", "Chief"):
+    if replica_type in job.framework.master_types:
         labels[c.LABEL_JOB_ROLE] = "master"
     return labels
 
 
-def owner_reference(job: PyTorchJob | TFJob) -> dict[str, Any]:
-    return {
-        "apiVersion": c.API_VERSION,
-        "kind": job.kind,
-        "name": job.name,
-        "uid": job.metadata.uid or "",
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
-def service_ports(job: PyTorchJob | TFJob, replica_type: str) -> int:
+def service_ports(job: TrainingJob, replica_type: str) -> int:
     """The framework port of a replica type, as its template declares it (or the default)."""
     template = job.replica_specs[replica_type].template.to_dict()
     containers = template["spec"]["containers"]
@@ -58,7 +50,7 @@ def service_ports(job: PyTorchJob | TFJob, replica_type: str) -> int:
 
 
 def addressing_for(
-    job: PyTorchJob | TFJob,
+    job: TrainingJob,
     *,
     cluster_domain: str | None = None,
     host_ports: dict[tuple[str, int], int] | None = None,
@@ -74,7 +66,7 @@ def addressing_for(
 
 
 def build_pod(
-    job: PyTorchJob | TFJob,
+    job: TrainingJob,
     replica_type: str,
     index: int,
     addressing: Addressing,
@@ -89,7 +81,7 @@ def build_pod(
     metadata = template.get("metadata") or {}
     pod_spec = template["spec"]
     name = replica_name(job.name, replica_type, index)
-    labels = {**(metadata.get("labels") or {}), **replica_labels(job.name, replica_type, index)}
+    labels = {**(metadata.get("labels") or {}), **replica_labels(job, replica_type, index)}
     pod_annotations = {**(metadata.get("annotations") or {}), **(annotations or {})}
 
     # ExitCode is decided by the controller, so the kubelet must not restart the container itself.
@@ -137,10 +129,10 @@ def _ensure_port(container: dict[str, Any], port_name: str, port: int) -> None:
         ports.append({"name": port_name, "containerPort": port, "protocol": "TCP"})
 
 
-def build_service(job: PyTorchJob | TFJob, replica_type: str, index: int, addressing: Addressing) -> dict[str, Any]:
+def build_service(job: TrainingJob, replica_type: str, index: int, addressing: Addressing) -> dict[str, Any]:
     """The Service of one replica: headless in normal mode, a ClusterIP port-forward in host mode."""
     name = replica_name(job.name, replica_type, index)
-    labels = replica_labels(job.name, replica_type, index)
+    labels = replica_labels(job, replica_type, index)
     selector = {key: value for key, value in labels.items() if key != c.LABEL_JOB_ROLE}
     port = addressing.service_port(replica_type)
     host_port = addressing.host_ports.get((replica_type, index))
@@ -164,7 +156,7 @@ def build_service(job: PyTorchJob | TFJob, replica_type: str, index: int, addres
     }
 
 
-def _declared_ports(job: PyTorchJob | TFJob, replica_type: str) -> list[dict[str, Any]]:
+def _declared_ports(job: TrainingJob, replica_type: str) -> list[dict[str, Any]]:
     template = job.replica_specs[replica_type].template.to_dict()
     containers = template["spec"]["containers"]
     main = copy.deepcopy(containers[default_container_index(containers, job.framework)])

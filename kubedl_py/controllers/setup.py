@@ -15,7 +15,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubedl_py.api import FRAMEWORKS, RdmaSpec
+from kubedl_py.api import RdmaSpec, all_kinds
 from kubedl_py.api import constants as c
 from kubedl_py.controllers.gang import Gang, GangSchedulerKind
 from kubedl_py.controllers.hostnetwork import HostNetwork
@@ -133,7 +133,7 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
     host_pods = manager.informer(PODS, field_selector="spec.hostNetwork=true", transform=trim_host_pod)
     recorder = manager.recorder(c.CONTROLLER_NAME)
     low, high = options.host_port_range
-    hostnetwork = HostNetwork(HostPortAllocator(low, high), recorder)
+    hostnetwork = HostNetwork(HostPortAllocator(low, high), recorder, client)
     host_pods.add_handler(
         Handler(
             on_add=hostnetwork.on_pod,
@@ -148,12 +148,14 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
     def on_transition(kind: str, condition: str) -> None:
         transitions.labels(kind, condition).inc()
 
-    for framework in FRAMEWORKS.values():
-        resource = Resource(c.GROUP, c.VERSION, framework.plural, framework.kind)
+    for plugin in all_kinds():
+        framework = plugin.framework
+        resource = Resource(plugin.group, plugin.version, framework.plural, framework.kind)
         jobs = manager.informer(resource, namespace=options.namespace)
         reconciler = JobReconciler(
             client=client,
             framework=framework,
+            resource=resource,
             jobs=jobs,
             pods=pods,
             services=services,
@@ -166,8 +168,8 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
         )
         controller = manager.add_controller(framework.plural, reconciler)
         controller.watch(jobs)
-        controller.watch(pods, map=owner_key(framework.kind, api_version=c.API_VERSION))
-        controller.watch(services, map=owner_key(framework.kind, api_version=c.API_VERSION))
+        controller.watch(pods, map=owner_key(framework.kind, api_version=resource.api_version))
+        controller.watch(services, map=owner_key(framework.kind, api_version=resource.api_version))
         expectations = reconciler.expectations
         pods.add_handler(
             Handler(

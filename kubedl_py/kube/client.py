@@ -18,6 +18,7 @@ generated client is rejected for custom resources.
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
 import os
@@ -31,7 +32,14 @@ import aiohttp
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
-from kubedl_py.kube.errors import ApiError, Gone, TransportError, error_from_response, error_from_status
+from kubedl_py.kube.errors import (
+    ApiError,
+    ConnectionRefused,
+    Gone,
+    TransportError,
+    error_from_response,
+    error_from_status,
+)
 from kubedl_py.kube.metrics import Metrics
 from kubedl_py.kube.resources import (
     CONFIGMAPS,
@@ -610,7 +618,10 @@ class KubeClient:
             response = await rest.pool_manager.request(method, url, **kwargs)
         except (aiohttp.ClientError, TimeoutError) as exc:
             self._count_error(verb, resource, 0)
-            raise TransportError(f"{method} {path}: {exc!r}") from exc
+            server = str(api.configuration.host)
+            if isinstance(exc, aiohttp.ClientConnectorError) and exc.os_error.errno == errno.ECONNREFUSED:
+                raise ConnectionRefused(f"{method} {path}: connection refused by {server}", server=server) from exc
+            raise TransportError(f"{method} {path}: {exc!r}", server=server) from exc
         self._count_request(verb, resource, response.status)
         if response.status >= 400:
             try:

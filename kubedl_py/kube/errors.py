@@ -7,6 +7,7 @@ to say ``except NotFound`` or ``except AlreadyExists``, and the retry policy wan
 
     KubeError                       anything that went wrong talking to the API server
     ├── TransportError              no HTTP answer: connection refused/reset, DNS, client timeout
+    │   └── ConnectionRefused       nothing listens at the server's address (ECONNREFUSED)
     └── ApiError                    the server answered with a failure Status (.status, .reason, .message)
         ├── ClientError             4xx: the request is wrong; retrying it unchanged will not help
         │   ├── BadRequest          400
@@ -41,6 +42,7 @@ __all__ = [
     "Cause",
     "ClientError",
     "Conflict",
+    "ConnectionRefused",
     "Forbidden",
     "Gone",
     "Invalid",
@@ -63,7 +65,19 @@ class KubeError(Exception):
 
 
 class TransportError(KubeError):
-    """No HTTP answer arrived: the connection failed, was cut, or the client gave up waiting."""
+    """No HTTP answer arrived: the connection failed, was cut, or the client gave up waiting.
+
+    ``server`` is the API server's address (``https://host:port``) when the client knew it."""
+
+    def __init__(self, message: str, *, server: str = "") -> None:
+        super().__init__(message)
+        self.server = server
+
+
+class ConnectionRefused(TransportError):
+    """Nothing listens at the API server's address: it is not running (yet, or any more), or the kubeconfig
+    names the wrong port. Retried like any transport error unless the retry settings say otherwise
+    (``RetrySettings.retry_refused``): a command line answers at once instead."""
 
 
 @dataclass(frozen=True)

@@ -4,18 +4,12 @@ Why: a controller that asked the API server for every pod of a job on every reco
 server O(jobs x pods) reads per resync. Instead each kind is listed once and then watched; reconcilers
 read the cache (``get``, ``list`` by index) and write to the server.
 
-How the cache stays correct (the branches of :meth:`Informer.run`):
-
-1. **List**, then **watch from the list's resourceVersion** so nothing between the two is missed. Watches
-   ask for bookmarks, which only move our resourceVersion forward, so a resumed watch starts from a
-   recent point even when our objects were quiet.
-2. The server ends a watch after ``timeoutSeconds`` (normal) -> resume from the last resourceVersion seen.
-3. The connection is cut, or stays silent past the read timeout -> resume likewise (a silent TCP peer is
-   indistinguishable from a dead one, so we do not wait forever).
-4. **410 Gone** (as HTTP status or as an ERROR event): our resourceVersion fell out of the server's history
-   -> re-list, and diff the new list against the cache: objects that vanished while we were away are
-   delivered as deletions, changed ones as updates, so handlers see every transition they missed.
-5. Any other failure -> retry with the one backoff policy of :mod:`kubedl_py.kube.retry`, forever.
+How the cache stays correct: the list/watch loop of :mod:`kubedl_py.kube.listwatch` (shared with the SDK)
+lists, then watches from the list's resourceVersion with bookmarks, resumes a watch that ended or broke
+from the last resourceVersion seen, lists again on **410 Gone**, and backs off on failures, for ever. What
+the informer adds: on every re-list it diffs the new list against the cache, so objects that vanished while
+it was away are delivered as deletions and changed ones as updates, and handlers see every transition
+they missed.
 
 Handlers never see a stale object overwrite a newer one: an event whose resourceVersion is not newer
 than the cached copy's is dropped (resourceVersions are opaque strings, but the API server's are
@@ -37,12 +31,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenacity import RetryCallState
-
 from kubedl_py.kube.client import KubeClient, WatchEvent
-from kubedl_py.kube.errors import Gone, TransportError
+from kubedl_py.kube.listwatch import Listed, ListWatch, ListWatchSettings
 from kubedl_py.kube.resources import Resource, object_key
-from kubedl_py.kube.retry import RetrySettings, forever
+from kubedl_py.kube.retry import RetrySettings
 
 __all__ = [
     "OWNER_INDEX",
@@ -169,9 +161,22 @@ class Informer:
         self._filed: dict[str, dict[str, list[str]]] = {}
         self._handlers: list[Handler] = []
         self._synced = asyncio.Event()
-        self._resource_version: str | None = None
         self._relists = 0
-        self._watches = 0
+        self._list_watch = ListWatch(
+            client,
+            resource,
+            namespace=namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            settings=ListWatchSettings(
+                watch_timeout_seconds=self.settings.watch_timeout_seconds,
+                read_timeout=self.settings.inactivity_timeout,
+                min_watch_duration=self.settings.min_watch_duration,
+                backoff=self.settings.backoff,
+            ),
+            # late-bound, so the hook can be replaced on the instance
+            on_backoff=lambda failure, delay, failures: self._log_failure(failure, delay, failures),  # noqa: PLW0108
+        )
 
     # ----------------------------------------------------------------------------------- configuration
 
@@ -221,7 +226,7 @@ class Informer:
     @property
     def resource_version(self) -> str | None:
         """The last resourceVersion seen (list, event or bookmark): where a resumed watch starts."""
-        return self._resource_version
+        return self._list_watch.resource_version
 
     @property
     def relists(self) -> int:
@@ -231,7 +236,7 @@ class Informer:
     @property
     def watches(self) -> int:
         """How many watch requests the informer has opened."""
-        return self._watches
+        return self._list_watch.watches
 
     # ------------------------------------------------------------------------------------------- running
 
@@ -241,83 +246,27 @@ class Informer:
         if self.settings.resync_period:
             resync = asyncio.create_task(self._resync_loop(self.settings.resync_period))
         try:
-            while True:
-                async for attempt in forever(self.settings.backoff, before_sleep=self._log_failure):
-                    with attempt:
-                        await self._list_and_watch_once()
+            async with contextlib.aclosing(self._list_watch.events()) as events:
+                async for event in events:
+                    if isinstance(event, Listed):
+                        self._relist(event)
+                    else:
+                        self._apply(event)
         finally:
             if resync is not None:
                 resync.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await resync
 
-    def _log_failure(self, state: RetryCallState) -> None:
-        exc = state.outcome.exception() if state.outcome is not None else None
-        delay = state.next_action.sleep if state.next_action is not None else 0.0
-        logger.warning("informer %s: %s; retrying in %.2fs (attempt %d)", self._name, exc, delay, state.attempt_number)
+    def _log_failure(self, failure: BaseException, delay: float, failures: int) -> None:
+        logger.warning("informer %s: %s; retrying in %.2fs (attempt %d)", self._name, failure, delay, failures)
 
     @property
     def _name(self) -> str:
         where = self.namespace or "*"
         return f"{self.resource}[{where}{', ' + self.label_selector if self.label_selector else ''}]"
 
-    async def _list_and_watch_once(self) -> None:
-        """One watch connection (preceded by a list when needed). Returns normally when the watch ended
-        after making progress, so the caller starts over without backoff; raises otherwise."""
-        if self._resource_version is None:
-            await self._relist()
-            fresh_list = True
-        else:
-            fresh_list = False
-        progressed = False
-        started = time.monotonic()
-        self._watches += 1
-        events = self.client.watch(
-            self.resource,
-            namespace=self.namespace,
-            label_selector=self.label_selector,
-            field_selector=self.field_selector,
-            resource_version=self._resource_version,
-            timeout_seconds=self.settings.watch_timeout_seconds,
-            read_timeout=self.settings.inactivity_timeout,
-            allow_bookmarks=True,
-        )
-        try:
-            async with contextlib.aclosing(events):
-                async for event in events:
-                    self._apply(event)
-                    progressed = True
-        except Gone:
-            logger.info("informer %s: resourceVersion %s expired; re-listing", self._name, self._resource_version)
-            self._resource_version = None
-            if fresh_list:
-                raise  # a list's own resourceVersion expiring at once: back off before trying again
-            return
-        except Exception:
-            if progressed or time.monotonic() - started >= self.settings.min_watch_duration:
-                # The watch worked for a while (a quiet watch delivers nothing, and that is fine), then
-                # broke: a dropped connection, not a failing server. Resume at once from where it got to.
-                logger.info(
-                    "informer %s: watch broke after %.1fs; resuming from %s",
-                    self._name,
-                    time.monotonic() - started,
-                    self._resource_version,
-                )
-                return
-            raise
-        if not progressed and time.monotonic() - started < self.settings.min_watch_duration:
-            # A watch that closes at once without a single event is a failing server or proxy, not a
-            # timeout: back off instead of spinning.
-            raise TransportError(f"watch of {self._name} ended at once without events")
-        logger.debug("informer %s: watch ended; resuming from %s", self._name, self._resource_version)
-
-    async def _relist(self) -> None:
-        listed = await self.client.list(
-            self.resource,
-            namespace=self.namespace,
-            label_selector=self.label_selector,
-            field_selector=self.field_selector,
-        )
+    def _relist(self, listed: Listed) -> None:
         self._relists += 1
         fresh: dict[str, Object] = {}
         for item in listed.items:
@@ -336,24 +285,17 @@ class Informer:
             elif _rv(obj) != _rv(cached) and _newer(_rv(obj), _rv(cached)):
                 self._store(key, obj)
                 self._call("update", cached, obj)
-        self._resource_version = listed.resource_version
         logger.debug("informer %s: listed %d objects at %s", self._name, len(fresh), listed.resource_version)
         self._synced.set()
 
     def _apply(self, event: WatchEvent) -> None:
         kind, raw = event
         rv = _rv(raw)
-        if kind == "BOOKMARK":
-            if rv:
-                self._resource_version = rv
-            return
         obj = self._trim(raw)
         obj.setdefault("apiVersion", self.resource.api_version)
         obj.setdefault("kind", self.resource.kind)
         key = object_key(obj)
         cached = self._items.get(key)
-        if rv:
-            self._resource_version = rv
         if cached is not None and rv and not _newer(rv, _rv(cached)):
             logger.debug("informer %s: dropping stale %s of %s at %s", self._name, kind, key, rv)
             return

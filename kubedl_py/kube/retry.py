@@ -35,7 +35,7 @@ from tenacity import (
     stop_never,
 )
 
-from kubedl_py.kube.errors import ServerError, TooManyRequests, TransportError
+from kubedl_py.kube.errors import ConnectionRefused, ServerError, TooManyRequests, TransportError
 
 __all__ = ["RetryPolicy", "RetrySettings", "backoff_delay", "forever", "is_retryable"]
 
@@ -60,10 +60,16 @@ class RetrySettings:
     jitter: float = 0.2
     #: give up once this many seconds have passed since the first try, whatever ``attempts`` says
     deadline: float = 60.0
+    #: retry a refused connection (nothing listens at the server's address). A controller waits for its API
+    #: server to come back; a command line answers at once that no cluster is running there.
+    retry_refused: bool = True
 
 
-def is_retryable(exc: BaseException) -> bool:
-    """True for the failures that the same request may survive: 5xx, 429 and no-answer."""
+def is_retryable(exc: BaseException, settings: RetrySettings | None = None) -> bool:
+    """True for the failures that the same request may survive: 5xx, 429 and no-answer (a refused
+    connection only when ``settings`` allow it)."""
+    if isinstance(exc, ConnectionRefused) and settings is not None and not settings.retry_refused:
+        return False
     return isinstance(exc, ServerError | TooManyRequests | TransportError)
 
 
@@ -129,7 +135,7 @@ class RetryPolicy:
             )
 
         retrying = AsyncRetrying(
-            retry=retry_if_exception(is_retryable),
+            retry=retry_if_exception(lambda exc: is_retryable(exc, settings)),
             wait=_WaitHonouringRetryAfter(settings),
             stop=stop_any(stop_after_attempt(max(settings.attempts, 1)), stop_after_delay(settings.deadline)),
             before_sleep=before_sleep,

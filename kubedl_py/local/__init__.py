@@ -8,7 +8,7 @@ fault-injection types :class:`Faults`, :class:`FaultRule`, :class:`RequestLog`.
 from .cluster import CONTEXT, LocalCluster, node_name
 from .faults import FaultRule, Faults, RequestLog, RequestRecord
 from .node.simulated import EXIT_CODE, RUN_SECONDS, TERMINATION_SECONDS
-from .up import CONTROL_PLANES, LocalUpOptions, run_local_up
+from .up import CONTROL_PLANES, LocalUpOptions, UpCluster, run_local_up
 
 __all__ = [
     "CONTEXT",
@@ -22,6 +22,7 @@ __all__ = [
     "LocalUpOptions",
     "RequestLog",
     "RequestRecord",
+    "UpCluster",
     "node_name",
     "run_local_up",
 ]

@@ -53,7 +53,11 @@ DEFAULT_NODE_RESOURCES: dict[str, str] = dict(DEFAULT_CAPACITY)
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 ResourceSpec = Mapping[str, str] | Sequence[Mapping[str, str]] | None
-RUNTIMES = ("simulated", "process")
+RUNTIMES = ("simulated", "process", "container")
+#: the runtimes whose one node is this host: "container" is the process runtime with podman for the pods whose
+#: images are in the local store (kubedl_py/local/node/containers.py)
+HOST_RUNTIMES = ("process", "container")
+_RUNTIME_VERSIONS = {"simulated": "simulated://1.0", "process": "process://1.0", "container": "podman+process://1.0"}
 
 
 def node_name(i: int) -> str:
@@ -99,7 +103,7 @@ class LocalCluster:
             raise ValueError(f"runtime {runtime!r} is not available (supported: {', '.join(RUNTIMES)})")
         if nodes < 0:
             raise ValueError("nodes must be >= 0")
-        if runtime == "process" and nodes != 1:
+        if runtime in HOST_RUNTIMES and nodes != 1:
             # Host-network pods of every node would share the host's port space while the scheduler
             # believed each node had its own: refuse instead of scheduling conflicts it cannot see.
             raise ValueError("the process runtime runs exactly 1 node (host ports are the host's); use --nodes 1")
@@ -108,9 +112,9 @@ class LocalCluster:
         if service_cidr is None:
             # Process runtime: the Service proxy really binds the clusterIPs, so two clusters on one machine
             # must not hand out the same ones; a random loopback /16 keeps them apart.
-            service_cidr = f"127.{_RNG.randint(64, 191)}.0.0/16" if runtime == "process" else "127.1.0.0/16"
+            service_cidr = f"127.{_RNG.randint(64, 191)}.0.0/16" if runtime in HOST_RUNTIMES else "127.1.0.0/16"
         if pod_cidr is None:
-            pod_cidr = "10.244.0.0/16" if runtime == "process" else "198.19.0.0/16"
+            pod_cidr = "10.244.0.0/16" if runtime in HOST_RUNTIMES else "198.19.0.0/16"
         self.nodes = nodes
         self.runtime = runtime
         self.port = port
@@ -226,7 +230,7 @@ class LocalCluster:
         self._agent_client = KubeClient(configuration=self.configuration, settings=agent_client_settings())
         await self._agent_client.open()
         runtime: Runtime
-        if self.runtime == "process":
+        if self.runtime in HOST_RUNTIMES:
             from .node.processes import LocalProcessRuntime
 
             runtime = LocalProcessRuntime(
@@ -236,6 +240,8 @@ class LocalCluster:
                 bridge=self.process_bridge,
                 pod_cidr=self.pod_cidr,
                 api_server=(self.host, self.port),
+                containers=self.runtime == "container",
+                service_cidr=self.service_cidr,
             )
         else:
             runtime = SimulatedRuntime(
@@ -351,7 +357,7 @@ class LocalCluster:
         self, i: int, resources: Mapping[str, str] | None = None, labels: Mapping[str, str] | None = None
     ) -> NodeSpec:
         name = node_name(i)
-        ip = primary_ipv4() if self.runtime == "process" else simulated_node_ip(i, ensure_local_range())
+        ip = primary_ipv4() if self.runtime in HOST_RUNTIMES else simulated_node_ip(i, ensure_local_range())
         res = dict(DEFAULT_NODE_RESOURCES)
         res.update(self._pick(self.node_resources, i))
         res.update(resources or {})
@@ -363,7 +369,7 @@ class LocalCluster:
             capacity=res,
             labels=lab,
             os_image=f"kubedl-py {self.runtime} node",
-            runtime_version="process://1.0" if self.runtime == "process" else "simulated://1.0",
+            runtime_version=_RUNTIME_VERSIONS[self.runtime],
         )
 
     # ---- public accessors ---------------------------------------------------------------------------------
@@ -449,7 +455,7 @@ class LocalCluster:
         self, resources: Mapping[str, str] | None = None, labels: Mapping[str, str] | None = None
     ) -> str:
         """A new simulated node registers itself; returns its name once the Node exists."""
-        if self.runtime == "process":
+        if self.runtime in HOST_RUNTIMES:
             raise ValueError("the process runtime runs exactly 1 node")
         i = len(self.node_ips)
         while node_name(i) in self.node_ips:

@@ -50,6 +50,12 @@ class LocalUpOptions:
     data_dir: str | None = None
     #: "embedded" (kubedl-py's own API server) or "kubernetes" (the real components, built from Go modules)
     control_plane: str = "embedded"
+    #: the real control plane: install the CRDs and the controller's identity from deploy/ (``local up`` does
+    #: unless ``--no-controller``); the embedded cluster's CRDs are installed by whoever runs the controller
+    install: bool = True
+    #: the process/container runtimes' pod network (None: kubedl0 and 10.244.0.0/16)
+    bridge: str | None = None
+    pod_cidr: str | None = None
 
 
 def build_cluster(options: LocalUpOptions) -> UpCluster:
@@ -66,6 +72,8 @@ def build_cluster(options: LocalUpOptions) -> UpCluster:
             kubeconfig_path=options.kubeconfig,
             toleration_seconds=300,
             defer_kubeconfig=True,
+            pod_cidr=options.pod_cidr,
+            process_bridge=options.bridge or "kubedl0",
         )
     if options.data_dir is not None:
         raise ValueError(
@@ -74,13 +82,17 @@ def build_cluster(options: LocalUpOptions) -> UpCluster:
     from .kubernetes.cluster import KubernetesCluster, KubernetesClusterOptions
     from .kubernetes.controlplane import ControlPlaneOptions
 
-    return KubernetesCluster(
-        KubernetesClusterOptions(
-            control_plane=ControlPlaneOptions(port=options.port),
-            nodes=options.nodes,
-            runtime=options.runtime,
-        )
+    kubernetes = KubernetesClusterOptions(
+        control_plane=ControlPlaneOptions(port=options.port),
+        nodes=options.nodes,
+        runtime=options.runtime,
+        install=options.install,
     )
+    if options.bridge is not None:
+        kubernetes.bridge = options.bridge
+    if options.pod_cidr is not None:
+        kubernetes.pod_cidr = options.pod_cidr
+    return KubernetesCluster(kubernetes)
 
 
 def write_user_kubeconfig(cluster: UpCluster, path: Path) -> None:
@@ -133,6 +145,8 @@ async def run_local_up(
             CONTEXT,
         )
         print(f"kubedl-py local cluster listening on {cluster.url} (kubeconfig {kubeconfig})", flush=True)
+        # The line to paste into another terminal (or eval): every kubectl and kubedl-py there then uses it.
+        print(f"export KUBECONFIG={kubeconfig}", flush=True)
         await stop.wait()
         log.info("shutting down the local cluster")
     finally:

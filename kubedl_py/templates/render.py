@@ -13,7 +13,9 @@ import jinja2
 import yaml
 
 from kubedl_py._version import __version__
+from kubedl_py.api import constants as c
 from kubedl_py.api.crd import all_crds
+from kubedl_py.api.kinds import all_kinds
 
 #: The image ``make image`` builds (kubedl_py/local/image.py tags it with this name): the manifests of a release
 #: pin the controller image of that same release.
@@ -49,12 +51,32 @@ def _dump(document: object) -> str:
     return yaml.safe_dump(document, sort_keys=False, default_flow_style=False).rstrip("\n")
 
 
+def _owned_rules() -> list[dict[str, object]]:
+    """One RBAC rule per API group of the objects the kinds' jobs own besides pods and Services."""
+    resources: dict[str, list[str]] = {}
+    owners: dict[str, list[str]] = {}
+    for plugin in all_kinds():
+        for group, resource in plugin.owned_resources:
+            if resource not in resources.setdefault(group, []):
+                resources[group].append(resource)
+            if plugin.kind not in owners.setdefault(group, []):
+                owners[group].append(plugin.kind)
+    return [{"group": group, "resources": names, "why": ", ".join(owners[group])} for group, names in resources.items()]
+
+
 def render_manifests(options: ManifestOptions | None = None) -> str:
     """The install manifests as one YAML stream, documents separated by ``---``."""
     options = options or ManifestOptions()
     env = _environment()
     env.filters["to_yaml"] = _dump
+    env.filters["add_suffix"] = lambda text, suffix: f"{text}{suffix}"
     names = ("crds.yaml.j2",) if options.crds_only else TEMPLATES
-    context = {"options": options, "crds": all_crds()}
+    context = {
+        "options": options,
+        "crds": all_crds(),
+        "group": c.GROUP,
+        "plurals": [plugin.framework.plural for plugin in all_kinds()],
+        "owned": _owned_rules(),
+    }
     parts = [env.get_template(name).render(**context).strip("\n") for name in names]
     return "\n---\n".join(part for part in parts if part) + "\n"

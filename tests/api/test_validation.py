@@ -52,7 +52,7 @@ def test_a_valid_job_passes() -> None:
 def test_wrong_kind_is_named() -> None:
     errors = errors_of({**pytorch(), "kind": "Deployment"})
     assert "kind" in errors
-    assert "PyTorchJob or TFJob" in errors["kind"]
+    assert "use one of PyTorchJob, TFJob" in errors["kind"]  # every registered kind, in registry order
 
 
 def test_wrong_api_version_is_named() -> None:

@@ -312,7 +312,9 @@ def test_tfjob_rdma_goes_to_the_tensorflow_container() -> None:
 
 
 def test_controller_flags_reach_the_options(tmp_path: Path) -> None:
-    from kubedl_py.cli import _build_parser, _controller_options, _UsageError
+    from kubedl_py.cli.controller import controller_options as _controller_options
+    from kubedl_py.cli.errors import UsageError as _UsageError
+    from kubedl_py.cli.parser import build_parser as _build_parser
 
     defaults = tmp_path / "rdma.yaml"
     defaults.write_text("devices:\n  rdma/hca: 1\nnccl:\n  NCCL_IB_HCA: mlx5\n  NCCL_IB_GID_INDEX: 3\n")

@@ -6,8 +6,10 @@ import json
 from typing import Any
 
 from kubedl_py.api import PyTorchJob, TFJob, parse_job, with_defaults
+from kubedl_py.controllers.kinds.pytorch import pytorch_env
+from kubedl_py.controllers.kinds.tensorflow import tf_config
 from kubedl_py.controllers.pods import addressing_for
-from kubedl_py.controllers.rendezvous import pytorch_env, tf_config, tf_env
+from kubedl_py.controllers.rendezvous import rendezvous_env as tf_env
 
 
 def _template(name: str = "pytorch", port: int | None = None) -> dict[str, Any]:

@@ -193,9 +193,9 @@ async def test_a_watch_that_ends_at_once_without_events_backs_off_instead_of_spi
     sleeps: list[float] = []
     log_failure = informer._log_failure
 
-    def before_sleep(state: Any) -> None:
-        sleeps.append(state.next_action.sleep)
-        log_failure(state)
+    def before_sleep(failure: BaseException, delay: float, failures: int) -> None:
+        sleeps.append(delay)
+        log_failure(failure, delay, failures)
 
     monkeypatch.setattr(informer, "_log_failure", before_sleep)
     task = asyncio.create_task(informer.run())

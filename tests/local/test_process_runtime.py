@@ -7,6 +7,7 @@ the proxy, deletion with a grace period. No process outlives a test (checked at 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
@@ -124,6 +125,27 @@ async def test_exit_codes_restarts_and_previous_logs(kube: KubeClient) -> None:
     await kube.create(PODS, pod("killed", "kill -9 $$$$", hostNetwork=True, restartPolicy="Never"), namespace=NS)
     failed = await eventually(lambda: phase_of(kube, "killed", "Failed"), timeout=SLOW)
     assert failed["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137
+
+
+async def test_a_container_ends_with_its_main_process_though_a_daemon_holds_its_output(
+    kube: KubeClient, tmp_path: Any
+) -> None:
+    # sshd forks each login into its own session with the container's stderr; Open MPI's orted runs under it.
+    # Such a daemon keeps the container's pipes open after the main process has gone; the container must end
+    # then all the same (Python 3.11's Process.wait() would wait for the pipes, i.e. for the daemon).
+    pidfile = tmp_path / "daemon.pid"
+    script = f"setsid sh -c 'echo $$$$ > {pidfile}; exec sleep 120' & sleep 0.5; echo main-done; exit 3"
+    started = time.monotonic()
+    await kube.create(PODS, pod("daemonizer", script, hostNetwork=True, restartPolicy="Never"), namespace=NS)
+    try:
+        failed = await eventually(lambda: phase_of(kube, "daemonizer", "Failed"), timeout=SLOW)
+        assert time.monotonic() - started < SLOW / 2, "the container ended only when its daemon did"
+        assert failed["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
+        assert "main-done" in await kube.read_log("daemonizer", namespace=NS)
+    finally:
+        if pidfile.exists():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pidfile.read_text()), 9)
 
 
 async def test_logs_follow_and_tail(kube: KubeClient) -> None:

@@ -1,4 +1,4 @@
-"""Service proxy over real loopback sockets: per-connection backend choice, half-close, no endpoints."""
+"""Service proxy over real loopback sockets: per-connection backend choice, half-close, refusal without a backend."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from kubedl_py.local.node.process import Backend, ServicePort, ServiceProxy
 
-from .conftest import free_port, random_cluster_ip
+from .conftest import free_port, random_cluster_ip, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 SVC = ServicePort("ns", "svc", 80)
@@ -28,7 +28,10 @@ class Tagged:
         self.port = 0
 
     async def start(self) -> Tagged:
-        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return await self.start_on(0)
+
+    async def start_on(self, port: int) -> Tagged:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", port)
         self.port = self.server.sockets[0].getsockname()[1]
         return self
 
@@ -87,6 +90,12 @@ async def proxy() -> AsyncIterator[tuple[ServiceProxy, Routing, tuple[str, int]]
         await p.close()
 
 
+async def opened(p: ServiceProxy, service: ServicePort = SVC) -> None:
+    """Tell the proxy its backends changed (as the kubelet does) and wait until it accepts for ``service``."""
+    p.backends_changed()
+    await wait_until(lambda: p.is_open(service), deadline_s=5, what=f"{service} open")
+
+
 async def roundtrip(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, msg: bytes) -> bytes:
     writer.write(msg)
     await writer.drain()
@@ -109,6 +118,7 @@ async def test_repointed_backend_used_by_next_connection_only(
     p, routing, addr = proxy
     a, b = backends
     routing.backends = [a.backend]
+    await opened(p)
     r1, w1 = await asyncio.open_connection(*addr)
     assert await roundtrip(r1, w1, b"x") == b"A:x"
 
@@ -116,7 +126,7 @@ async def test_repointed_backend_used_by_next_connection_only(
     r2, w2 = await asyncio.open_connection(*addr)
     assert await roundtrip(r2, w2, b"y") == b"B:y"
     assert await roundtrip(r1, w1, b"z") == b"A:z", "established connection keeps its backend"
-    assert routing.calls == 2 and p.stats.active == 2
+    assert p.stats.active == 2
     for w in (w1, w2):
         w.close()
         await w.wait_closed()
@@ -125,8 +135,9 @@ async def test_repointed_backend_used_by_next_connection_only(
 async def test_half_close_is_forwarded_both_ways(
     proxy: tuple[ServiceProxy, Routing, tuple[str, int]], backends: tuple[Tagged, Tagged]
 ) -> None:
-    _, routing, addr = proxy
+    p, routing, addr = proxy
     routing.backends = [backends[0].backend]
+    await opened(p)
     reader, writer = await asyncio.open_connection(*addr)
     writer.write(b"hello")
     writer.write_eof()  # the backend sees EOF, still answers, then closes
@@ -137,8 +148,9 @@ async def test_half_close_is_forwarded_both_ways(
 async def test_large_transfer_is_intact(
     proxy: tuple[ServiceProxy, Routing, tuple[str, int]], backends: tuple[Tagged, Tagged]
 ) -> None:
-    _, routing, addr = proxy
+    p, routing, addr = proxy
     routing.backends = [backends[0].backend]
+    await opened(p)
     reader, writer = await asyncio.open_connection(*addr)
     payload = bytes(range(256)) * 40000  # 10 MB: exercises flow control (pause/resume)
 
@@ -163,26 +175,79 @@ async def closed_by_proxy(reader: asyncio.StreamReader) -> bool:
         return True
 
 
-async def test_no_endpoints_closes_client_promptly(proxy: tuple[ServiceProxy, Routing, tuple[str, int]]) -> None:
+async def test_no_endpoints_refuses_the_connection(proxy: tuple[ServiceProxy, Routing, tuple[str, int]]) -> None:
     p, routing, addr = proxy
     routing.backends = []
+    p.backends_changed()
+    with pytest.raises(ConnectionRefusedError):
+        await asyncio.open_connection(*addr)
+    assert not p.is_open(SVC) and p.stats.accepted == 0 and p.stats.rejected == 0
+
+
+async def test_a_client_is_refused_until_the_backend_listens_then_served(
+    proxy: tuple[ServiceProxy, Routing, tuple[str, int]],
+) -> None:
+    """As behind kube-proxy: connecting before the backend's port is bound gives ECONNREFUSED (which clients
+    retry quietly), never an accepted connection that is then reset (which torch reports as a crash)."""
+    p, routing, addr = proxy
+    port = free_port()
+    routing.backends = [Backend("127.0.0.1", port)]
+    p.backends_changed()
+    with pytest.raises(ConnectionRefusedError):
+        await asyncio.open_connection(*addr)
+    late = await Tagged("L").start_on(port)
+    try:
+        # No endpoint change is announced: the proxy's own retry loop finds the backend.
+        served: list[bytes] = []
+
+        async def try_once() -> bool:
+            try:
+                reader, writer = await asyncio.open_connection(*addr)
+            except ConnectionRefusedError:
+                return False  # refused, never reset, until then
+            served.append(await roundtrip(reader, writer, b"hi"))
+            writer.close()
+            return True
+
+        await wait_until(try_once, deadline_s=5, what="the proxy to open once the backend listens")
+        assert served == [b"L:hi"]
+        assert p.stats.rejected == 0, "no client was accepted and then reset"
+    finally:
+        late.close()
+
+
+async def test_a_backend_gone_resets_one_connection_then_refuses_and_a_repointed_port_is_used(
+    proxy: tuple[ServiceProxy, Routing, tuple[str, int]], backends: tuple[Tagged, Tagged]
+) -> None:
+    p, routing, addr = proxy
+    a, b = backends
+    routing.backends = [a.backend]
+    await opened(p)
+    a.close()
+    # The listener was open: the one connection that finds the backend gone is reset (the kernel had
+    # accepted it), and the listener closes, so the next ones are refused.
     reader, writer = await asyncio.open_connection(*addr)
     assert await closed_by_proxy(reader)
+    writer.close()
     assert p.stats.rejected == 1
+    with pytest.raises(ConnectionRefusedError):
+        await asyncio.open_connection(*addr)
+    # The Service is re-pointed to B's port (a failover): the next connection goes there.
+    routing.backends = [b.backend]
+    await opened(p)
+    reader, writer = await asyncio.open_connection(*addr)
+    assert await roundtrip(reader, writer, b"again") == b"B:again"
     writer.close()
 
 
 async def test_refused_backend_falls_through_to_next(
     proxy: tuple[ServiceProxy, Routing, tuple[str, int]], backends: tuple[Tagged, Tagged]
 ) -> None:
-    _, routing, addr = proxy
+    p, routing, addr = proxy
     routing.backends = [Backend("127.0.0.1", free_port()), backends[1].backend]
+    await opened(p)
     reader, writer = await asyncio.open_connection(*addr)
     assert await roundtrip(reader, writer, b"q") == b"B:q"
-    writer.close()
-    routing.backends = [Backend("127.0.0.1", free_port())]
-    reader, writer = await asyncio.open_connection(*addr)
-    assert await closed_by_proxy(reader)
     writer.close()
 
 
@@ -194,9 +259,11 @@ async def test_listeners_follow_services(backends: tuple[Tagged, Tagged]) -> Non
     try:
         failed = await p.set_listeners({SVC: (ip, port1), other: (ip, port2)})
         assert failed == {} and set(p.listeners()) == {SVC, other}
+        await opened(p, other)
         await p.set_listeners({SVC: (ip, port1)})
         with pytest.raises(ConnectionRefusedError):
             await asyncio.open_connection(ip, port2)
+        await opened(p)
         reader, writer = await asyncio.open_connection(ip, port1)
         assert await roundtrip(reader, writer, b"k") == b"A:k"
         writer.close()

@@ -193,7 +193,7 @@ _PARENT = textwrap.dedent(
             p, ContainerSpec(name="b", command=["/bin/sh", "-c", f"sleep 301 & echo $! > {pidfile}; wait"]))
         while not Path(pidfile).exists() or not Path(pidfile).read_text().strip():
             await asyncio.sleep(0.02)
-        print(direct.pid, shell.pid, int(Path(pidfile).read_text()), rt._reaper.pid, flush=True)
+        print(direct.pid, shell.pid, int(Path(pidfile).read_text()), rt.watchdog.pid, flush=True)
         await asyncio.sleep(3600)
 
     asyncio.run(main())

@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
+from kubedl_py.api.kinds import all_kinds
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.local.kubernetes.cluster import create_namespace
 from kubedl_py.sdk import AsyncTrainingClient
@@ -91,7 +93,7 @@ async def test_cli_success_path(cluster: Env, client: AsyncTrainingClient, tmp_p
     deleted = await kubedl(cluster, "delete", "cli-ok", "--wait", "--timeout", "10")
     assert (deleted.code, deleted.out.strip()) == (0, 'pytorchjob.training.kubedl.io "cli-ok" deleted')
     gone = await kubedl(cluster, "get", "cli-ok")
-    assert gone.code == 1 and 'PyTorchJob or TFJob "cli-ok" not found' in one_line(gone.err)
+    assert gone.code == 1 and 'job "cli-ok" not found' in one_line(gone.err)
 
 
 async def test_cli_failed_job_exits_1_with_the_reason(
@@ -133,7 +135,8 @@ async def test_cli_invalid_input_exits_2_naming_the_field(
     )
     assert wrong_kind.code == 2
     assert one_line(wrong_kind.err) == (
-        f"kubedl-py: invalid {deployment}: kind: 'Deployment' is not a training job kind; use PyTorchJob or TFJob"
+        f"kubedl-py: invalid {deployment}: kind: 'Deployment' is not a training job kind; use one of "
+        + ", ".join(plugin.kind for plugin in all_kinds())
     )
     assert bad_run.code == 2
     assert "spec.pytorchReplicaSpecs.Worker.replicas: must be >= 0" in one_line(bad_run.err)
@@ -193,7 +196,47 @@ async def test_cli_submit_uses_the_files_namespace_and_refuses_a_different_n(
 
 
 def test_cli_gang_scheduler_choices_are_the_controllers() -> None:
-    from kubedl_py.cli import _GANG_SCHEDULERS
+    from kubedl_py.cli.parser import GANG_SCHEDULERS as _GANG_SCHEDULERS
     from kubedl_py.controllers.gang import GANG_SCHEDULERS
 
     assert tuple(_GANG_SCHEDULERS) == tuple(GANG_SCHEDULERS)
+
+
+async def test_cli_wait_for_failed_on_a_succeeded_job_says_so_and_exits_1(
+    cluster: Env, client: AsyncTrainingClient, tmp_path: Path
+) -> None:
+    path = write(tmp_path, "job.yaml", succeeding("cli-fine").to_dict())
+    assert (await kubedl(cluster, "submit", path, "--wait", "--timeout", "30")).code == 0
+    run = await kubedl(cluster, "wait", "cli-fine", "--for", "Failed", "--timeout", "10")
+    assert run.code == 1
+    line = one_line(run.err)
+    assert f"PyTorchJob {cluster.namespace}/cli-fine succeeded" in line and "will not become Failed" in line
+    # Waiting for a state the job went through on its way is satisfied.
+    assert (await kubedl(cluster, "wait", "cli-fine", "--for", "Running", "--timeout", "10")).code == 0
+
+
+async def test_cli_describe_shows_only_this_jobs_events_with_their_age(
+    cluster: Env, kube: KubeClient, client: AsyncTrainingClient, tmp_path: Path
+) -> None:
+    first = failing("cli-again")
+    path = write(tmp_path, "first.yaml", first.to_dict())
+    assert (await kubedl(cluster, "submit", path, "--wait", "--timeout", "30")).code == 1
+    described = await client.describe("cli-again")
+    assert any(e["reason"] == "ReplicaFailed" for e in described.events)
+    await client.delete("cli-again", wait=True, timeout=30)
+    # Resubmitted under the same name: the predecessor's events (its failure, its pods') are not this job's.
+    again = write(tmp_path, "again.yaml", succeeding("cli-again").to_dict())
+    assert (await kubedl(cluster, "submit", again, "--wait", "--timeout", "30")).code == 0
+    described = await client.describe("cli-again")
+    uid = described.job.metadata.uid
+    reasons = [e["reason"] for e in described.events]
+    assert "ReplicaFailed" not in reasons, described.events
+    assert all(
+        (e.get("involvedObject") or {}).get("uid") == uid or (e.get("involvedObject") or {}).get("kind") == "Pod"
+        for e in described.events
+    )
+    shown = await kubedl(cluster, "describe", "cli-again")
+    assert shown.code == 0
+    events = shown.out.split("Events:\n", 1)[1].splitlines()
+    assert events[0].split() == ["AGE", "TYPE", "REASON", "OBJECT", "COUNT", "MESSAGE"]
+    assert all(re.match(r"\s+\d+[smhd]\s", row) for row in events[1:] if row.strip()), events

@@ -9,6 +9,11 @@ with a token from the TokenRequest API.
 
 Optionally a :class:`~kubedl_py.local.faultproxy.FaultProxy` sits between the controller and the API server:
 tests inject faults there and count the controller's requests, as they do inside the embedded server.
+
+With ``install=False`` the cluster starts bare (no CRDs, no controller identity), and with the ``container``
+runtime its node runs pods whose images are in the local podman store in containers: together, the place
+where ``kubectl apply -f deploy/kubedl-py.yaml`` installs the controller as a Deployment, from its image,
+exactly as on any cluster (``tests/test_install.py``, the e2e ``in-cluster`` target).
 """
 
 from __future__ import annotations
@@ -58,7 +63,9 @@ SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 CONTROLLER_SERVICE_ACCOUNT = "kubedl-py-controller"
 
 
-RUNTIMES = ("simulated", "process")
+RUNTIMES = ("simulated", "process", "container")
+#: runtimes whose one node is this host ("container": processes, and podman for pods whose images are here)
+HOST_RUNTIMES = ("process", "container")
 
 
 @dataclass
@@ -70,8 +77,16 @@ class KubernetesClusterOptions:
     fault_proxy: bool = False
     #: how many nodes the node agent registers (0: none; tests add their own with :meth:`add_node`)
     nodes: int = 1
-    #: how their pods run: "simulated" (annotations decide) or "process" (one node, real processes)
+    #: how their pods run: "simulated" (annotations decide), "process" (one node, real processes) or
+    #: "container" (one node: pods whose images are all in the local podman store run in containers, the
+    #: others as processes; see kubedl_py/local/node/containers.py)
     runtime: str = "simulated"
+    #: install the CRDs and the controller's identity (Namespace, ServiceAccount, RBAC) from deploy/ at start;
+    #: False leaves a bare cluster, for ``kubectl apply -f deploy/kubedl-py.yaml`` to install everything
+    install: bool = True
+    #: the process node's pod network (non-hostNetwork pods, root only): Linux bridge name and pod CIDR
+    bridge: str = "kubedl0"
+    pod_cidr: str = "10.244.0.0/16"
     #: capacity and labels of every node (merged over the agent's defaults)
     node_resources: dict[str, str] = field(default_factory=dict)
     node_labels: dict[str, str] = field(default_factory=dict)
@@ -91,7 +106,7 @@ class KubernetesCluster:
         self.options = options or KubernetesClusterOptions()
         if self.options.runtime not in RUNTIMES:
             raise ValueError(f"runtime {self.options.runtime!r} is not available (supported: {', '.join(RUNTIMES)})")
-        if self.options.runtime == "process" and self.options.nodes != 1:
+        if self.options.runtime in HOST_RUNTIMES and self.options.nodes != 1:
             raise ValueError("the process runtime runs exactly 1 node (host ports are the host's); use --nodes 1")
         self.control_plane = KubernetesControlPlane(self.options.control_plane)
         self.proxy: FaultProxy | None = None
@@ -120,9 +135,10 @@ class KubernetesCluster:
         self._started = True
         try:
             await self.control_plane.start()
-            async with KubeClient(kubeconfig=self.admin_kubeconfig) as kube:
-                await install_crds(kube)
-                await apply(kube, manifest_documents(self.options.manifests, kinds=CONTROLLER_IDENTITY_KINDS))
+            if self.options.install:
+                async with KubeClient(kubeconfig=self.admin_kubeconfig) as kube:
+                    await install_crds(kube)
+                    await apply(kube, manifest_documents(self.options.manifests, kinds=CONTROLLER_IDENTITY_KINDS))
             if self.options.fault_proxy:
                 self.proxy = FaultProxy(
                     self.control_plane.url, self.control_plane.ssl_context(), self.control_plane.trust_context()
@@ -157,7 +173,7 @@ class KubernetesCluster:
         """One node agent for every node, authenticated as ``kubedl-py:node-agent`` (a kubelet's rights)."""
         options = self.options
         runtime: Runtime
-        if options.runtime == "process":
+        if options.runtime in HOST_RUNTIMES:
             from ..node.processes import LocalProcessRuntime
 
             if options.state_dir is None:
@@ -165,7 +181,12 @@ class KubernetesCluster:
             state_dir = options.state_dir or Path(self._state_tmp.name)  # type: ignore[union-attr]
             api = urlparse(self.control_plane.url)
             runtime = LocalProcessRuntime(
-                state_dir=state_dir, api_server=(api.hostname or "127.0.0.1", api.port or 443)
+                state_dir=state_dir,
+                api_server=(api.hostname or "127.0.0.1", api.port or 443),
+                bridge=options.bridge,
+                pod_cidr=options.pod_cidr,
+                containers=options.runtime == "container",
+                service_cidr=self.control_plane.service_cidr,
             )
             specs = [self._spec("local-node-0", primary_ipv4(), runtime_version=runtime.runtime_version)]
         else:

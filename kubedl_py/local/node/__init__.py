@@ -9,7 +9,9 @@ embedded cluster runs the very same agents against its own HTTP server.
 - :mod:`.simulated` — :class:`SimulatedRuntime`: annotations decide how pods end (thousands of pods,
   hundreds of nodes in one agent);
 - :mod:`.processes` — :class:`LocalProcessRuntime`: pods' commands run as local processes, with a Service
-  proxy, hosts-file DNS and volumes; its OS layer is :mod:`.process`;
+  proxy, hosts-file DNS and volumes; its OS layer is :mod:`.process`; with ``containers=True`` the pods whose
+  images are all in the local podman store run in containers instead (:mod:`.containers`); :mod:`.probes`
+  runs both kinds' startup, liveness and readiness probes;
 - :mod:`.spec` (node definitions and addresses), :mod:`.status` (the status manager), :mod:`.server` and
   :mod:`.logs` (the kubelet endpoint), :mod:`.main` (``kubedl-py local node``).
 

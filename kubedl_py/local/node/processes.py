@@ -23,6 +23,12 @@ Organised like the real kubelet:
 
 One node only: host-network pods bind on the node IP (the host's primary address) and a second process node
 on the same host would share that port space while the scheduler believed otherwise.
+
+Containers (``containers=True``, ``runtime="container"``): when a pod starts, the node looks up all its
+images in the local podman store; found, the pod's containers run with podman (:mod:`.containers`) in the
+same sandbox, with the same volumes, environment, logs, restarts and deletion; otherwise the pod runs as
+processes. Probes (:mod:`.probes`) run for both kinds: readiness decides ``ready`` (and so the pod's
+``Ready``), a failing liveness or startup probe gets the instance stopped and restarted per the policy.
 """
 
 from __future__ import annotations
@@ -45,13 +51,14 @@ from kubedl_py.kube.informer import Handler, Informer
 from kubedl_py.kube.resources import CONFIGMAPS, SERVICES, Resource
 
 from .agent import Runtime, now_iso
+from .containers import ContainerCreateError, ImageConfig, PodmanRuntime
 from .env import EnvError, field_ref, process_base_env, resource_field, service_link_env
 from .logs import LogEntry, LogError, LogStream
+from .probes import ContainerProbes, probe_grace
 from .process import (
     Backend,
     ContainerConfigError,
     ContainerLog,
-    ContainerProcess,
     ContainerSpec,
     ContainerStartError,
     Mount,
@@ -65,8 +72,9 @@ from .process import (
     TerminatedState,
     expand_vars,
 )
+from .process.runner import RunningContainer
 from .status import pod_conditions
-from .volumes import VolumeError, VolumeManager
+from .volumes import Ownership, VolumeError, VolumeManager
 
 log = logging.getLogger(__name__)
 #: our own generator: background threads must not move the global one (tests seed it; hypothesis checks it)
@@ -90,9 +98,12 @@ def _by_namespace(obj: Any) -> list[str]:
 class _Container:
     spec: Obj
     restarts: int = 0
-    proc: ContainerProcess | None = None
+    proc: RunningContainer | None = None
     status: Obj = field(default_factory=dict)
     task: asyncio.Task[TerminatedState | None] | None = None
+    image: ImageConfig | None = None  # set when the pod runs in containers
+    probes: ContainerProbes | None = None
+    kill: asyncio.Task[TerminatedState] | None = None  # a probe's kill of the current instance
 
 
 class PodWorker:
@@ -115,6 +126,8 @@ class PodWorker:
         self.sandbox: PodSandbox | None = None
         self.containers: dict[str, _Container] = {}
         self.init_statuses: list[Obj] = []
+        #: the pod's images, by container name, when it runs in containers (empty: it runs as processes)
+        self.images: dict[str, ImageConfig] = {}
         self.stop_requested = asyncio.Event()
         self.terminal = False
         self.task = asyncio.create_task(self._run(), name=f"pod worker {self.ns}/{self.name}")
@@ -172,6 +185,7 @@ class PodWorker:
             return
         spec = pod.get("spec") or {}
         host_network = bool(spec.get("hostNetwork"))
+        self.images = await self.kubelet.pod_images(spec)
         try:
             self.sandbox = await self.kubelet.node.create_pod_sandbox(
                 self.ref, host_network=host_network, hostname=spec.get("hostname"), subdomain=spec.get("subdomain")
@@ -214,7 +228,9 @@ class PodWorker:
             if not ok:
                 return
         for c in spec.get("containers") or []:
-            self.containers[c["name"]] = _Container(spec=c, status=_waiting_status(c, "ContainerCreating", None))
+            self.containers[c["name"]] = _Container(
+                spec=c, status=_waiting_status(c, "ContainerCreating", None), image=self.images.get(c["name"])
+            )
         for ctr in self.containers.values():
             ctr.task = asyncio.create_task(self._container_loop(ctr, policy))
         tasks = [ctr.task for ctr in self.containers.values() if ctr.task is not None]
@@ -242,7 +258,12 @@ class PodWorker:
         while not self.stop_requested.is_set():
             assert self.sandbox is not None
             try:
-                self.mounts = await self.kubelet.volumes.setup(pod, self.sandbox.ip)
+                if self.images:
+                    self.mounts = await self.kubelet.volumes.setup(
+                        pod, self.sandbox.ip, host_mount_points=False, owners=Ownership.of(pod)
+                    )
+                else:
+                    self.mounts = await self.kubelet.volumes.setup(pod, self.sandbox.ip)
                 return True
             except VolumeError as e:
                 if str(e) != warned:
@@ -292,7 +313,7 @@ class PodWorker:
         idx = len(self.init_statuses)
         self.init_statuses.append(_waiting_status(c, "PodInitializing", None))
         while True:
-            ctr = _Container(spec=c, restarts=restarts)
+            ctr = _Container(spec=c, restarts=restarts, image=self.images.get(c["name"]))
             term = await self._start_and_wait(ctr, init=True)
             if term is None:  # deletion requested
                 return False
@@ -337,53 +358,114 @@ class PodWorker:
 
     async def _start_and_wait(self, ctr: _Container, *, init: bool = False) -> TerminatedState | None:
         """Start one instance and wait for its exit; None when deletion was requested (still running then)."""
-        if self.stop_requested.is_set() or self.sandbox is None:
-            return None
-        c = ctr.spec
-        pod = self._pod()
-        if pod is None:
-            return None
-        try:
-            env = self.kubelet.container_env(pod, c, pod_ip=self.sandbox.ip)
-            spec = ContainerSpec(
-                name=c["name"],
-                command=list(c.get("command") or []),
-                args=list(c.get("args") or []),
-                env=env,
-                working_dir=c.get("workingDir") or None,
-                image=c.get("image"),
-                mounts=self.mounts.get(c["name"], ()),
-            )
-            proc = await self.kubelet.node.start_container(self.sandbox, spec, restart_count=ctr.restarts)
-        except (ContainerConfigError, EnvError) as e:
-            # The real kubelet keeps retrying such a container; it cannot succeed until the pod is replaced.
-            ctr.status = _waiting_status(c, "CreateContainerConfigError", str(e), ctr.restarts)
-            self._event("Warning", "Failed", f"Error: {e}")
-            self._report()
-            await self.stop_requested.wait()
-            return None
-        except ContainerStartError as e:
-            self._event("Warning", "Failed", f"Error: {e}")
-            return e.terminated
+        delay = self.kubelet.restart_backoff
+        while True:
+            if self.stop_requested.is_set() or self.sandbox is None:
+                return None
+            c = ctr.spec
+            pod = self._pod()
+            if pod is None:
+                return None
+            try:
+                proc = await self._start_instance(pod, ctr)
+                break
+            except ContainerCreateError as e:
+                # The engine refused or failed: the kubelet reports why and tries again after a back-off.
+                ctr.status = _waiting_status(c, e.reason, str(e), ctr.restarts)
+                self._event("Warning", "Failed", f"Error: {e}")
+                self._report()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.stop_requested.wait(), delay)
+                delay = min(delay * 2, self.kubelet.max_backoff)
+            except (ContainerConfigError, EnvError) as e:
+                # The real kubelet keeps retrying such a container; it cannot succeed until the pod is replaced.
+                reason = e.reason if isinstance(e, ContainerConfigError) else "CreateContainerConfigError"
+                ctr.status = _waiting_status(c, reason, str(e), ctr.restarts)
+                self._event("Warning", "Failed", f"Error: {e}")
+                self._report()
+                await self.stop_requested.wait()
+                return None
+            except ContainerStartError as e:
+                self._event("Warning", "Failed", f"Error: {e}")
+                return e.terminated
         ctr.proc = proc
-        ctr.status = _running_status(c, ctr, proc)
+        probes: ContainerProbes | None = None
+        if not init:
+            probes = ContainerProbes(
+                c,
+                pod_ip=self.sandbox.ip,
+                instance=proc,
+                pod_grace=probe_grace(pod.get("spec") or {}),
+                on_change=lambda: self._probed(ctr, proc, probes),
+                event=self._event,
+                kill=lambda grace: self._probe_kill(ctr, proc, grace),
+            )
+        ctr.status = _running_status(c, ctr, proc, probes)
         if not init:
             self._report("Running" if self._all_started() else None)
         else:
             self._report()
         self._event("Normal", "Started", f"Started container {c['name']}")
+        if probes is not None:
+            ctr.probes = probes
+            probes.start()
         waiter = asyncio.ensure_future(proc.wait())
         stopper = asyncio.ensure_future(self.stop_requested.wait())
         try:
             await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stopper.cancel()
+            if probes is not None:
+                ctr.probes = None
+                await probes.close()
+        kill, ctr.kill = ctr.kill, None
+        if kill is not None:
+            kill.add_done_callback(_retrieve)
         if not waiter.done():
             waiter.cancel()
             return None
         term = waiter.result()
         ctr.proc = None
         return term
+
+    async def _start_instance(self, pod: Obj, ctr: _Container) -> RunningContainer:
+        """Create and start one instance of the container, in podman when the pod runs in containers."""
+        assert self.sandbox is not None
+        c = ctr.spec
+        env = self.kubelet.container_env(pod, c, pod_ip=self.sandbox.ip)
+        mounts = self.mounts.get(c["name"], ())
+        if ctr.image is not None:
+            assert self.kubelet.containers is not None
+            self._event("Normal", "Pulled", f'Container image "{c.get("image")}" already present on machine')
+            proc = await self.kubelet.containers.start_container(
+                self.sandbox, pod, c, image=ctr.image, env=env, mounts=mounts, restart_count=ctr.restarts
+            )
+            self._event("Normal", "Created", f"Created container: {c['name']}")
+            return proc
+        spec = ContainerSpec(
+            name=c["name"],
+            command=list(c.get("command") or []),
+            args=list(c.get("args") or []),
+            env=env,
+            working_dir=c.get("workingDir") or None,
+            image=c.get("image"),
+            mounts=mounts,
+        )
+        return await self.kubelet.node.start_container(self.sandbox, spec, restart_count=ctr.restarts)
+
+    def _probed(self, ctr: _Container, proc: RunningContainer, probes: ContainerProbes | None) -> None:
+        """A probe changed the instance's ``started`` or ``ready``: report it."""
+        if ctr.proc is not proc or probes is None:
+            return
+        ctr.status = dict(ctr.status, ready=probes.started and probes.ready, started=probes.started)
+        self._report()
+
+    def _probe_kill(self, ctr: _Container, proc: RunningContainer, grace: float) -> None:
+        """A liveness or startup probe gave up on the instance: stop it (the container loop restarts it)."""
+        if ctr.proc is proc and ctr.kill is None:
+            ctr.status = dict(ctr.status, ready=False)
+            self._report()
+            ctr.kill = asyncio.create_task(proc.stop(grace), name=f"probe kill of {proc.container_id}")
 
     def _all_started(self) -> bool:
         return all(
@@ -455,13 +537,25 @@ def _waiting_status(c: Obj, reason: str, message: str | None, restarts: int = 0)
     }
 
 
-def _running_status(c: Obj, ctr: _Container, proc: ContainerProcess) -> Obj:
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """Nobody awaits this task any more: consume its outcome so a failure is logged, not warned about."""
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("stopping a container after a failed probe: %s", task.exception())
+
+
+def _image_id(ctr: _Container) -> str:
+    return ctr.image.image_id if ctr.image is not None else "process://ignored"
+
+
+def _running_status(c: Obj, ctr: _Container, proc: RunningContainer, probes: ContainerProbes | None) -> Obj:
+    started = probes.started if probes is not None else True
+    ready = started and (probes.ready if probes is not None else True)
     return {
         "name": c["name"],
         "image": c.get("image", ""),
-        "imageID": "process://ignored",
-        "ready": True,
-        "started": True,
+        "imageID": _image_id(ctr),
+        "ready": ready,
+        "started": started,
         "restartCount": ctr.restarts,
         "containerID": proc.container_id,
         "state": proc.state(),
@@ -473,7 +567,7 @@ def _terminated_status(c: Obj, ctr: _Container, term: TerminatedState) -> Obj:
     return {
         "name": c["name"],
         "image": c.get("image", ""),
-        "imageID": "process://ignored",
+        "imageID": _image_id(ctr),
         "ready": False,
         "started": False,
         "restartCount": ctr.restarts,
@@ -507,10 +601,12 @@ class _FileLog:
 
 
 class LocalProcessRuntime(Runtime):
-    """The runtime of the one process node (``runtime="process"``).
+    """The runtime of the one process node (``runtime="process"``, or ``"container"`` with ``containers``).
 
     ``api_server``: where ``default/kubernetes`` is forwarded (host, port); default: the address of the
-    agent's own client. ``state_dir`` keeps container logs, hosts files and volumes.
+    agent's own client. ``state_dir`` keeps container logs, hosts files and volumes. ``containers``: run the
+    pods whose images are all in the local podman store in containers (:mod:`.containers`), the rest as
+    processes; ``start()`` fails when podman does not work.
     """
 
     runtime_version = "process://1.0"
@@ -524,8 +620,15 @@ class LocalProcessRuntime(Runtime):
         bridge: str = "kubedl0",
         pod_cidr: str = "10.244.0.0/16",
         api_server: tuple[str, int] | None = None,
+        containers: bool = False,
+        service_cidr: str | None = None,
     ) -> None:
         self.state_dir = Path(state_dir)
+        self._want_containers = containers
+        self._service_cidr = service_cidr
+        self.containers: PodmanRuntime | None = None
+        if containers:
+            self.runtime_version = "podman+process://1.0"
         self.restart_backoff = restart_backoff
         self.max_backoff = max_backoff
         self._bridge = bridge
@@ -587,10 +690,14 @@ class LocalProcessRuntime(Runtime):
             bridge=self._bridge,
             pod_cidr=self._pod_cidr,
             node_ip=self.node_ip,
+            service_cidr=self._service_cidr,
         )
         self.volumes = VolumeManager(self.state_dir / "pods", client, self._lookup, host_ip=self.node_ip)
         await self.node.start()
         self._started = True
+        if self._want_containers:
+            self.containers = PodmanRuntime(self.node.runtime)
+            await self.containers.start()
         self._tasks = [
             asyncio.create_task(i.run(), name=f"process-runtime-{i.resource}")
             for i in (self.services, self.endpoints, self.configmaps, self.secrets)
@@ -619,6 +726,8 @@ class LocalProcessRuntime(Runtime):
         if self._started:
             self._started = False
             await self.volumes.close()
+            if self.containers is not None:
+                await self.containers.close(grace_seconds=1.0)
             await self.node.close(grace_seconds=1.0)
 
     def thaw(self, node: str) -> None:
@@ -647,6 +756,8 @@ class LocalProcessRuntime(Runtime):
         self._services_dirty.set()
 
     def _endpoints_event(self, ep: Obj) -> None:
+        if self._started:
+            self.node.proxy.backends_changed()  # a closed Service port probes its (new) endpoints now
         if _headless(self.services.get(ep["metadata"]["name"], namespace=ep["metadata"].get("namespace"))):
             self._services_changed_now()
 
@@ -728,7 +839,21 @@ class LocalProcessRuntime(Runtime):
         await worker.evict(message)
         self.agent.event(pod, "Warning", "Evicted", message)
 
-    # ---- containers: env and logs -------------------------------------------------------------------------
+    # ---- containers: which runtime, env and logs ----------------------------------------------------------
+
+    async def pod_images(self, spec: Obj) -> dict[str, ImageConfig]:
+        """The images of the pod's containers when every one is in the local image store, by container name:
+        the pod runs in containers then. Empty: it runs as processes (no container runtime, or an image that
+        is not here: its program is expected on the host)."""
+        if self.containers is None:
+            return {}
+        images: dict[str, ImageConfig] = {}
+        for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+            image = await self.containers.image(str(c.get("image") or ""))
+            if image is None:
+                return {}
+            images[c["name"]] = image
+        return images
 
     def container_env(self, pod: Obj, c: Obj, *, pod_ip: str) -> dict[str, str]:
         """The container's environment as the kubelet builds it: service links, envFrom, then env in order,
@@ -858,6 +983,14 @@ class LocalProcessRuntime(Runtime):
                 await asyncio.wait_for(self._services_changed.wait_for(lambda: self._services_pushed >= wanted), within)
 
     # ---- test hooks ---------------------------------------------------------------------------------------
+
+    def probe_attempts(self, namespace: str, pod: str, container: str) -> dict[str, list[int]]:
+        """The running instance's probe attempts so far, by kind: ``[successes, failures]`` (no API shows a
+        probe that passed; tests ask here)."""
+        worker = self.workers.get((namespace, pod))
+        ctr = worker.containers.get(container) if worker is not None else None
+        probes = ctr.probes if ctr is not None else None
+        return {kind: list(counts) for kind, counts in probes.attempts.items()} if probes is not None else {}
 
     def container_pid(self, namespace: str, pod: str, container: str) -> int | None:
         """PID of the container's running process (tests kill it to play a crash)."""

@@ -17,10 +17,17 @@ Kubernetes). The token comes from the TokenRequest API (``serviceaccounts/{sa}/t
 audience, ``expirationSeconds`` and a ``boundObjectRef`` to the pod) and is refreshed once 80% of its
 lifetime has passed, as the kubelet does.
 
-Mount points: there is no container filesystem to create a missing ``mountPath`` in, so missing directories
-(or, for a file ``subPath``, an empty file) are created on the host and removed again when the last pod
-using them is gone. Without root that is often impossible (``/var/run/secrets`` belongs to root): such a
-mount is skipped with a warning (the pod still runs, without that volume).
+Mount points: a process has no container filesystem to create a missing ``mountPath`` in, so missing
+directories (or, for a file ``subPath``, an empty file) are created on the host and removed again when the
+last pod using them is gone. Without root that is often impossible (``/var/run/secrets`` belongs to root):
+such a mount is skipped with a warning (the pod still runs, without that volume). A pod that runs in
+containers needs none of that (the engine makes mount points in the container's root filesystem).
+
+As in Kubernetes, ConfigMap, Secret, downward API and projected volumes are mounted read-only whatever the
+mount says, and an ``emptyDir`` is writable by everyone. For a container pod (``owners``) the kubelet's
+ownership rules apply, since its containers do not run as root: the service account token belongs to the
+``runAsUser`` the pod's containers share (``fsUser``; mode 0600), and with ``fsGroup`` every file and
+directory belongs to that group and is readable by it.
 """
 
 from __future__ import annotations
@@ -49,6 +56,10 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 DEFAULT_MODE = 0o644
+#: volumes Kubernetes always mounts read-only, whatever the mount says (the kubelet's atomic writer owns them)
+ALWAYS_READ_ONLY = ("configMap", "secret", "downwardAPI", "projected")
+#: an emptyDir is writable by whoever the containers run as
+EMPTY_DIR_MODE = 0o777
 DEFAULT_TOKEN_SECONDS = 3600
 
 
@@ -56,10 +67,32 @@ class VolumeError(Exception):
     """A volume cannot be set up (yet): the pod waits in ContainerCreating with a FailedMount event."""
 
 
+@dataclass(frozen=True)
+class Ownership:
+    """Who must be able to read a pod's volume files: the kubelet's ``fsUser`` (the one ``runAsUser`` all
+    the pod's containers share, if any) and ``fsGroup`` (the pod's ``securityContext.fsGroup``)."""
+
+    user: int | None = None
+    group: int | None = None
+
+    @classmethod
+    def of(cls, pod: Obj) -> Ownership:
+        spec = pod.get("spec") or {}
+        pod_sc = spec.get("securityContext") or {}
+        users = {
+            (c.get("securityContext") or {}).get("runAsUser", pod_sc.get("runAsUser"))
+            for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])
+        }
+        user = next(iter(users)) if len(users) == 1 else None
+        group = pod_sc.get("fsGroup")
+        return cls(int(user) if user is not None else None, int(group) if group is not None else None)
+
+
 @dataclass
 class _PodVolumes:
     pod: Obj
     root: Path
+    owners: Ownership = field(default_factory=Ownership)
     refs: set[tuple[str, str]] = field(default_factory=set)  # ("configmap"|"secret", name) it reads
     tokens: dict[tuple[str, int], tuple[str, float]] = field(default_factory=dict)  # (aud, secs) -> token, expiry
     created: list[str] = field(default_factory=list)  # mount points it made us create on the host
@@ -90,16 +123,27 @@ class VolumeManager:
 
     # ---- pod lifecycle ------------------------------------------------------------------------------------
 
-    async def setup(self, pod: Obj, pod_ip: str) -> dict[str, tuple[Mount, ...]]:
-        """Write the pod's volumes; the mounts of each container (by name). Raises :class:`VolumeError`."""
+    async def setup(
+        self, pod: Obj, pod_ip: str, *, host_mount_points: bool = True, owners: Ownership | None = None
+    ) -> dict[str, tuple[Mount, ...]]:
+        """Write the pod's volumes; the mounts of each container (by name). Raises :class:`VolumeError`.
+
+        ``host_mount_points``: create missing mount points on the host (processes share its root
+        filesystem); a container runtime creates them in the container's own. ``owners``: the pod's
+        ``fsUser``/``fsGroup`` for files a container running as that user must read (container pods)."""
         uid = pod["metadata"]["uid"]
         pv = self._pods.get(uid)
         if pv is None:
             pv = self._pods[uid] = _PodVolumes(pod, self.root / uid / "volumes")
         pv.pod = pod
+        if owners is not None:
+            pv.owners = owners
         sources: dict[str, Path] = {}
+        read_only: set[str] = set()
         for vol in (pod.get("spec") or {}).get("volumes") or []:
             sources[vol["name"]] = await self._write_volume(pv, vol, pod_ip)
+            if any(kind in vol for kind in ALWAYS_READ_ONLY):
+                read_only.add(vol["name"])
         self._schedule_refresh(pv, pod_ip)
         spec = pod.get("spec") or {}
         mounts: dict[str, tuple[Mount, ...]] = {}
@@ -116,11 +160,12 @@ class VolumeManager:
                 target = str(vm.get("mountPath", ""))
                 if not target.startswith("/"):
                     raise VolumeError(f"mountPath {target!r} of container {c['name']} is not absolute")
-                if target not in pv.targets:
-                    pv.targets[target] = self._ensure_target(pv, target, src.is_dir())
-                if not pv.targets[target]:
-                    continue
-                out.append(Mount(src, target, bool(vm.get("readOnly"))))
+                if host_mount_points:
+                    if target not in pv.targets:
+                        pv.targets[target] = self._ensure_target(pv, target, src.is_dir())
+                    if not pv.targets[target]:
+                        continue
+                out.append(Mount(src, target, bool(vm.get("readOnly")) or vm.get("name") in read_only))
             mounts[c["name"]] = tuple(out)
         return mounts
 
@@ -178,8 +223,11 @@ class VolumeManager:
         target: Path = pv.root / name
         if "emptyDir" in vol:
             os.makedirs(target, exist_ok=True)
+            os.chmod(target, EMPTY_DIR_MODE)
+            _own(target, None, pv.owners.group)
             return target
         files: dict[str, tuple[bytes, int]] = {}
+        owned: set[str] = set()  # files that belong to fsUser (service account tokens)
         if "configMap" in vol:
             self._object_files(pv, files, "configmap", vol["configMap"] or {}, vol["configMap"].get("defaultMode"))
         elif "secret" in vol:
@@ -196,7 +244,11 @@ class VolumeManager:
                 if "serviceAccountToken" in source:
                     sat = source["serviceAccountToken"] or {}
                     token = await self._token(pv, str(sat.get("audience") or ""), sat.get("expirationSeconds"))
-                    files[str(sat.get("path", "token"))] = (token.encode(), _mode(mode))
+                    owners = pv.owners
+                    # As the kubelet: private to the containers' user (or group) when the pod names one.
+                    secret = owners.user is not None or owners.group is not None
+                    files[str(sat.get("path", "token"))] = (token.encode(), 0o600 if secret else _mode(mode))
+                    owned.add(str(sat.get("path", "token")))
                 elif "configMap" in source:
                     self._object_files(pv, files, "configmap", source["configMap"] or {}, mode)
                 elif "secret" in source:
@@ -206,7 +258,7 @@ class VolumeManager:
         else:
             kinds = sorted(k for k in vol if k != "name")
             raise VolumeError(f'volume "{name}": type {", ".join(kinds)} is not supported by the process runtime')
-        _atomic_write(target, files)
+        _atomic_write(target, files, owner=pv.owners, owned=owned)
         return target
 
     def _object_files(
@@ -366,12 +418,35 @@ def _pod_name(pod: Obj) -> str:
     return f"{md.get('namespace')}/{md.get('name')}"
 
 
-def _atomic_write(target: Path, files: dict[str, tuple[bytes, int]]) -> None:
+def _own(path: Path, user: int | None, group: int | None) -> None:
+    """chown as far as allowed (without root only our own files can change, and only to our groups)."""
+    if user is None and group is None:
+        return
+    with contextlib.suppress(OSError):
+        os.lchown(path, -1 if user is None else user, -1 if group is None else group)
+    if group is not None and path.is_dir() and not path.is_symlink():
+        with contextlib.suppress(OSError):
+            os.chmod(path, os.stat(path).st_mode | 0o2050)  # setgid: new files get the group too
+
+
+def _atomic_write(
+    target: Path,
+    files: dict[str, tuple[bytes, int]],
+    *,
+    owner: Ownership | None = None,
+    owned: set[str] | frozenset[str] = frozenset(),
+) -> None:
     """The kubelet's atomic writer: ``..<time>/`` with the files, ``..data`` -> it (renamed into place),
-    and ``<entry>`` -> ``..data/<entry>`` for each top-level entry; older generations are removed."""
+    and ``<entry>`` -> ``..data/<entry>`` for each top-level entry; older generations are removed.
+
+    With ``owner`` (a container pod's fsUser/fsGroup): the files named in ``owned`` belong to its user, and
+    everything to its group, readable by that group (what the kubelet's volume ownership management does)."""
+    owner = owner or Ownership()
     target.mkdir(parents=True, exist_ok=True)
+    _own(target, None, owner.group)
     generation = target / f"..{time.strftime('%Y_%m_%d_%H_%M_%S')}.{time.time_ns() % 1_000_000_000:09d}"
     generation.mkdir()
+    _own(generation, None, owner.group)
     for name, (data, mode) in files.items():
         rel = name.strip("/")
         if not rel or ".." in rel.split("/"):
@@ -379,7 +454,8 @@ def _atomic_write(target: Path, files: dict[str, tuple[bytes, int]]) -> None:
         path = generation / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-        path.chmod(mode)
+        path.chmod(mode | 0o040 if owner.group is not None else mode)
+        _own(path, owner.user if name in owned else None, owner.group)
     tmp = target / "..data_tmp"
     with contextlib.suppress(FileNotFoundError):
         tmp.unlink()

@@ -59,7 +59,8 @@ kept for the cluster's lifetime (``PR_SET_PDEATHSIG`` is tied to the forking thr
 
     await node.close()                         # on cluster shutdown; a SIGKILLed cluster is covered too
 
-Root: pod-network pods (netns, veth, bridge, listeners inside pod netns). Without root: host-network pods
+Root: pod-network pods (netns, veth, bridge; the Service CIDR routed to the host, or without one listeners
+inside each pod netns). Without root: host-network pods
 work, and the hosts-file sandbox uses an unprivileged user namespace (``unshare --user --map-root-user``),
 so processes run as uid 0 *inside* that namespace only. ``ProcessNode.start`` fails loudly if even that is
 unavailable; ``hosts_sandbox=False`` runs without cluster DNS.

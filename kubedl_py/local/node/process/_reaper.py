@@ -1,4 +1,5 @@
-"""Watchdog that kills every container process group when the cluster process dies, even by SIGKILL.
+"""Watchdog that kills every container process group, and removes every engine container, when the cluster
+process dies, even by SIGKILL.
 
 Why it exists: ``PR_SET_PDEATHSIG`` only reaches the *direct* child of the cluster. A container whose
 command is ``sh -c "python train.py"`` or ``torchrun ...`` has grandchildren that would be orphaned and keep
@@ -7,9 +8,15 @@ the cluster tells this watchdog ``+<pgid>`` / ``-<pgid>`` over a pipe, and when 
 the kernel guarantees when the cluster exits in any way, because nobody else holds the write end — the
 watchdog SIGKILLs every group still registered and exits.
 
-Run as a plain script (``python _reaper.py``), deliberately importing nothing of ours, so that it starts fast
-and works whatever the state of the package. It lives in its own session so a terminal's Ctrl-C, which
-reaches the cluster's process group, does not kill the watchdog before it has done its job.
+Containers run by an engine (podman) are not our descendants at all: the engine's monitor (conmon) keeps
+them alive when their client dies. The cluster registers them as ``+c:<id>`` / ``-c:<id>``, and on EOF the
+watchdog runs the removal command it was started with (``python _reaper.py podman ... rm --force --time 0``)
+with every id still registered appended.
+
+Run as a plain script (``python _reaper.py [removal command...]``), deliberately importing nothing of ours,
+so that it starts fast and works whatever the state of the package. It lives in its own session so a
+terminal's Ctrl-C, which reaches the cluster's process group, does not kill the watchdog before it has done
+its job.
 """
 
 from __future__ import annotations
@@ -17,7 +24,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import sys
+
+CONTAINER = b"c:"
 
 
 def _kill_all(groups: set[int]) -> None:
@@ -26,13 +36,22 @@ def _kill_all(groups: set[int]) -> None:
             os.killpg(pgid, signal.SIGKILL)
 
 
+def _remove_all(command: list[str], containers: set[str]) -> None:
+    if command and containers:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run([*command, *sorted(containers)], capture_output=True, timeout=120, check=False)
+
+
 def main() -> None:
+    remove = sys.argv[1:]
     groups: set[int] = set()
+    containers: set[str] = set()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
     def on_term(_sig: int, _frame: object) -> None:
         _kill_all(groups)
+        _remove_all(remove, containers)
         os._exit(0)
 
     signal.signal(signal.SIGTERM, on_term)
@@ -40,12 +59,19 @@ def main() -> None:
         line = raw.strip()
         if not line:
             continue
-        op, pgid = line[:1], int(line[1:])
-        if op == b"+":
-            groups.add(pgid)
+        op, what = line[:1], line[1:]
+        if what.startswith(CONTAINER):
+            name = what[len(CONTAINER) :].decode()
+            if op == b"+":
+                containers.add(name)
+            elif op == b"-":
+                containers.discard(name)
+        elif op == b"+":
+            groups.add(int(what))
         elif op == b"-":
-            groups.discard(pgid)
+            groups.discard(int(what))
     _kill_all(groups)
+    _remove_all(remove, containers)
 
 
 if __name__ == "__main__":

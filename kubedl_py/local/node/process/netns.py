@@ -15,28 +15,31 @@ Pod <-> pod and host <-> pod traffic is switched on the bridge (same subnet): no
 iptables/nft (neither is installed here). A pod reaches processes on the host, such as host-network pods,
 at the gateway IP.
 
-How pods reach Services. ClusterIPs live in 127.1.0.0/16 and the Service proxy listens on them in the host
-netns, but inside a pod netns 127.0.0.0/8 is that netns's own loopback: packets to 127.1.x.y never leave the
-pod. Options considered:
+How pods reach Services. ClusterIPs live in a loopback range (127.N.0.0/16) and the Service proxy listens on
+them in the host netns, but inside a pod netns 127.0.0.0/8 is that netns's own loopback: packets to
+127.N.x.y never leave the pod. Options considered:
 
-1. DNAT clusterIP -> gateway with iptables/nft: not installed, and we install nothing at runtime.
-2. Route the Service CIDR via the gateway inside each netns: 127/8 is a *local* route that wins over any
-   main-table route, so this needs deleting the loopback route in the pod and ``route_localnet`` on the
-   bridge — fragile and surprising.
+1. DNAT clusterIP -> gateway with iptables/nft: not always installed, and we install nothing at runtime.
+2. (chosen when the Service CIDR is known, ``PodNetwork(service_cidr=...)``) Route the Service CIDR via the
+   gateway inside each pod netns, in its *local* table (which the kernel consults first, and where the
+   longer prefix beats ``local 127.0.0.0/8``), with ``route_localnet`` on the pod's ``eth0`` and on the
+   bridge so that neither side drops the loopback destination (or, on the way back, the loopback source) as
+   martian. The host delivers the packets to the proxy's host-netns listeners like any local traffic.
+   Nothing listens inside the pod netns, so a pod may serve on ``0.0.0.0:<any Service's port>`` (the
+   controller's metrics port 8080 is also its Service's port), and backends see the client pod's own IP.
 3. Have the proxy also listen on the gateway IP and map Service names to it: one port space for all
    Services, so two Services with the same port collide.
-4. (chosen) The proxy *also opens its listeners inside each pod netns*: a socket belongs to the netns it
-   was created in, so a helper thread ``setns()``-es into the pod netns, creates and binds the listening
-   socket on ``clusterIP:port`` (on that netns's loopback), and switches back; the event loop then accepts
-   on it like on any socket. The backend connection is made from the host netns, so it can reach pod IPs
-   (via the bridge) *and* host-network pods (127.0.0.1:hostPort). Every pod, whatever its network mode, uses
-   the same clusterIPs and the same hosts file; nothing in the kernel's routing is bent.
+4. (without a Service CIDR) The proxy *also opens its listeners inside each pod netns*: a socket belongs to
+   the netns it was created in, so a helper thread ``setns()``-es into the pod netns, creates and binds the
+   listening socket on ``clusterIP:port`` (on that netns's loopback), and switches back; the event loop then
+   accepts on it like on any socket. Limits: one listening socket per (Service port, pod netns); a pod
+   cannot bind the wildcard address on a port any Service uses (the listener on ``clusterIP:port`` in its
+   netns conflicts); backends see the gateway IP.
 
-   Cost and limits: one listening socket per (Service port, pod netns) — fine for the tens of pods a local
-   cluster runs; the proxy must be told when pod netns come and go (``ServiceProxy.attach_netns``).
-   Connections arriving at a backend come from the gateway IP, not the client pod's IP (no source
-   preservation, as with kube-proxy's old userspace mode). Pods have no route to the outside world (that
-   would need IP forwarding plus NAT). IPv4 only.
+Either way the backend connection is made from the host netns, so it can reach pod IPs (via the bridge)
+*and* host-network pods (the node IP and hostPort); every pod, whatever its network mode, uses the same
+clusterIPs and the same hosts file. Pods have no route to the outside world (that would need IP forwarding
+plus NAT). IPv4 only.
 
 Default pod CIDR 10.244.0.0/16 (the flannel/kind default): it is checked against the host's routes at
 start and refused if it overlaps, so pick another with ``PodNetwork(cidr=...)`` on such hosts.
@@ -164,11 +167,15 @@ class PodNetwork:
     cluster using the same bridge name is refused (lock file), so stale-cleanup never hits a live network.
     """
 
-    def __init__(self, *, bridge: str = "kubedl0", cidr: str = "10.244.0.0/16") -> None:
+    def __init__(
+        self, *, bridge: str = "kubedl0", cidr: str = "10.244.0.0/16", service_cidr: str | None = None
+    ) -> None:
         if not bridge.isalnum() or len(bridge) > _MAX_IFNAME - 6:
             raise ValueError(f"bridge name {bridge!r}: use at most {_MAX_IFNAME - 6} letters/digits")
         self.bridge = bridge
         self.network = ipaddress.IPv4Network(cidr)
+        #: routed to the host from inside each pod (see the module docstring); None: the proxy listens in pods
+        self.service_cidr = str(ipaddress.IPv4Network(service_cidr, strict=False)) if service_cidr else None
         if self.network.num_addresses < 4:
             raise ValueError(f"pod CIDR {cidr} is too small")
         self.gateway = self.network.network_address + 1
@@ -195,6 +202,10 @@ class PodNetwork:
                 f"link set {self.bridge} up\n"
             ),
         )
+        if self.service_cidr is not None:
+            # Loopback clusterIPs arrive on the bridge from pods: not martian here.
+            sysctl = Path(f"/proc/sys/net/ipv4/conf/{self.bridge}/route_localnet")
+            await asyncio.to_thread(sysctl.write_text, "1\n")
         log.info("pod network up: bridge %s gateway %s cidr %s", self.bridge, self.gateway, self.network)
 
     async def close(self) -> None:
@@ -301,8 +312,15 @@ class PodNetwork:
                     f"addr add {pod.ip}/{self.network.prefixlen} dev eth0\n"
                     "link set eth0 up\n"
                     f"route add default via {pod.gateway}\n"
+                    + (
+                        f"route add {self.service_cidr} via {pod.gateway} dev eth0 table local\n"
+                        if self.service_cidr is not None
+                        else ""
+                    )
                 ),
             )
+            if self.service_cidr is not None:
+                await asyncio.to_thread(run_in_netns, pod.netns, _route_localnet_eth0)
         except BaseException:
             await self._remove(pod)
             raise
@@ -322,6 +340,13 @@ class PodNetwork:
 
     def pods(self) -> list[PodInterface]:
         return list(self._pods.values())
+
+
+def _route_localnet_eth0() -> None:
+    """In a pod netns (a thread switched into it): let ``eth0`` carry loopback clusterIPs to the host."""
+    # /proc/sys/net shows the netns of the thread that opens it: this one, switched into the pod's.
+    with open("/proc/sys/net/ipv4/conf/eth0/route_localnet", "w") as f:
+        f.write("1\n")
 
 
 def netns_exists(name: str) -> bool:

@@ -79,8 +79,11 @@ class ProcessNode:
         bridge: str = "kubedl0",
         hosts_sandbox: bool = True,
         node_ip: str = NODE_IP,
+        service_cidr: str | None = None,
     ) -> None:
         self.state_dir = Path(state_dir)
+        #: known: pod netns route it to the host's proxy; None: the proxy also listens inside each pod netns
+        self.service_cidr = service_cidr
         self.node_ip = node_ip
         self.runtime = ProcessRuntime(self.state_dir, base_env=base_env)
         self.hosts = HostsFiles(self.state_dir / "hosts", cluster_domain=cluster_domain)
@@ -123,7 +126,7 @@ class ProcessNode:
     async def _pod_network(self) -> PodNetwork:
         async with self._network_lock:
             if self._network is None:
-                network = PodNetwork(bridge=self._bridge, cidr=self._pod_cidr)
+                network = PodNetwork(bridge=self._bridge, cidr=self._pod_cidr, service_cidr=self.service_cidr)
                 await network.start()  # raises PodNetworkUnavailable (clear message) without root
                 self._network = network
             return self._network
@@ -153,7 +156,7 @@ class ProcessNode:
             netns=iface.netns if iface else None,
             hostname=None if host_network else name,
         )
-        if iface is not None:
+        if iface is not None and self.service_cidr is None:
             await self.proxy.attach_netns(iface.netns)
         ps = PodSandbox(
             pod=pod,
@@ -182,7 +185,8 @@ class ProcessNode:
             if c.pod.uid == sandbox.pod.uid:
                 await c.stop(grace_seconds)
         if sandbox.interface is not None:
-            await self.proxy.detach_netns(sandbox.interface.netns)
+            if self.service_cidr is None:
+                await self.proxy.detach_netns(sandbox.interface.netns)
             if self._network is not None:
                 await self._network.delete_pod(sandbox.pod.uid)
         self.hosts.remove_pod(sandbox.pod.uid)

@@ -46,7 +46,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .logs import ContainerLog, pump_stream
 from .sandbox import Mount, Sandbox, wrap_argv
@@ -98,6 +98,15 @@ class ContainerSpec:
     working_dir: str | None = None
     image: str | None = None  # ignored: there is no image to run
     mounts: tuple[Mount, ...] = ()  # volumes, bind-mounted in the container's private mount namespace
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecContext:
+    """How a container process was started, so a command can be run the same way beside it (exec probes)."""
+
+    env: Mapping[str, str]
+    cwd: str
+    sandbox: Sandbox | None = None
 
 
 def _now() -> dt.datetime:
@@ -191,6 +200,60 @@ def _resolve_executable(argv0: str, env: Mapping[str, str], cwd: str) -> str | N
     return shutil.which(argv0, path=env.get("PATH", os.defpath))
 
 
+class RunningContainer(Protocol):
+    """One instance of a container, whatever runs it: a host process (:class:`ContainerProcess`) or an engine's
+    container (``kubedl_py.local.node.containers``). The kubelet sees only this."""
+
+    pod: PodRef
+    spec: ContainerSpec
+    restart_count: int
+    log: ContainerLog
+    container_id: str
+    started_at: dt.datetime
+    pid: int
+
+    @property
+    def running(self) -> bool: ...
+
+    @property
+    def terminated(self) -> TerminatedState | None: ...
+
+    def state(self) -> dict[str, Any]: ...
+
+    async def wait(self) -> TerminatedState: ...
+
+    async def stop(self, grace_seconds: float) -> TerminatedState: ...
+
+    async def exec(self, argv: Sequence[str], time_limit: float) -> tuple[int, str]: ...
+
+
+class _ExitProtocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """The stream protocol, plus a future resolved the moment the process exits."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=2**16, loop=loop)
+        self.exited: asyncio.Future[int] = loop.create_future()
+
+    def process_exited(self) -> None:
+        transport = self._transport  # type: ignore[attr-defined]  # the parent drops it once all is closed
+        super().process_exited()
+        if not self.exited.done():
+            self.exited.set_result(transport.get_returncode())
+
+
+async def spawn(argv: Sequence[str], **kwargs: Any) -> tuple[asyncio.subprocess.Process, asyncio.Future[int]]:
+    """``asyncio.create_subprocess_exec``, plus a future of the exit code resolved when the process exits.
+
+    Why not ``Process.wait()``: since Python 3.11 it also waits until every pipe to the child is closed, so a
+    daemon the container started (``sshd`` forks a session per login into its own session; Open MPI's
+    ``orted`` runs under it) would keep a container whose main process is long dead "running". In
+    Kubernetes a container ends when its main process does.
+    """
+    loop = asyncio.get_running_loop()
+    transport, protocol = await loop.subprocess_exec(lambda: _ExitProtocol(loop), *argv, **kwargs)
+    return asyncio.subprocess.Process(transport, protocol, loop), protocol.exited
+
+
 class ContainerProcess:
     """One running (or finished) instance of a container; created by ``ProcessRuntime.start_container``."""
 
@@ -201,10 +264,12 @@ class ContainerProcess:
         spec: ContainerSpec,
         restart_count: int,
         proc: asyncio.subprocess.Process,
+        exited: asyncio.Future[int],
         log: ContainerLog,
         container_id: str,
         started_at: dt.datetime,
         on_exit: Any,
+        exec_context: ExecContext | None = None,
     ) -> None:
         self.pod = pod
         self.spec = spec
@@ -214,9 +279,11 @@ class ContainerProcess:
         self.started_at = started_at
         self.pid: int = proc.pid
         self._proc = proc
+        self._exited = exited
         self._terminated: TerminatedState | None = None
         self._done = asyncio.get_running_loop().create_future()
         self._on_exit = on_exit
+        self._exec_context = exec_context
         self._supervisor = asyncio.create_task(self._supervise(), name=f"container {self.describe()}")
 
     def describe(self) -> str:
@@ -250,6 +317,34 @@ class ContainerProcess:
             else:
                 os.kill(self.pid, sig)
 
+    async def exec(self, argv: Sequence[str], time_limit: float) -> tuple[int, str]:
+        """Run ``argv`` as this container runs (its sandbox, environment and directory): what an exec probe
+        runs. Returns the exit code and the combined output; a run past ``time_limit`` seconds is killed
+        (TimeoutError)."""
+        context = self._exec_context or ExecContext(env=dict(os.environ), cwd=os.getcwd())
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *wrap_argv(list(argv), context.sandbox),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                cwd=context.cwd,
+                env=dict(context.env),
+                start_new_session=True,
+                preexec_fn=functools.partial(_child_setup, os.getpid()),
+            )
+        except OSError as e:
+            return 127, f"{e.strerror or e}: {argv[0] if argv else ''!r}"
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), time_limit)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+            raise
+        code = proc.returncode if proc.returncode is not None else 1
+        return (128 - code if code < 0 else code), out.decode("utf-8", "replace")
+
     async def stop(self, grace_seconds: float) -> TerminatedState:
         """SIGTERM the process group, wait up to ``grace_seconds``, then SIGKILL it; return the final state."""
         if self._terminated is not None:
@@ -270,7 +365,7 @@ class ContainerProcess:
             asyncio.create_task(pump_stream(self._proc.stderr, "stderr", self.log)),
         ]
         try:
-            returncode = await self._proc.wait()
+            returncode = await self._exited
             # The container is over: nothing else in its group may keep running (cgroup teardown).
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.pid, signal.SIGKILL)
@@ -278,6 +373,8 @@ class ContainerProcess:
             for t in pending:
                 log.warning("container %s: output still held open by a detached process", self.describe())
                 t.cancel()
+            if pending:  # abandon the pipes (the process itself has been reaped)
+                self._proc._transport.close()  # type: ignore[attr-defined]
         except BaseException:
             for t in pumps:
                 t.cancel()
@@ -298,6 +395,57 @@ class ContainerProcess:
             self._terminated.reason,
         )
         self._done.set_result(self._terminated)
+
+
+class Watchdog:
+    """The cluster's side of ``_reaper.py``: what must not outlive the cluster, told over a pipe.
+
+    ``remove_command`` (e.g. ``podman ... rm --force --time 0``) is what the watchdog runs, with the ids
+    appended, for the engine containers still registered when the pipe closes.
+    """
+
+    def __init__(self, remove_command: Sequence[str] = ()) -> None:
+        self.remove_command = list(remove_command)
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def start(self) -> None:
+        if self._process is not None:
+            return
+        # Plain Popen, not asyncio: the watchdog must be writable synchronously from any callback.
+        self._process = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("_reaper.py")), *self.remove_command],
+            stdin=subprocess.PIPE,
+            start_new_session=True,
+        )
+
+    def tell(self, op: bytes, what: bytes) -> None:
+        """``+``/``-`` a process group id, or ``c:<id>`` for an engine container."""
+        process = self._process
+        if process is None or process.stdin is None:
+            return
+        try:
+            process.stdin.write(b"%s%s\n" % (op, what))
+            process.stdin.flush()
+        except OSError:
+            log.error("process watchdog is gone; containers may outlive a crashed cluster")
+
+    async def close(self) -> None:
+        """EOF: it kills and removes whatever is still registered (nothing, normally) and exits."""
+        process, self._process = self._process, None
+        if process is None:
+            return
+        assert process.stdin is not None
+        with contextlib.suppress(OSError):
+            process.stdin.close()
+        try:
+            await asyncio.to_thread(process.wait, 120 if self.remove_command else 5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            await asyncio.to_thread(process.wait)
 
 
 class ProcessRuntime:
@@ -321,8 +469,8 @@ class ProcessRuntime:
         self.base_env = dict(os.environ if base_env is None else base_env)
         self.default_working_dir = default_working_dir or os.getcwd()
         self._use_reaper = reaper
-        self._reaper: subprocess.Popen[bytes] | None = None
-        self._running: dict[tuple[str, str], ContainerProcess] = {}
+        self.watchdog = Watchdog()
+        self._running: dict[tuple[str, str], RunningContainer] = {}
         self._latest: dict[tuple[str, str], int] = {}
         self._warned_image = False
 
@@ -335,38 +483,15 @@ class ProcessRuntime:
 
     async def start(self) -> None:
         self.logs_dir.mkdir(parents=True, exist_ok=True)
-        if self._use_reaper and self._reaper is None:
-            # Plain Popen, not asyncio: the watchdog must be writable synchronously from any callback.
-            self._reaper = subprocess.Popen(  # noqa: ASYNC220 - fork+exec only, nothing waited on
-                [sys.executable, str(Path(__file__).with_name("_reaper.py"))],
-                stdin=subprocess.PIPE,
-                start_new_session=True,
-            )
+        if self._use_reaper:
+            self.watchdog.start()
 
     async def close(self, grace_seconds: float = 5.0) -> None:
         """Stop every running container (SIGTERM, grace, SIGKILL), then retire the watchdog."""
         running = list(self._running.values())
         if running:
             await asyncio.gather(*(c.stop(grace_seconds) for c in running), return_exceptions=True)
-        if self._reaper is not None:
-            reaper, self._reaper = self._reaper, None
-            assert reaper.stdin is not None
-            with contextlib.suppress(OSError):
-                reaper.stdin.close()  # EOF: it kills whatever is still registered (nothing, normally) and exits
-            try:
-                await asyncio.to_thread(reaper.wait, 5)
-            except subprocess.TimeoutExpired:
-                reaper.kill()
-                await asyncio.to_thread(reaper.wait)
-
-    def _tell_reaper(self, op: bytes, pgid: int) -> None:
-        if self._reaper is None or self._reaper.stdin is None:
-            return
-        try:
-            self._reaper.stdin.write(b"%s%d\n" % (op, pgid))
-            self._reaper.stdin.flush()
-        except OSError:
-            log.error("process watchdog is gone; containers may outlive a crashed cluster")
+        await self.watchdog.close()
 
     def log_path(self, pod: PodRef, container: str, restart_count: int) -> Path:
         """Kubelet layout: ``pods/<ns>_<name>_<uid>/<container>/<restartCount>.log``."""
@@ -418,8 +543,8 @@ class ProcessRuntime:
             raise start_error(f'exec: "{argv[0]}": executable file not found in $PATH')
         container_log = ContainerLog(self.log_path(pod, spec.name, restart_count), writable=True)
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *wrap_argv(argv, sandbox),
+            proc, exited = await spawn(
+                wrap_argv(argv, sandbox),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -431,29 +556,41 @@ class ProcessRuntime:
         except OSError as e:
             container_log.close()
             raise start_error(f"{e.strerror or e}: {argv[0]!r}") from e
-        self._tell_reaper(b"+", proc.pid)
+        self.watchdog.tell(b"+", b"%d" % proc.pid)
         container = ContainerProcess(
             pod=pod,
             spec=spec,
             restart_count=restart_count,
             proc=proc,
+            exited=exited,
             log=container_log,
             container_id=container_id,
             started_at=started_at,
             on_exit=self._exited,
+            exec_context=ExecContext(env=env, cwd=cwd, sandbox=sandbox),
         )
         self._running[key] = container
         self._latest[key] = restart_count
         log.info("started container %s pid=%s argv=%s", container.describe(), proc.pid, argv)
         return container
 
-    def _exited(self, container: ContainerProcess) -> None:
-        self._tell_reaper(b"-", container.pid)
+    def _exited(self, container: RunningContainer) -> None:
+        if isinstance(container, ContainerProcess):
+            self.watchdog.tell(b"-", b"%d" % container.pid)
         key = (container.pod.uid, container.spec.name)
         if self._running.get(key) is container:
             del self._running[key]
 
-    def running(self) -> list[ContainerProcess]:
+    def adopt(self, container: RunningContainer) -> Any:
+        """Keep an instance another runtime started (an engine's container) with the node's own: its log is
+        served like a process's, and :meth:`running`, :meth:`close` and sandbox removal stop it too. Returns
+        the callback the instance calls once it has exited."""
+        key = (container.pod.uid, container.spec.name)
+        self._running[key] = container
+        self._latest[key] = container.restart_count
+        return self._exited
+
+    def running(self) -> list[RunningContainer]:
         return list(self._running.values())
 
     def container_log(self, pod: PodRef, container: str, *, previous: bool = False) -> ContainerLog:

@@ -1,0 +1,164 @@
+"""What a job kind is, as far as the API is concerned: the plug-in interface of the API half.
+
+Why plug-ins: the kinds differ only in a few facts (replica types, default container and port, defaults, a
+handful of validation rules) and in their rendezvous. Everything else — pods, Services, host-network mode,
+run policies, status, CRD generation, the SDK and the CLI — is the same code for every kind. So a kind is
+two small modules, this API half (``kubedl_py/api/kinds/<name>.py``: model, defaults, validation, CRD rules)
+and its controller half (``kubedl_py/controllers/kinds/<name>.py``: rendezvous settings, success rule,
+extra owned objects), and one line in the registry (``kubedl_py/api/kinds/__init__.py``). Nothing else in
+the code base names a kind.
+
+Each kind's model is a :class:`TrainingJob` subclass whose ``spec`` is the kind's own spec class (a
+:class:`~kubedl_py.api.common.RunPolicy` subclass holding ``<kind>ReplicaSpecs`` and the kind's extra
+fields). Code outside the kind's modules only uses the :class:`TrainingJob` interface (``framework``,
+``replica_specs``, ``run_policy``) and its :class:`KindAPI` hooks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from kubedl_py.api import constants as c
+from kubedl_py.api.common import JobStatus, KubeModel, ObjectMeta, ReplicaSpec, RunPolicy
+from kubedl_py.api.errors import FieldError
+
+
+@dataclass(frozen=True)
+class Framework:
+    """The facts about a kind that generic code needs (names, defaults of containers and ports)."""
+
+    kind: str
+    plural: str
+    #: the spec field holding the replica specs (``pytorchReplicaSpecs``)
+    replica_specs_field: str
+    #: the replica types, in the order pods are listed and ranks are given
+    replica_types: tuple[str, ...]
+    #: the container that runs the framework (gets the rendezvous settings and the port) when present
+    container_name: str
+    port_name: str
+    default_port: int
+    default_restart_policy: str
+    default_clean_pod_policy: str
+    #: ``kubectl get <short name>``
+    short_names: tuple[str, ...] = ()
+    #: replica types with exactly one pod (PyTorch's Master, TF's Chief): the pod labelled ``job-role: master``
+    master_types: tuple[str, ...] = ()
+
+    @property
+    def singular(self) -> str:
+        return self.kind.lower()
+
+
+class TrainingJob(KubeModel):
+    """The common shape of every training job; each kind subclasses it with its ``spec`` and ``FRAMEWORK``."""
+
+    FRAMEWORK: ClassVar[Framework]
+
+    api_version: str = c.API_VERSION
+    kind: str
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: RunPolicy
+    status: JobStatus | None = None
+
+    @property
+    def framework(self) -> Framework:
+        return self.FRAMEWORK
+
+    @property
+    def replica_specs(self) -> dict[str, ReplicaSpec]:
+        specs: dict[str, ReplicaSpec] = getattr(self.spec, _snake(self.FRAMEWORK.replica_specs_field))
+        return specs
+
+    @property
+    def run_policy(self) -> RunPolicy:
+        return self.spec
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name or ""
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.namespace or "default"
+
+    @property
+    def host_network(self) -> bool:
+        annotations = self.metadata.annotations or {}
+        return annotations.get(c.ANNOTATION_NETWORK_MODE) == c.NETWORK_MODE_HOST
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire form, with apiVersion and kind first as kubectl prints them."""
+        body = self.model_dump(by_alias=True, exclude_none=True, mode="json")
+        ordered: dict[str, Any] = {
+            key: body.pop(key) for key in ("apiVersion", "kind", "metadata", "spec") if key in body
+        }
+        ordered.update(body)
+        return ordered
+
+
+def _snake(camel: str) -> str:
+    return "".join(f"_{ch.lower()}" if ch.isupper() else ch for ch in camel)
+
+
+Validator = Callable[[Any], list[FieldError]]
+Defaulter = Callable[[Any], None]
+
+
+def _no_errors(job: Any) -> list[FieldError]:
+    return []
+
+
+def _no_defaults(job: Any) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class KindAPI:
+    """The API half of a kind plug-in.
+
+    - ``model``: the kind's :class:`TrainingJob` subclass (its ``FRAMEWORK`` is ``framework``);
+    - ``validate(job)``: the kind's semantic rules beyond the schema (each a FieldError naming field and fix);
+    - ``defaults(job)``: fills the kind's own defaults in place (the generic ones are applied before);
+    - ``cel_rules``: CEL rules on the replica-spec map (what a schema cannot state, e.g. "one Master"),
+      each ``{"rule": ..., "message": ...}``; the generic "known replica types" rule is added for every kind;
+    - ``controller``: the dotted module of the controller half (default ``kubedl_py.controllers.kinds.<name>``);
+    - ``owned_resources``: (API group, resource) of the objects its jobs own besides pods and Services (the
+      install manifests grant the controller those, e.g. MPI's ``("", "configmaps")``).
+    """
+
+    name: str
+    model: type[TrainingJob]
+    validate: Validator = _no_errors
+    defaults: Defaulter = _no_defaults
+    cel_rules: tuple[Mapping[str, str], ...] = ()
+    controller: str = ""
+    owned_resources: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def framework(self) -> Framework:
+        return self.model.FRAMEWORK
+
+    @property
+    def kind(self) -> str:
+        return self.framework.kind
+
+    @property
+    def api_version(self) -> str:
+        """``group/version`` of the kind (the model's fixed ``apiVersion``)."""
+        return str(self.model.model_fields["api_version"].default)
+
+    @property
+    def group(self) -> str:
+        return self.api_version.partition("/")[0]
+
+    @property
+    def version(self) -> str:
+        return self.api_version.partition("/")[2]
+
+    @property
+    def controller_module(self) -> str:
+        return self.controller or f"kubedl_py.controllers.kinds.{self.name}"

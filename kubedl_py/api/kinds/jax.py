@@ -1,0 +1,40 @@
+"""JAXJob: multi-process JAX (``jax.distributed.initialize``), Workers only; worker 0 hosts the coordinator.
+
+The API half of the kind (see ``base.py``), with the Training Operator v1's names and defaults: container
+``jax``, port ``jaxjob-port`` 6666, restart policy ``Never``, cleanPodPolicy ``None``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from kubedl_py.api.common import ReplicaSpec, RunPolicy
+from kubedl_py.api.kinds.base import Framework, KindAPI, TrainingJob
+
+JAX = Framework(
+    kind="JAXJob",
+    plural="jaxjobs",
+    replica_specs_field="jaxReplicaSpecs",
+    replica_types=("Worker",),
+    container_name="jax",
+    port_name="jaxjob-port",
+    default_port=6666,
+    default_restart_policy="Never",
+    default_clean_pod_policy="None",
+    short_names=("jaxj",),
+)
+
+
+class JAXJobSpec(RunPolicy):
+    jax_replica_specs: dict[str, ReplicaSpec]
+
+
+class JAXJob(TrainingJob):
+    FRAMEWORK = JAX
+
+    api_version: Literal["training.kubedl.io/v1alpha1"] = "training.kubedl.io/v1alpha1"
+    kind: Literal["JAXJob"] = "JAXJob"
+    spec: JAXJobSpec
+
+
+KIND = KindAPI(name="jax", model=JAXJob)

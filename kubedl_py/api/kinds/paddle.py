@@ -1,0 +1,73 @@
+"""PaddleJob: PaddlePaddle in collective mode (Workers only; worker 0 is the endpoint) or parameter-server
+mode (a Master holds the endpoint and serves parameters).
+
+The API half of the kind (see ``base.py``), with the Training Operator v1's names and defaults: container
+``paddle``, port ``master`` 36543, restart policy ``OnFailure``, cleanPodPolicy ``None``; ``elasticPolicy``
+(min/max replicas, max restarts) is kept for users of the Training Operator's autoscaling.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from kubedl_py.api.common import KubeModel, ReplicaSpec, RunPolicy
+from kubedl_py.api.errors import FieldError
+from kubedl_py.api.kinds.base import Framework, KindAPI, TrainingJob
+
+PADDLE = Framework(
+    kind="PaddleJob",
+    plural="paddlejobs",
+    replica_specs_field="paddleReplicaSpecs",
+    replica_types=("Master", "Worker"),
+    container_name="paddle",
+    port_name="master",
+    default_port=36543,
+    default_restart_policy="OnFailure",
+    default_clean_pod_policy="None",
+    short_names=("pdj",),
+    master_types=("Master",),
+)
+
+
+class PaddleElasticPolicy(KubeModel):
+    min_replicas: Annotated[int, Field(ge=1)] | None = None
+    max_replicas: Annotated[int, Field(ge=1)] | None = None
+    max_restarts: Annotated[int, Field(ge=0)] | None = None
+
+
+class PaddleJobSpec(RunPolicy):
+    paddle_replica_specs: dict[str, ReplicaSpec]
+    elastic_policy: PaddleElasticPolicy | None = None
+
+
+class PaddleJob(TrainingJob):
+    FRAMEWORK = PADDLE
+
+    api_version: Literal["training.kubedl.io/v1alpha1"] = "training.kubedl.io/v1alpha1"
+    kind: Literal["PaddleJob"] = "PaddleJob"
+    spec: PaddleJobSpec
+
+
+def validate(job: PaddleJob) -> list[FieldError]:
+    elastic = job.spec.elastic_policy
+    if elastic is None or elastic.min_replicas is None or elastic.max_replicas is None:
+        return []
+    if elastic.min_replicas > elastic.max_replicas:
+        low, high = elastic.min_replicas, elastic.max_replicas
+        return [FieldError("spec.elasticPolicy.minReplicas", f"is {low}, above maxReplicas {high}: lower it to {high}")]
+    return []
+
+
+def defaults(job: PaddleJob) -> None:
+    # As the Training Operator: one bound given, the other follows it.
+    elastic = job.spec.elastic_policy
+    if elastic is not None:
+        if elastic.min_replicas is None and elastic.max_replicas is not None:
+            elastic.min_replicas = elastic.max_replicas
+        elif elastic.max_replicas is None and elastic.min_replicas is not None:
+            elastic.max_replicas = elastic.min_replicas
+
+
+KIND = KindAPI(name="paddle", model=PaddleJob, validate=validate, defaults=defaults)

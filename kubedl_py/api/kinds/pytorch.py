@@ -1,0 +1,126 @@
+"""PyTorchJob: a Master (rank 0, the rendezvous host) and Workers, run with DDP or torchrun.
+
+The API half of the kind (see ``base.py``): ``nprocPerNode`` and ``elasticPolicy`` beside the replica specs;
+one Master at most; a workers-only job is allowed (Worker 0 then hosts the rendezvous).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from kubedl_py.api.common import KubeModel, ReplicaSpec, RunPolicy
+from kubedl_py.api.errors import FieldError
+from kubedl_py.api.kinds.base import Framework, KindAPI, TrainingJob
+
+#: ``elasticPolicy.rdzvBackend`` when unset: torchrun's built-in backend, no etcd needed
+DEFAULT_RDZV_BACKEND = "c10d"
+#: ``nprocPerNode`` when unset: one process per pod, so WORLD_SIZE equals the pod count
+DEFAULT_NPROC_PER_NODE = 1
+# torchrun accepts an integer or one of these words for --nproc-per-node.
+NPROC_WORDS = ("auto", "cpu", "gpu")
+NprocPerNode = Annotated[int, Field(ge=1)] | Annotated[str, Field(pattern=r"^(auto|cpu|gpu|[1-9][0-9]*)$")]
+
+PYTORCH = Framework(
+    kind="PyTorchJob",
+    plural="pytorchjobs",
+    replica_specs_field="pytorchReplicaSpecs",
+    replica_types=("Master", "Worker"),
+    container_name="pytorch",
+    port_name="pytorchjob-port",
+    default_port=23456,
+    default_restart_policy="OnFailure",
+    default_clean_pod_policy="None",
+    short_names=("ptj",),
+    master_types=("Master",),
+)
+
+
+class RdzvConf(KubeModel):
+    key: str = Field(min_length=1)
+    value: str
+
+
+class ElasticPolicy(KubeModel):
+    min_replicas: Annotated[int, Field(ge=1)] | None = None
+    max_replicas: Annotated[int, Field(ge=1)] | None = None
+    rdzv_backend: str | None = None
+    rdzv_port: Annotated[int, Field(ge=1, le=65535)] | None = None
+    rdzv_host: str | None = None
+    rdzv_id: str | None = None
+    rdzv_conf: list[RdzvConf] | None = None
+    max_restarts: Annotated[int, Field(ge=0)] | None = None
+
+
+class PyTorchJobSpec(RunPolicy):
+    pytorch_replica_specs: dict[str, ReplicaSpec]
+    nproc_per_node: NprocPerNode | None = None
+    elastic_policy: ElasticPolicy | None = None
+
+
+class PyTorchJob(TrainingJob):
+    FRAMEWORK = PYTORCH
+
+    api_version: Literal["training.kubedl.io/v1alpha1"] = "training.kubedl.io/v1alpha1"
+    kind: Literal["PyTorchJob"] = "PyTorchJob"
+    spec: PyTorchJobSpec
+
+
+def validate(job: PyTorchJob) -> list[FieldError]:
+    path = f"spec.{PYTORCH.replica_specs_field}"
+    specs = job.spec.pytorch_replica_specs
+    errors = []
+    master = specs.get("Master")
+    if master is not None and (master.replicas if master.replicas is not None else 1) != 1:
+        errors.append(
+            FieldError(
+                f"{path}.Master.replicas",
+                f"is {master.replicas}; a PyTorchJob has exactly one Master: set it to 1 "
+                "(or remove Master for a workers-only job)",
+            )
+        )
+    elastic = job.spec.elastic_policy
+    if elastic is not None:
+        worker = specs.get("Worker")
+        if worker is None or (worker.replicas if worker.replicas is not None else 1) < 1:
+            errors.append(
+                FieldError(
+                    f"{path}.Worker.replicas",
+                    "an elasticPolicy needs at least 1 Worker: add a Worker replica spec with replicas >= 1",
+                )
+            )
+        if (
+            elastic.min_replicas is not None
+            and elastic.max_replicas is not None
+            and elastic.min_replicas > elastic.max_replicas
+        ):
+            errors.append(
+                FieldError(
+                    "spec.elasticPolicy.minReplicas",
+                    f"is {elastic.min_replicas}, above maxReplicas {elastic.max_replicas}: "
+                    "make minReplicas <= maxReplicas",
+                )
+            )
+    return errors
+
+
+def defaults(job: PyTorchJob) -> None:
+    if job.spec.nproc_per_node is None:
+        job.spec.nproc_per_node = DEFAULT_NPROC_PER_NODE
+    if job.spec.elastic_policy is not None and job.spec.elastic_policy.rdzv_backend is None:
+        job.spec.elastic_policy.rdzv_backend = DEFAULT_RDZV_BACKEND
+
+
+KIND = KindAPI(
+    name="pytorch",
+    model=PyTorchJob,
+    validate=validate,
+    defaults=defaults,
+    cel_rules=(
+        {
+            "rule": "!has(self.Master) || !has(self.Master.replicas) || self.Master.replicas == 1",
+            "message": "a PyTorchJob has exactly one Master: set Master.replicas to 1",
+        },
+    ),
+)

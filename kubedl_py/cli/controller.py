@@ -1,0 +1,86 @@
+"""``kubedl-py controller``: run the training-job controller (every registered kind) against a cluster until
+SIGTERM/SIGINT.
+
+Why the flags are checked here, before anything connects: a bad port range or RDMA defaults file is a usage
+error (exit 2) naming the flag, not a crash of a controller that already started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+from pathlib import Path
+
+import yaml
+
+from kubedl_py.api.common import RdmaSpec
+from kubedl_py.api.validation import JobValidationError, parse_rdma
+from kubedl_py.cli.errors import UsageError
+from kubedl_py.controllers.ports import parse_range
+from kubedl_py.controllers.setup import ControllerOptions, build_manager
+from kubedl_py.controllers.setup import run_controller as serve_controller
+from kubedl_py.kube.client import KubeClient
+from kubedl_py.kube.informer import InformerSettings
+from kubedl_py.kube.leader import LeadershipLost
+
+
+def controller_options(args: argparse.Namespace) -> ControllerOptions:
+    """The controller's options from the flags; :class:`UsageError` naming the flag for a bad one."""
+    if args.workers < 1:
+        raise UsageError("--workers must be at least 1")
+    try:
+        port_range = parse_range(args.hostnetwork_port_range)
+    except ValueError as exc:
+        raise UsageError(f"--hostnetwork-port-range: {exc}") from None
+    if args.resync_period is not None and args.resync_period <= 0:
+        raise UsageError("--resync-period must be positive")
+    informer = InformerSettings(resync_period=args.resync_period) if args.resync_period else None
+    if args.gang_scheduler_name is not None and not args.gang_scheduler:
+        raise UsageError("--gang-scheduler-name needs --gang-scheduler")
+    return ControllerOptions(
+        informer=informer,
+        namespace=args.namespace or None,
+        workers=args.workers,
+        metrics_addr=args.metrics_addr,
+        leader_elect=args.leader_elect,
+        leader_elect_namespace=args.leader_elect_namespace,
+        host_port_range=port_range,
+        cluster_domain=args.cluster_domain or os.environ.get("CUSTOM_CLUSTER_DOMAIN") or None,
+        gang_scheduler=args.gang_scheduler,
+        gang_scheduler_name=args.gang_scheduler_name,
+        rdma_defaults=rdma_defaults(args.rdma_defaults) if args.rdma_defaults else None,
+    )
+
+
+def rdma_defaults(path: str) -> RdmaSpec:
+    """The ``--rdma-defaults`` file as an ``RdmaSpec``; a bad file is a usage error naming the field."""
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise UsageError(f"--rdma-defaults: cannot read {path}: {exc}") from None
+    try:
+        return parse_rdma(data, source=f"--rdma-defaults {path}")
+    except JobValidationError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def run_controller(args: argparse.Namespace) -> int:
+    options = controller_options(args)
+
+    async def serve() -> int:
+        async with KubeClient(kubeconfig=args.kubeconfig, context=args.context) as client:
+            manager = build_manager(client, options)
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(signum, manager.stop)
+            try:
+                await serve_controller(client, options, manager=manager)
+            except LeadershipLost as exc:
+                logging.getLogger("kubedl_py").error("%s; exiting so a fresh process can compete again", exc)
+                return 1
+        return 0
+
+    return asyncio.run(serve())

@@ -1,0 +1,148 @@
+"""What the job commands print: ages, aligned tables, the rows of ``get`` and the text of ``describe``.
+
+Pure functions of the SDK's views, so the output can be checked without a cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from kubedl_py.api import constants as c
+from kubedl_py.api.jobs import Job
+from kubedl_py.sdk import JobDescription, event_time, job_age, job_state, replica_counts
+
+
+def resource_name(job: Job) -> str:
+    """``pytorchjob.training.kubedl.io``: how kubectl names the kind in its messages."""
+    group = str(job.api_version).partition("/")[0] or c.GROUP
+    return f"{str(job.kind).lower()}.{group}"
+
+
+def age(seconds: float | None) -> str:
+    if seconds is None:
+        return "<unknown>"
+    s = int(seconds)
+    if s < 120:
+        return f"{s}s"
+    if s < 7200:
+        return f"{s // 60}m"
+    if s < 172800:
+        return f"{s // 3600}h"
+    return f"{s // 86400}d"
+
+
+def event_age(event: Mapping[str, Any]) -> str:
+    when = event_time(event)
+    try:
+        at = datetime.fromisoformat(when.replace("Z", "+00:00"))
+    except ValueError:
+        return "<unknown>"
+    return age((datetime.now(UTC) - at).total_seconds())
+
+
+def table(rows: Sequence[Sequence[Any]], indent: str = "") -> str:
+    cells = [[str(cell) for cell in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    lines = ["   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in cells]
+    return "".join(f"{indent}{line}\n" for line in lines)
+
+
+class Columns:
+    """Rows printed one at a time under a header, aligned like :func:`table` (``get -w``): a column widens
+    when a later cell is longer, as ``kubectl get -w`` does."""
+
+    def __init__(self, rows: Sequence[Sequence[Any]]) -> None:
+        self.widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+
+    def line(self, row: Sequence[Any]) -> str:
+        cells = [str(cell) for cell in row]
+        self.widths = [max(width, len(cell)) for width, cell in zip(self.widths, cells, strict=True)]
+        return "   ".join(cell.ljust(width) for cell, width in zip(cells, self.widths, strict=True)).rstrip() + "\n"
+
+
+def job_header(wide: bool) -> list[str]:
+    header = ["NAME", "KIND", "STATE", "REPLICAS", "AGE"]
+    if wide:
+        header += ["NETWORK", "REASON", "MESSAGE"]
+    return header
+
+
+def job_row(job: Job, wide: bool) -> list[Any]:
+    counts = "/".join(str(n) for n in replica_counts(job))
+    row: list[Any] = [job.name, job.kind, job_state(job), counts, age(job_age(job))]
+    if wide:
+        last = next((cond for cond in reversed((job.status.conditions if job.status else None) or [])), None)
+        row += [
+            "host" if job.host_network else "pod",
+            (last.reason if last else None) or "",
+            (last.message if last else None) or "",
+        ]
+    return row
+
+
+def format_description(described: JobDescription) -> str:
+    job = described.job
+    status = job.status
+    out = [
+        f"Name:         {job.name}\n",
+        f"Namespace:    {job.namespace}\n",
+        f"Kind:         {job.kind}\n",
+        f"UID:          {job.metadata.uid or ''}\n",
+        f"Network:      {'host' if job.host_network else 'pod'}\n",
+        f"Created:      {job.metadata.creation_timestamp or ''} ({age(job_age(job))} ago)\n",
+        f"State:        {job_state(job)}\n",
+    ]
+    if status and status.start_time:
+        out.append(f"Start Time:   {status.start_time.isoformat()}\n")
+    if status and status.completion_time:
+        out.append(f"Completed:    {status.completion_time.isoformat()}\n")
+    conditions = (status.conditions if status else None) or []
+    out.append("Conditions:\n")
+    if conditions:
+        rows: list[list[Any]] = [["TYPE", "STATUS", "REASON", "LAST TRANSITION", "MESSAGE"]]
+        for cond in conditions:
+            when = cond.last_transition_time.isoformat() if cond.last_transition_time else ""
+            rows.append([cond.type, cond.status, cond.reason or "", when, cond.message or ""])
+        out.append(table(rows, "  "))
+    else:
+        out.append("  <none>\n")
+    out.append("Replica Statuses:\n")
+    replicas = (status.replica_statuses if status else None) or {}
+    if replicas:
+        rows = [["TYPE", "ACTIVE", "SUCCEEDED", "FAILED", "RESTARTS"]]
+        for kind, rs in replicas.items():
+            rows.append([kind, rs.active or 0, rs.succeeded or 0, rs.failed or 0, rs.restarts or 0])
+        out.append(table(rows, "  "))
+    else:
+        out.append("  <none>\n")
+    out.append("Pods:\n")
+    if described.pods:
+        rows = [["NAME", "NODE", "PHASE", "RESTARTS", "HOST PORT", "SERVICE", "TARGET PORT"]]
+        for pod in described.pods:
+            host_port = pod.host_port if pod.host_port is not None else ("-" if not job.host_network else "?")
+            target = pod.target_port if pod.target_port is not None else "-"
+            rows.append([pod.name, pod.node or "-", pod.phase, pod.restarts, host_port, pod.service or "-", target])
+        out.append(table(rows, "  "))
+    else:
+        out.append("  <none>\n")
+    out.append("Events:\n")
+    if described.events:
+        rows = [["AGE", "TYPE", "REASON", "OBJECT", "COUNT", "MESSAGE"]]
+        for event in described.events:
+            involved = event.get("involvedObject") or {}
+            rows.append(
+                [
+                    event_age(event),
+                    event.get("type", ""),
+                    event.get("reason", ""),
+                    f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}",
+                    event.get("count", 1),
+                    str(event.get("message", "")).strip(),
+                ]
+            )
+        out.append(table(rows, "  "))
+    else:
+        out.append("  <none>\n")
+    return "".join(out)

@@ -1,0 +1,258 @@
+"""The ``kubedl-py`` argument parser: every command, its flags and help, and the handler it runs.
+
+Why apart from the handlers: ``--help`` and a bad flag must answer at once, so building the parser imports
+nothing heavy (no controller, no HTTP stack). A command names its handler as (module of this package,
+function); :class:`Handler` imports that module only when the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final, TypeAlias, cast
+
+from kubedl_py._version import __version__
+from kubedl_py.api.constants import LOCAL_KUBECONFIG
+from kubedl_py.api.kinds import all_kinds
+from kubedl_py.templates.render import DEFAULT_IMAGE, DEFAULT_NAMESPACE
+
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+#: ``--gang-scheduler`` choices: ``kubedl_py.controllers.gang.GANG_SCHEDULERS`` (a test keeps them equal),
+#: spelled out here so that building the parser (``--help``, ``manifests``) does not import the controller
+GANG_SCHEDULERS: Final = ("volcano", "scheduler-plugins")
+
+
+def _kinds() -> str:
+    """The registered kinds (read when the parser is built: a plug-in may have added one)."""
+    return ", ".join(plugin.kind for plugin in all_kinds())
+
+
+def description() -> str:
+    return (
+        f"Run training jobs ({_kinds()}) on Kubernetes. Start a cluster on this machine with "
+        "`kubedl-py local up`, then submit, watch and inspect jobs with the job commands; `manifests` and "
+        "`controller` install and run the controller on any cluster."
+    )
+
+
+EPILOG: Final = (
+    "exit codes: 0 success, 1 the job failed or the cluster refused, 2 usage or validation error, 3 timeout. "
+    "Run `kubedl-py COMMAND --help` for a command's flags."
+)
+
+
+@dataclass(frozen=True)
+class Handler:
+    """A command's handler, ``kubedl_py.cli.<module>.<function>(args) -> exit code``, imported when it runs."""
+
+    module: str
+    function: str
+
+    def __call__(self, args: argparse.Namespace) -> int:
+        loaded = importlib.import_module(f"kubedl_py.cli.{self.module}")
+        run = cast(Callable[[argparse.Namespace], int], getattr(loaded, self.function))
+        return run(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kubedl-py", description=description(), epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=f"kubedl-py {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_manifests(sub)
+    _add_controller(sub)
+    _add_local(sub)
+    _add_job_commands(sub)
+    return parser
+
+
+def _add_local(sub: Subcommands) -> None:
+    p = sub.add_parser("local", help="a Kubernetes cluster on this machine (embedded, or the real components)")
+    local_sub = p.add_subparsers(dest="local_command", required=True)
+    up = local_sub.add_parser("up", help="serve a local cluster (and the controller) on 127.0.0.1 until SIGINT/SIGTERM")
+    up.add_argument(
+        "--control-plane",
+        default="embedded",
+        choices=["embedded", "kubernetes"],
+        help="'embedded': kubedl-py's own API server, starts in well under a second (default); 'kubernetes': "
+        "the real kube-apiserver, controller-manager, scheduler and etcd, built from their Go modules on first "
+        "use (`make kube-binaries`, minutes) and started in about 10 s",
+    )
+    up.add_argument(
+        "--kubeconfig",
+        default=LOCAL_KUBECONFIG,
+        help=f"write a kubeconfig (context kubedl-local) here once ready (default {LOCAL_KUBECONFIG}, "
+        "where the SDK and CLI look)",
+    )
+    up.add_argument("--port", type=int, default=0, help="API server port (default 0: any free port)")
+    up.add_argument(
+        "--nodes", type=int, default=1, help="number of nodes (default 1; the process and container runtimes run 1)"
+    )
+    up.add_argument(
+        "--runtime",
+        default="process",
+        choices=["process", "container", "simulated"],
+        help="how pods run: 'process' runs their commands as local processes (default); 'container' runs the "
+        "pods whose images are all in the local podman store in containers (e.g. the controller's Deployment "
+        "from `make image`) and the others as processes; 'simulated' only pretends (scale tests)",
+    )
+    up.add_argument(
+        "--bridge",
+        default=None,
+        help="process/container runtimes: the Linux bridge of pod-network pods (root only; default kubedl0)",
+    )
+    up.add_argument(
+        "--pod-cidr", default=None, help="process/container runtimes: the pod network's CIDR (default 10.244.0.0/16)"
+    )
+    up.add_argument(
+        "--data-dir", default=None, help="keep the embedded cluster's state here across restarts (default: memory)"
+    )
+    up.add_argument(
+        "--no-controller",
+        action="store_true",
+        help="do not install the CRDs nor run the training-job controller (with --control-plane kubernetes: "
+        "nor its ServiceAccount and RBAC, so `kubectl apply -f deploy/kubedl-py.yaml` installs it in-cluster)",
+    )
+    up.set_defaults(handler=Handler("local", "run_local_up_command"))
+
+
+def _add_controller(sub: Subcommands) -> None:
+    p = sub.add_parser("controller", help="run the training-job controller against a cluster")
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+    p.add_argument("--context", help="kubeconfig context to use")
+    p.add_argument("-n", "--namespace", default=None, help="watch only this namespace (default: all)")
+    p.add_argument("--workers", type=int, default=4, help="concurrent reconciles per job kind (default 4)")
+    p.add_argument("--metrics-addr", default=None, help="HOST:PORT for /metrics, /healthz, /readyz")
+    p.add_argument("--leader-elect", action="store_true", help="act only while holding the leader Lease")
+    p.add_argument(
+        "--leader-elect-namespace",
+        default="kubedl-system",
+        help="namespace of the leader Lease (default kubedl-system)",
+    )
+    p.add_argument(
+        "--hostnetwork-port-range",
+        default="20000-30000",
+        help="host ports for host-network pods, LOW-HIGH, both inclusive (default 20000-30000)",
+    )
+    p.add_argument(
+        "--resync-period",
+        type=float,
+        default=None,
+        help="seconds between re-reconciles of every cached job, without API calls (default: never)",
+    )
+    p.add_argument(
+        "--cluster-domain",
+        default=None,
+        help="cluster DNS domain to append to Service names in TF_CONFIG (default: none; $CUSTOM_CLUSTER_DOMAIN)",
+    )
+    p.add_argument(
+        "--gang-scheduler",
+        choices=GANG_SCHEDULERS,
+        default=None,
+        help="give every job a PodGroup of this gang scheduler and point its pods at it (default: none)",
+    )
+    p.add_argument(
+        "--gang-scheduler-name",
+        default=None,
+        help="schedulerName for gang-scheduled pods (default: volcano / scheduler-plugins-scheduler)",
+    )
+    p.add_argument(
+        "--rdma-defaults",
+        metavar="FILE",
+        default=None,
+        help="YAML with the shape of spec.rdma: defaults for jobs that have a spec.rdma block",
+    )
+    p.set_defaults(handler=Handler("controller", "run_controller"))
+
+
+def _add_manifests(sub: Subcommands) -> None:
+    p = sub.add_parser("manifests", help="print the install manifests (CRDs, RBAC, Deployment) as YAML")
+    p.add_argument("--image", default=DEFAULT_IMAGE, help=f"controller image (default {DEFAULT_IMAGE})")
+    p.add_argument("--namespace", default=DEFAULT_NAMESPACE, help=f"controller namespace (default {DEFAULT_NAMESPACE})")
+    p.add_argument("--crds-only", action="store_true", help="print only the CustomResourceDefinitions")
+    p.add_argument(
+        "--gang-scheduler",
+        choices=GANG_SCHEDULERS,
+        default=None,
+        help="also grant access to this gang scheduler's PodGroups and pass the flag to the controller",
+    )
+    p.set_defaults(handler=Handler("manifests", "run_manifests"))
+
+
+def _cluster_options() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+    common.add_argument("--context", help="kubeconfig context to use (default: the current context)")
+    common.add_argument(
+        "-n", "--namespace", default=None, help="namespace (default: the context's namespace, else default)"
+    )
+    return common
+
+
+def _add_kind(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--kind",
+        default=None,
+        help=f"{_kinds()}, or a plural or short name (default: whichever kind has the name)",
+    )
+
+
+def _add_job_commands(sub: Subcommands) -> None:
+    common = _cluster_options()
+    p = sub.add_parser("submit", parents=[common], help="validate and create the jobs of a YAML file")
+    p.add_argument("file", metavar="FILE", help="YAML/JSON file with one or more jobs ('-' reads stdin)")
+    p.add_argument("--wait", action="store_true", help="wait until the jobs succeed (exit 1 if one fails)")
+    p.add_argument("--follow", action="store_true", help="stream the jobs' logs until they finish (implies --wait)")
+    p.add_argument(
+        "--timeout", type=float, default=None, help="seconds to wait at most for each job, in turn (exit 3 when over)"
+    )
+    p.set_defaults(handler=Handler("jobs", "run_submit"))
+
+    p = sub.add_parser("get", parents=[common], help="list jobs, or show one")
+    p.add_argument("name", metavar="NAME", nargs="?", help="a job name (default: every job in the namespace)")
+    p.add_argument("-o", "--output", choices=["wide", "yaml", "json"], default=None, help="output format")
+    p.add_argument("--selector", "-l", default=None, help="label selector to filter the list")
+    p.add_argument(
+        "-w",
+        "--watch",
+        action="store_true",
+        help="after the table, print a row for every change until Ctrl-C (not with -o yaml|json)",
+    )
+    _add_kind(p)
+    p.set_defaults(handler=Handler("jobs", "run_get"))
+
+    p = sub.add_parser("describe", parents=[common], help="show a job's conditions, replicas, pods and events")
+    p.add_argument("name", metavar="NAME")
+    _add_kind(p)
+    p.set_defaults(handler=Handler("jobs", "run_describe"))
+
+    p = sub.add_parser("logs", parents=[common], help="print a job's logs (every replica, or one)")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--replica", default=None, help="replica type, e.g. master, worker, ps (default: every pod)")
+    p.add_argument("--index", type=int, default=None, help="replica index (default 0 with --replica)")
+    p.add_argument("-f", "--follow", action="store_true", help="stream until the pods finish")
+    p.add_argument("-c", "--container", default=None, help="container (default: the framework's, else the first)")
+    _add_kind(p)
+    p.set_defaults(handler=Handler("jobs", "run_logs"))
+
+    p = sub.add_parser("wait", parents=[common], help="wait for a job condition, with a live progress line")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument(
+        "--for",
+        dest="condition",
+        default="Succeeded",
+        help="condition to wait for: Created, Running, Restarting, Succeeded, Failed (default Succeeded)",
+    )
+    p.add_argument("--timeout", type=float, default=None, help="seconds to wait at most (exit 3 when over)")
+    _add_kind(p)
+    p.set_defaults(handler=Handler("jobs", "run_wait"))
+
+    p = sub.add_parser("delete", parents=[common], help="delete a job (its pods and Services go with it)")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--wait", action="store_true", help="return only once the job is gone")
+    p.add_argument("--timeout", type=float, default=None, help="seconds to wait at most with --wait")
+    _add_kind(p)
+    p.set_defaults(handler=Handler("jobs", "run_delete"))

@@ -1,0 +1,46 @@
+"""XGBoostJob's controller half: the Training Operator's variables, and success by the Master.
+
+Every container gets ``MASTER_ADDR``/``MASTER_PORT`` (the Master, which runs the Rabit tracker),
+``WORLD_SIZE`` (all replicas), ``RANK`` (Master 0, Worker i is i + 1) and ``PYTHONUNBUFFERED``; with more than
+one replica also ``WORKER_PORT`` and ``WORKER_ADDRS`` (LightGBM's machine list; the Training Operator lists
+workers 0 .. total-2, kept as it is for jobs moved from there). In host-network mode the Master binds its
+own host port and reaches itself at ``localhost``; everyone else uses the Services.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubedl_py.controllers.addressing import Addressing, replica_name
+from kubedl_py.controllers.kinds.base import Env, KindController, Pods, pod_succeeded, replicas
+
+
+class XGBoostController(KindController):
+    def rendezvous_env(self, job: Any, replica_type: str, index: int, addressing: Addressing) -> Env:
+        total = sum(replicas(job, t) for t in job.replica_specs)
+        is_master = replica_type == "Master"
+        rank = index + (replicas(job, "Master") if replica_type == "Worker" else 0)
+        if is_master and addressing.host_network:
+            master_addr, master_port = "localhost", addressing.listen_port("Master", 0)
+        else:
+            master_addr, master_port = replica_name(job.name, "Master", 0), addressing.service_port("Master")
+        env = {
+            "MASTER_PORT": str(master_port),
+            "MASTER_ADDR": master_addr,
+            "WORLD_SIZE": str(total),
+            "RANK": str(rank),
+            "PYTHONUNBUFFERED": "1",
+        }
+        if total > 1:
+            env["WORKER_PORT"] = str(addressing.service_port("Worker"))
+            env["WORKER_ADDRS"] = ",".join(replica_name(job.name, "Worker", i) for i in range(total - 1))
+        return env
+
+    def env_targets(self, job: Any, containers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return containers
+
+    def succeeded(self, job: Any, pods: Pods) -> bool:
+        return bool(pods.get("Master")) and pod_succeeded(pods["Master"][0])
+
+
+CONTROLLER = XGBoostController()

@@ -1,0 +1,105 @@
+"""Where the SDK connects: the cluster found as kubectl finds it, and the namespace to use.
+
+Why its own module: the rules (explicit path, ``$KUBECONFIG`` list, ``~/.kube/config``, in-cluster service
+account) and the advice given when nothing is configured are promises of docs/sdk.md and the CLI; they are
+resolved before any connection is opened, so a missing file is reported at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from kubedl_py.api import constants as c
+from kubedl_py.kube.client import in_cluster_available
+from kubedl_py.sdk.errors import ConfigurationError
+
+_SERVICE_ACCOUNT_NAMESPACE: Final = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+@dataclass(frozen=True)
+class ResolvedConfig:
+    """Where the client connects: kubeconfig path(s) and context, or in-cluster; and the namespace."""
+
+    kubeconfig: str | None
+    context: str | None
+    namespace: str
+    in_cluster: bool = False
+
+
+def local_kubeconfig_path() -> Path:
+    """Where ``kubedl-py local up`` writes its kubeconfig by default (see ``constants.LOCAL_KUBECONFIG``)."""
+    return Path(os.path.expanduser(c.LOCAL_KUBECONFIG))
+
+
+def resolve_config(
+    kubeconfig: str | os.PathLike[str] | None = None, context: str | None = None, namespace: str | None = None
+) -> ResolvedConfig:
+    """Find the cluster as kubectl does: ``kubeconfig``, else ``$KUBECONFIG`` (a path list), else
+    ``~/.kube/config``, else the in-cluster service account. The namespace is ``namespace``, else the
+    context's namespace, else ``default``. Raises :class:`ConfigurationError` saying what to do."""
+    explicit = kubeconfig is not None
+    paths = os.fspath(kubeconfig) if kubeconfig is not None else os.environ.get("KUBECONFIG") or "~/.kube/config"
+    candidates = [os.path.expanduser(p) for p in paths.split(os.pathsep) if p]
+    existing = [p for p in candidates if os.path.isfile(p)]
+    if explicit and len(existing) < len(candidates):
+        missing = next(p for p in candidates if p not in existing)
+        raise ConfigurationError(f"kubeconfig {missing} does not exist")
+    if not existing:
+        if in_cluster_available():
+            ns = namespace
+            if ns is None:
+                with contextlib.suppress(OSError):
+                    ns = Path(_SERVICE_ACCOUNT_NAMESPACE).read_text().strip() or None
+            return ResolvedConfig(None, None, ns or "default", in_cluster=True)
+        raise ConfigurationError(_no_cluster_message(candidates))
+    from kubernetes_asyncio.config import kube_config
+
+    joined = os.pathsep.join(existing)
+    try:
+        contexts, current = kube_config.list_kube_config_contexts(joined)
+    except Exception as exc:  # the loader raises a zoo (ConfigException, KeyError, YAML errors)
+        raise ConfigurationError(f"cannot read kubeconfig {joined}: {_kubeconfig_problem(exc)}") from exc
+    chosen: Mapping[str, Any] | None = current
+    if context is not None:
+        chosen = next((ctx for ctx in contexts if ctx.get("name") == context), None)
+        if chosen is None:
+            names = ", ".join(str(ctx.get("name")) for ctx in contexts) or "none"
+            raise ConfigurationError(f"context {context!r} not found in {joined} (contexts: {names})")
+    if chosen is None:
+        raise ConfigurationError(f"kubeconfig {joined} has no current-context: pass --context (or context=)")
+    ns = namespace or (chosen.get("context") or {}).get("namespace") or "default"
+    return ResolvedConfig(joined, str(chosen.get("name")) if context else None, str(ns))
+
+
+def _kubeconfig_problem(exc: Exception) -> str:
+    """What is wrong with a kubeconfig file, on one line (YAML errors span several)."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        return f"not valid YAML (line {mark.line + 1}, column {mark.column + 1}: {exc.problem})"
+    if isinstance(exc, UnicodeDecodeError):
+        return "not a text file"
+    text = " ".join(str(exc).split())
+    if "Invalid kube-config file" in text or isinstance(exc, KeyError | TypeError | AttributeError):
+        return f"not a kubeconfig ({text})" if text else "not a kubeconfig"
+    return text or type(exc).__name__
+
+
+def _no_cluster_message(looked: Sequence[str]) -> str:
+    local = local_kubeconfig_path()
+    where = " or ".join(looked) or "~/.kube/config"
+    if local.is_file():
+        return (
+            f"no cluster configured (no kubeconfig at {where}); a `kubedl-py local up` cluster wrote {local}: "
+            f"use --kubeconfig {local} or `export KUBECONFIG={local}`"
+        )
+    return (
+        f"no cluster configured (no kubeconfig at {where}, not in a pod); pass --kubeconfig, set KUBECONFIG, "
+        f"or start an embedded cluster with `kubedl-py local up --kubeconfig {local}`"
+    )

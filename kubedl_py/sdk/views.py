@@ -1,0 +1,170 @@
+"""What the SDK shows of a job: its state, replica counts, age, progress, log lines, pods and events.
+
+Why apart from the client: these are pure functions and plain dataclasses over the API models, shared by
+the client, the CLI's tables and the user's own code, with no I/O.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from kubedl_py.api.common import JobCondition
+from kubedl_py.api.jobs import Job
+
+#: the job condition types ``wait`` understands
+CONDITION_TYPES: Final = ("Created", "Running", "Restarting", "Succeeded", "Failed")
+FINAL: Final = ("Succeeded", "Failed")
+
+
+def conditions_of(job: Job) -> list[JobCondition]:
+    return list((job.status.conditions if job.status else None) or [])
+
+
+def true_condition(job: Job, kind: str) -> JobCondition | None:
+    return next((cond for cond in conditions_of(job) if cond.type == kind and cond.status == "True"), None)
+
+
+def job_state(job: Job) -> str:
+    """The current state: the last condition that is True (as ``kubectl get`` shows it), else ``Pending``."""
+    for cond in reversed(conditions_of(job)):
+        if cond.status == "True":
+            return cond.type
+    return "Pending"
+
+
+def replica_counts(job: Job) -> tuple[int, int, int]:
+    """Pods (active, succeeded, failed), summed over the replica types."""
+    statuses = (job.status.replica_statuses if job.status else None) or {}
+    return (
+        sum(s.active or 0 for s in statuses.values()),
+        sum(s.succeeded or 0 for s in statuses.values()),
+        sum(s.failed or 0 for s in statuses.values()),
+    )
+
+
+def job_age(job: Job, now: datetime | None = None) -> float | None:
+    """Seconds since the job was created, when the server said."""
+    created = job.metadata.creation_timestamp
+    if not created:
+        return None
+    try:
+        when = datetime.fromisoformat(created.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return max(((now or datetime.now(UTC)) - when).total_seconds(), 0.0)
+
+
+@dataclass(frozen=True)
+class JobProgress:
+    """One observation of a job during :meth:`AsyncTrainingClient.wait`."""
+
+    job: Job
+    state: str
+    active: int
+    succeeded: int
+    failed: int
+    elapsed: float
+
+    @classmethod
+    def of(cls, job: Job, started: float) -> JobProgress:
+        active, succeeded, failed = replica_counts(job)
+        return cls(job, job_state(job), active, succeeded, failed, time.monotonic() - started)
+
+    def __str__(self) -> str:
+        return (
+            f"{self.job.name}: {self.state}  replicas {self.active} active / {self.succeeded} succeeded / "
+            f"{self.failed} failed  {self.elapsed:.0f}s"
+        )
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """One change seen by :meth:`AsyncTrainingClient.watch`: ``ADDED``, ``MODIFIED`` or ``DELETED``, and the job
+    as it is after the change (as it was last, for ``DELETED``)."""
+
+    type: str
+    job: Job
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One line of a container's log; ``str()`` prefixes it with ``[pod]``."""
+
+    pod: str
+    text: str
+
+    def __str__(self) -> str:
+        return f"[{self.pod}] {self.text}"
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    """A pod of a job as ``describe`` shows it."""
+
+    name: str
+    replica_type: str
+    index: int
+    node: str
+    phase: str
+    restarts: int
+    host_port: int | None
+    service: str | None
+    target_port: int | str | None
+
+
+@dataclass(frozen=True)
+class JobDescription:
+    """Everything ``describe`` shows: the job, its pods and Services, and recent events (oldest first)."""
+
+    job: Job
+    pods: list[PodInfo] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+#: how many events ``describe`` shows (the newest)
+DESCRIBE_EVENTS = 20
+
+
+def event_time(event: Mapping[str, Any]) -> str:
+    """When an event last happened (RFC 3339): ``lastTimestamp``, else ``eventTime``, else creation."""
+    meta = event.get("metadata") or {}
+    return str(event.get("lastTimestamp") or event.get("eventTime") or meta.get("creationTimestamp") or "")
+
+
+def events_of(
+    job: Job, pods: list[dict[str, Any]], services: list[dict[str, Any]], events: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The events of this job (by uid), of its pods and Services, and of its earlier pods (replaced in a
+    failover: same names, newer than the job) — never those of a previous job of the same name. Oldest
+    first."""
+    uids = {job.metadata.uid} | {str(o["metadata"].get("uid")) for o in [*pods, *services]}
+    created = job.metadata.creation_timestamp or ""
+    replica_names = {o["metadata"]["name"] for o in [*pods, *services]}
+    prefix = f"{job.name}-"
+    mine = []
+    for event in events:
+        involved = event.get("involvedObject") or {}
+        if involved.get("uid") in uids or (
+            involved.get("kind") in ("Pod", "Service")
+            and (involved.get("name") in replica_names or str(involved.get("name", "")).startswith(prefix))
+            and _timestamp_key(event_time(event)) >= _timestamp_key(created)
+        ):
+            mine.append(event)
+    mine.sort(key=lambda e: _timestamp_key(event_time(e)))
+    return mine
+
+
+def _timestamp_key(value: str) -> str:
+    """RFC 3339 times compare as strings once they have the same precision (``Z`` vs ``.000000Z``)."""
+    return value.replace("Z", "").ljust(26, "0") if value else ""
+
+
+def is_finished(obj: Mapping[str, Any]) -> bool:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") in FINAL and cond.get("status") == "True":
+            return True
+    return False

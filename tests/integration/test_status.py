@@ -1,0 +1,204 @@
+"""The job's status tells the truth: replica counts are what ``kubectl get pods`` shows, before, at and after
+the end of the job, and the conditions say what happened last."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kubedl_py.kube.resources import PODS
+from tests.integration.conftest import (
+    PYTORCHJOBS,
+    TFJOBS,
+    Kube,
+    RunningController,
+    condition,
+    events_for,
+    eventually,
+    job_state,
+    pods_of,
+    pytorchjob,
+    replica,
+    tfjob,
+    wait_condition,
+)
+
+
+def counts(job: dict[str, Any] | None, replica_type: str) -> tuple[int, int, int]:
+    entry = (((job or {}).get("status") or {}).get("replicaStatuses") or {}).get(replica_type) or {}
+    return int(entry.get("active") or 0), int(entry.get("succeeded") or 0), int(entry.get("failed") or 0)
+
+
+async def phases(kube: Kube, job: str) -> dict[str, str]:
+    return {p["metadata"]["name"]: (p.get("status") or {}).get("phase", "") for p in await pods_of(kube, job)}
+
+
+async def test_a_failed_job_counts_its_failed_replica(kube: Kube, controller: RunningController) -> None:
+    job = pytorchjob(
+        "broken",
+        replicas={"Master": replica(1, restart_policy="Never", exit_code=3, run_seconds=0.3), "Worker": replica(1)},
+    )
+    await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
+    await wait_condition(kube, PYTORCHJOBS, "broken", "Failed")
+
+    async def settled() -> dict[str, Any] | None:
+        state = await job_state(kube, PYTORCHJOBS, "broken")
+        return state if counts(state, "Master") == (0, 0, 1) and counts(state, "Worker") == (1, 0, 0) else None
+
+    # cleanPodPolicy defaults to None for PyTorch: the worker keeps running, and is counted as such.
+    await eventually(settled, what="Master 0/0/1 and Worker 1/0/0")
+    assert await phases(kube, "broken") == {"broken-master-0": "Failed", "broken-worker-0": "Running"}
+
+
+async def test_a_tf_job_whose_pods_all_failed_counts_them_all(kube: Kube, controller: RunningController) -> None:
+    never = {"restart_policy": "Never", "exit_code": 1, "run_seconds": 0.2, "name": "tensorflow"}
+    # cleanPodPolicy None: no pod is cleaned up before it has failed by itself.
+    job = tfjob("allfail", cleanPodPolicy="None", replicas={"PS": replica(2, **never), "Worker": replica(3, **never)})
+    await kube.create(TFJOBS, job, namespace=kube.ns)
+    await wait_condition(kube, TFJOBS, "allfail", "Failed")
+
+    async def all_counted() -> bool:
+        state = await job_state(kube, TFJOBS, "allfail")
+        return counts(state, "PS") == (0, 0, 2) and counts(state, "Worker") == (0, 0, 3)
+
+    await eventually(all_counted, what="PS 0/0/2 and Worker 0/0/3")
+
+
+async def test_workers_finishing_after_the_master_are_counted_and_kept(
+    kube: Kube, controller: RunningController
+) -> None:
+    job = pytorchjob(
+        "late",
+        replicas={
+            "Master": replica(1, exit_code=0, run_seconds=0.2),
+            "Worker": replica(2, exit_code=0, run_seconds=1.5),
+        },
+    )
+    await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
+    done = await wait_condition(kube, PYTORCHJOBS, "late", "Succeeded")
+    assert counts(done, "Master") == (0, 1, 0)
+
+    async def workers_done() -> bool:
+        state = await job_state(kube, PYTORCHJOBS, "late")
+        return counts(state, "Worker") == (0, 2, 0)
+
+    await eventually(workers_done, what="both workers counted as succeeded after the job")
+    # PyTorch's default cleanPodPolicy (None) kept the workers, and so their logs.
+    assert set((await phases(kube, "late")).values()) == {"Succeeded"}
+
+
+async def test_cleaned_up_pods_stay_counted_as_they_ended(kube: Kube, controller: RunningController) -> None:
+    job = pytorchjob(
+        "tidy",
+        cleanPodPolicy="All",
+        replicas={"Master": replica(1, exit_code=0, run_seconds=0.2), "Worker": replica(1)},
+    )
+    await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
+    await wait_condition(kube, PYTORCHJOBS, "tidy", "Succeeded")
+    await eventually(lambda: _gone(kube, "tidy"), what="pods cleaned up")
+
+    async def final() -> bool:
+        # The master ended Succeeded and stays counted; the worker never ended: killed by the cleanup, it
+        # is no longer active and was never a success.
+        state = await job_state(kube, PYTORCHJOBS, "tidy")
+        return counts(state, "Master") == (0, 1, 0) and counts(state, "Worker") == (0, 0, 0)
+
+    await eventually(final, what="Master 0/1/0 and Worker 0/0/0 after cleanup")
+
+
+async def _gone(kube: Kube, job: str) -> bool:
+    return not await pods_of(kube, job)
+
+
+@pytest.mark.nodes(1, labels=[{"pool": "here"}])
+async def test_pending_pods_are_not_active(kube: Kube, controller: RunningController) -> None:
+    job = pytorchjob("waiting")
+    for spec in job["spec"]["pytorchReplicaSpecs"].values():
+        spec["template"]["spec"]["nodeSelector"] = {"pool": "elsewhere"}
+    await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
+    await eventually(lambda: _count(kube, "waiting", 3), what="3 pods")
+
+    async def reported() -> dict[str, Any] | None:
+        state = await job_state(kube, PYTORCHJOBS, "waiting")
+        return state if ((state or {}).get("status") or {}).get("replicaStatuses", {}).get("Worker") else None
+
+    state = await eventually(reported, what="replica statuses")
+    assert counts(state, "Master") == (0, 0, 0) and counts(state, "Worker") == (0, 0, 0)
+    assert set((await phases(kube, "waiting")).values()) == {"Pending"}
+    assert condition(state, "Running") is None
+
+
+async def _count(kube: Kube, job: str, n: int) -> bool:
+    return len(await pods_of(kube, job)) == n
+
+
+async def test_after_a_failover_no_restarting_condition_is_left(kube: Kube, controller: RunningController) -> None:
+    await kube.create(PYTORCHJOBS, pytorchjob("fo", host=True), namespace=kube.ns)
+    await wait_condition(kube, PYTORCHJOBS, "fo", "Running")
+    await kube.delete(PODS, "fo-worker-0", namespace=kube.ns)
+
+    async def running_again() -> dict[str, Any] | None:
+        state = await job_state(kube, PYTORCHJOBS, "fo")
+        conditions = ((state or {}).get("status") or {}).get("conditions") or []
+        live = {p["metadata"]["name"]: p for p in await pods_of(kube, "fo")}
+        replaced = len(live) == 3 and all((p.get("status") or {}).get("phase") == "Running" for p in live.values())
+        # The status follows the pods a reconcile later (on the real API server that can be a moment after
+        # the pods read Running): wait for the counts kubectl would show, too.
+        counted = counts(state, "Worker") == (2, 0, 0)
+        return state if replaced and counted and conditions and conditions[-1]["type"] == "Running" else None
+
+    state = await eventually(running_again, what="the job Running again, 2 workers active, after the failover")
+    restarting = condition(state, "Restarting")
+    assert restarting is None, f"a stale Restarting condition: {restarting}"
+
+
+async def test_a_failed_pod_replaced_leaves_restarting_false_once_running_again(
+    kube: Kube, controller: RunningController
+) -> None:
+    """A real failover: worker 0 fails with a retryable exit code (137, SIGKILL) under restartPolicy
+    ExitCode, the controller sets Restarting and replaces the pod; once every pod runs again the job is
+    Running and Restarting is False, not left True beside it."""
+    worker = replica(1, restart_policy="ExitCode", exit_code=137, run_seconds=1.0)
+    await kube.create(
+        PYTORCHJOBS,
+        pytorchjob("crash", host=True, replicas={"Master": replica(1), "Worker": worker}),
+        namespace=kube.ns,
+    )
+    first = await eventually(lambda: _pod_named(kube, "crash", "crash-worker-0"), what="worker 0")
+    # Its replacement must run: take the failing annotations out of the template before worker 0 fails
+    # (the controller builds every new pod from the job's current spec).
+    await kube.patch(
+        PYTORCHJOBS,
+        "crash",
+        {"spec": {"pytorchReplicaSpecs": {"Worker": {"template": {"metadata": {"annotations": None}}}}}},
+        namespace=kube.ns,
+    )
+    # Restarting may be True only for a moment (the replacement starts at once): its event stays.
+    restarted = await eventually(
+        lambda: _events_with_reason(kube, "crash", "JobRestarting"), within=30, what="a JobRestarting event"
+    )
+    assert "Worker 0 " in restarted[0]["message"], restarted
+
+    async def running_again() -> dict[str, Any] | None:
+        state = await job_state(kube, PYTORCHJOBS, "crash")
+        conditions = ((state or {}).get("status") or {}).get("conditions") or []
+        replacement = await _pod_named(kube, "crash", "crash-worker-0")
+        replaced = replacement is not None and replacement["metadata"]["uid"] != first["metadata"]["uid"]
+        up = set((await phases(kube, "crash")).values()) == {"Running"}
+        return state if replaced and up and conditions and conditions[-1]["type"] == "Running" else None
+
+    state = await eventually(running_again, within=30, what="the job Running again after worker 0 was replaced")
+    by_type = {c["type"]: c for c in state["status"]["conditions"]}
+    assert by_type["Restarting"]["status"] == "False", by_type["Restarting"]
+    assert by_type["Running"]["status"] == "True"
+    assert [c["type"] for c in state["status"]["conditions"] if c["status"] == "True"] == ["Created", "Running"]
+    assert state["status"]["replicaStatuses"]["Worker"]["restarts"] == 1
+
+
+async def _events_with_reason(kube: Kube, job: str, reason: str) -> list[dict[str, Any]]:
+    return [e for e in await events_for(kube, job) if e.get("reason") == reason]
+
+
+async def _pod_named(kube: Kube, job: str, name: str) -> dict[str, Any] | None:
+    return next((p for p in await pods_of(kube, job) if p["metadata"]["name"] == name), None)
