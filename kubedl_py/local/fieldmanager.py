@@ -18,6 +18,7 @@ properties, or under ``x-kubernetes-preserve-unknown-fields``, are "deduced" (ma
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -69,6 +70,11 @@ class Type:
     list_atomic: bool = True
     keys: tuple[str, ...] = ()
     preserve: bool = False
+    #: resolved child types by key ("" for the list item): resolution is the hot path of every write
+    memo: dict[str, Type] = field(default_factory=dict, compare=False, repr=False)
+
+    def copy(self, **changes: Any) -> Type:
+        return Type(**{**self.__dict__, **changes, "memo": {}})
 
 
 DEDUCED = "__untyped_deduced_"
@@ -114,8 +120,12 @@ class Schemas:
             if named is None:
                 return _DEDUCED_TYPE
             map_type = raw.get("x-kubernetes-map-type")
-            if map_type in ("atomic", "granular") and named.is_map:
-                return Type(**{**named.__dict__, "map_atomic": map_type == "atomic"})
+            if map_type in ("atomic", "granular") and named.is_map and named.map_atomic != (map_type == "atomic"):
+                override = named.memo.get("<atomic>" if map_type == "atomic" else "<granular>")
+                if override is None:
+                    override = named.copy(map_atomic=map_type == "atomic")
+                    named.memo["<atomic>" if map_type == "atomic" else "<granular>"] = override
+                return override
             return named
         key = (id(raw), preserve)
         cached = self._inline.get(key)
@@ -169,15 +179,21 @@ class Schemas:
 
     def child(self, t: Type, key: str) -> Type:
         raw = t.fields.get(key) if t.fields else None
-        if raw is not None:
-            return self.type_of(raw, t.preserve)
-        return self.type_of(t.elem if t.elem is not None else DEDUCED, t.preserve)
+        slot = "f:" + key if raw is not None else "*"  # declared fields by name, any other key: the element
+        got = t.memo.get(slot)
+        if got is None:
+            source = raw if raw is not None else (t.elem if t.elem is not None else DEDUCED)
+            got = t.memo[slot] = self.type_of(source, t.preserve)
+        return got
 
     def declared(self, t: Type, key: str) -> bool:
         return bool(t.fields) and key in t.fields
 
     def item(self, t: Type) -> Type:
-        return self.type_of(t.item, t.preserve)
+        got = t.memo.get("")
+        if got is None:
+            got = t.memo[""] = self.type_of(t.item, t.preserve)
+        return got
 
 
 class Root:
@@ -185,7 +201,7 @@ class Root:
 
     def __init__(self, schemas: Schemas, top: Type, object_meta: Type) -> None:
         self.schemas = schemas
-        self.top = Type(**top.__dict__)
+        self.top = top.copy()
         self.top.fields = {**top.fields, "metadata": object_meta, "apiVersion": _SCALAR, "kind": _SCALAR}
         if self.top.elem is None and not top.fields:
             self.top.elem = DEDUCED
@@ -266,6 +282,7 @@ def _value_rank(v: Any) -> tuple[int, Any]:
     return (4 if isinstance(v, list) else 5, go_json(v))
 
 
+@functools.lru_cache(maxsize=8192)
 def _element_key(e: str) -> tuple[Any, ...]:
     """PathElement.Compare: field names, then keys, then values, then indexes."""
     kind, text = e[:2], e[2:]
@@ -313,22 +330,24 @@ def _go_value(v: Any) -> str:
 
 def encode_set(paths: Iterable[Path]) -> Obj:
     """A set of paths as ``fieldsV1`` ("." marks a member that also has children; entries sorted)."""
-    tree: dict[str, Any] = {}
-    members: set[Path] = set(paths)
-    for p in members:
+    tree: dict[str | None, Any] = {}
+    for p in paths:
         node = tree
         for e in p:
             node = node.setdefault(e, {})
+        node[None] = True  # a member
 
-    def emit(node: dict[str, Any], prefix: Path) -> Obj:
+    def emit(node: dict[str | None, Any], top: bool = False) -> Obj:
+        member = node.pop(None, False)
+        keys = [k for k in node if k is not None]
         out: Obj = {}
-        if node and prefix in members:
+        if member and keys and not top:
             out["."] = {}
-        for e in sorted(node, key=_element_key):
-            out[e] = emit(node[e], (*prefix, e))
+        for e in sorted(keys, key=_element_key) if len(keys) > 1 else keys:
+            out[e] = emit(node[e])
         return out
 
-    return {e: emit(tree[e], (e,)) for e in sorted(tree, key=_element_key)}
+    return emit(tree, top=True)
 
 
 def decode_set(fields: Any) -> set[Path]:
@@ -442,7 +461,28 @@ def compare(schemas: Schemas, t: Type, lhs: Any, rhs: Any) -> Comparison:
         elif lv != rv or type(lv) is not type(rv):
             c.modified.add(path)
 
+    def added(t: Type, v: Any, path: Path) -> None:
+        """Everything under a node that was not there before (the compare of a create)."""
+        c.added.add(path)
+        kind = _kind_of(t, v)
+        if kind == "map" and v and not t.map_atomic:
+            for key, child in v.items():
+                added(schemas.child(t, key), child, (*path, "f:" + key))
+        elif kind == "list" and v and not t.list_atomic:
+            item_type = schemas.item(t)
+            seen: set[str] = set()
+            for item in v:
+                e = item_element(schemas, t, item)
+                if e not in seen:
+                    seen.add(e)
+                    added(item_type, item, (*path, e))
+
     def walk(t: Type, lv: Any, rv: Any, path: Path) -> None:
+        if lv is rv:
+            return  # the same object on both sides (what an update carried over): nothing changed under it
+        if lv is _ABSENT:
+            added(t, rv, path)
+            return
         lk = _kind_of(t, lv) if lv is not _ABSENT else None
         rk = _kind_of(t, rv) if rv is not _ABSENT else None
         if lk is not None and rk is not None and lk != rk:
