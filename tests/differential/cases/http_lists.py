@@ -234,17 +234,20 @@ async def _(t: Tier) -> None:
 
 @case("watch-old-resource-version-after-compaction", exclusive=True)
 async def _(t: Tier) -> None:
-    """An informer resuming from an old resourceVersion after etcd compacted its history: the watch cache
-    (which compaction does not touch, and which started with the server) still replays what happened since;
-    a relist and a watch from its version work as usual. (A 410 needs a watch cache that overflowed: the
-    embedded server's test hook, tests/local/test_watch.py.)"""
+    """An informer resuming after etcd compacted its history: the watch cache (which compaction does not
+    touch) still replays what happened since a resourceVersion of seconds ago; a relist and a watch from
+    its version work as usual. (Whether a watch from resourceVersion 1 is a 410 depends on how much the
+    real watch cache has dropped since the server started, by count and age: not compared. The embedded
+    server's 410 after its history overflows is tested in tests/local/test_watch.py.)"""
+    before = await make(t, core(t, "configmaps"), configmap("before"))
+    since = before["metadata"]["resourceVersion"]
     after = await make(t, core(t, "configmaps"), configmap("after"))
     await t.compact()
 
     def replayed(evs: list[WatchEvent]) -> bool:
         return any(e.type == "ERROR" or (e.object or {}).get("metadata", {}).get("name") == "after" for e in evs)
 
-    async with t.watching(core(t, "configmaps", query="watch=1&resourceVersion=1")) as w:
+    async with t.watching(core(t, "configmaps", query=f"watch=1&resourceVersion={since}")) as w:
         await w.collect(replayed, within=10)
     await t.get(core(t, "configmaps"), keep=names)
     # resumed from the last object's version (a list's is the whole server's: the real one never idles)

@@ -133,7 +133,10 @@ async def _(t: Tier) -> None:
 @case("kubectl-wait-delete", nodes=True)
 async def _(t: Tier) -> None:
     """delete --wait=false then wait --for=delete: the pod goes once the node confirms."""
-    await t.kubectl("run", "brief", f"--image={IMAGE}", "--restart=Never")
+    # Its containers take 3 s to stop (on both planes: the same node agent), so the pod is still there when
+    # wait starts; a quicker stop made the case race kubectl's start-up.
+    stop = "--annotations=local.kubedl.io/termination-seconds=3"
+    await t.kubectl("run", "brief", f"--image={IMAGE}", "--restart=Never", stop)
     await t.kubectl("wait", "--for=condition=Ready", "pod/brief", "--timeout=60s")
     await t.kubectl("delete", "pod", "brief", "--wait=false")
     await t.kubectl("wait", "--for=delete", "pod/brief", "--timeout=60s")
