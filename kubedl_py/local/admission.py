@@ -8,39 +8,17 @@ immutability rules of pods and Services. Custom resources are handled by :mod:`s
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
+from fractions import Fraction
 from typing import Any
 
-from . import quantity
+from . import quantity, validation
 from .errors import FieldError
-from .selection import valid_label_key, valid_label_value
 
 Obj = dict[str, Any]
 
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 IANA_SVC_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$")
-
-_SUBDOMAIN_MSG = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
-    "start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
-    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-)
-_LABEL_MSG = (
-    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and "
-    "end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
-    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
-)
-_1035_MSG = (
-    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic "
-    "character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for "
-    "validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
-)
-
-# Kinds whose names must be DNS labels (the rest: subdomains).
-LABEL_NAMED = {"namespaces"}
-DNS1035_NAMED = {"services"}
 
 
 def _iana_svc_name(name: Any) -> bool:
@@ -54,50 +32,26 @@ def _iana_svc_name(name: Any) -> bool:
 
 
 def check_name(plural: str, name: str, field: str = "metadata.name") -> list[FieldError]:
-    if plural in DNS1035_NAMED:
-        if len(name) > 63 or not DNS_1035.match(name):
-            return [FieldError("FieldValueInvalid", field, _1035_MSG, name)]
+    return [FieldError("FieldValueInvalid", field, m, name) for m in validation.name_errors(plural, name)]
+
+
+def check_metadata(plural: str, md: Obj, *, kube_finalizers: bool = True) -> list[FieldError]:
+    return validation.object_meta(plural, md, kube_finalizers=kube_finalizers)
+
+
+def validate_event(event: Obj) -> list[FieldError]:
+    """legacyValidateEvent, what a core/v1 Event gets: its namespace agrees with the involved object's."""
+    ns = event["metadata"].get("namespace", "")
+    involved = str((event.get("involvedObject") or {}).get("namespace") or "")
+    if event.get("eventTime"):
+        if not involved and ns not in ("default", "kube-system"):
+            return [
+                FieldError("FieldValueInvalid", "involvedObject.namespace", "does not match event.namespace", involved)
+            ]
         return []
-    if plural in LABEL_NAMED:
-        if len(name) > 63 or not DNS_LABEL.match(name):
-            return [FieldError("FieldValueInvalid", field, _LABEL_MSG, name)]
-        return []
-    if len(name) > 253 or not DNS_SUBDOMAIN.match(name):
-        return [FieldError("FieldValueInvalid", field, _SUBDOMAIN_MSG, name)]
+    if (not involved and ns not in ("", "default")) or (involved and involved != ns):
+        return [FieldError("FieldValueInvalid", "involvedObject.namespace", "does not match event.namespace", involved)]
     return []
-
-
-def check_metadata(plural: str, md: Obj) -> list[FieldError]:
-    errs = check_name(plural, md.get("name", ""))
-    labels = md.get("labels")
-    if labels is not None and not isinstance(labels, dict):
-        errs.append(FieldError("FieldValueInvalid", "metadata.labels", "must be a map", labels))
-    for k, v in (labels or {}).items():
-        why = valid_label_key(k)
-        if why:
-            errs.append(FieldError("FieldValueInvalid", "metadata.labels", why, k))
-        if not isinstance(v, str):
-            errs.append(FieldError("FieldValueInvalid", f"metadata.labels.{k}", "must be a string", v))
-            continue
-        why = valid_label_value(v)
-        if why:
-            errs.append(FieldError("FieldValueInvalid", "metadata.labels", why, v))
-    ann = md.get("annotations")
-    if ann is not None and not isinstance(ann, dict):
-        errs.append(FieldError("FieldValueInvalid", "metadata.annotations", "must be a map", ann))
-    for k, v in (ann or {}).items():
-        why = valid_label_key(k)
-        if why:
-            errs.append(FieldError("FieldValueInvalid", "metadata.annotations", why, k))
-        if not isinstance(v, str):
-            errs.append(FieldError("FieldValueInvalid", f"metadata.annotations.{k}", "must be a string", v))
-    if ann and sum(len(k) + len(str(v)) for k, v in ann.items()) > 262144:
-        errs.append(FieldError("FieldValueTooLong", "metadata.annotations", "must have at most 262144 bytes"))
-    for i, ref in enumerate(md.get("ownerReferences") or []):
-        for f in ("apiVersion", "kind", "name", "uid"):
-            if not isinstance(ref, dict) or not ref.get(f):
-                errs.append(FieldError("FieldValueRequired", f"metadata.ownerReferences[{i}].{f}"))
-    return errs
 
 
 # ---- pods ------------------------------------------------------------------------------------------------
@@ -113,15 +67,13 @@ def parse_quantity(v: Any, resource: str = "") -> float:
     return float(parsed.unscaled * 10.0**parsed.scale)
 
 
-def valid_quantity(v: Any) -> bool:
-    try:
-        parse_quantity(v)
-    except (ValueError, TypeError):
-        return False
-    return True
-
-
 def default_pod(pod: Obj, toleration_seconds: int) -> None:
+    default_pod_fields(pod)
+    admit_pod(pod, toleration_seconds)
+
+
+def default_pod_fields(pod: Obj) -> None:
+    """SetDefaults_Pod/PodSpec and the containers' and volumes' defaults: what decoding a body sets."""
     spec = pod.setdefault("spec", {})
     spec.setdefault("restartPolicy", "Always")
     spec.setdefault("dnsPolicy", "ClusterFirst")
@@ -129,13 +81,20 @@ def default_pod(pod: Obj, toleration_seconds: int) -> None:
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("securityContext", {})
     spec.setdefault("enableServiceLinks", True)
+    for key in ("initContainers", "containers", "ephemeralContainers"):
+        default_containers(spec, key)
+    default_volumes(spec)
+
+
+def admit_pod(pod: Obj, toleration_seconds: int) -> None:
+    """What admission and the create strategy add: priority, the ServiceAccount, the not-ready/unreachable
+    tolerations, the initial status."""
+    spec = pod.setdefault("spec", {})
     spec.setdefault("priority", 0)
     spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
     sa = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
     spec["serviceAccountName"] = sa
     spec["serviceAccount"] = sa
-    for key in ("initContainers", "containers", "ephemeralContainers"):
-        default_containers(spec, key)
     tolerations = spec.setdefault("tolerations", [])
     if isinstance(tolerations, list):
         for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
@@ -174,6 +133,97 @@ def default_containers(spec: Obj, key: str) -> None:
                     p.setdefault("protocol", "TCP")
                     if host_net and "hostPort" not in p and "containerPort" in p:
                         p["hostPort"] = p["containerPort"]
+            for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+                if isinstance(c.get(probe), dict):
+                    _default_probe(c[probe])
+            lifecycle = c.get("lifecycle")
+            if isinstance(lifecycle, dict):
+                for hook in lifecycle.values():
+                    if isinstance(hook, dict) and isinstance(hook.get("httpGet"), dict):
+                        _default_http_get(hook["httpGet"])
+            for env in c.get("env") or []:
+                if isinstance(env, dict) and isinstance((env.get("valueFrom") or {}).get("fieldRef"), dict):
+                    env["valueFrom"]["fieldRef"].setdefault("apiVersion", "v1")
+
+
+def _default_probe(probe: Obj) -> None:
+    """SetDefaults_Probe (and its HTTPGetAction's)."""
+    for key, value in (("timeoutSeconds", 1), ("periodSeconds", 10), ("successThreshold", 1), ("failureThreshold", 3)):
+        if not probe.get(key):
+            probe[key] = value
+    if isinstance(probe.get("httpGet"), dict):
+        _default_http_get(probe["httpGet"])
+
+
+def _default_http_get(action: Obj) -> None:
+    if not action.get("path"):
+        action["path"] = "/"
+    if not action.get("scheme"):
+        action["scheme"] = "HTTP"
+
+
+#: volume sources with a defaultMode (0644, as SetDefaults_*VolumeSource)
+_MODE_SOURCES = ("secret", "configMap", "downwardAPI", "projected")
+#: every volume source the API knows (a volume naming none of them is an emptyDir)
+_VOLUME_SOURCES = frozenset(
+    {
+        "hostPath",
+        "emptyDir",
+        "gcePersistentDisk",
+        "awsElasticBlockStore",
+        "gitRepo",
+        "secret",
+        "nfs",
+        "iscsi",
+        "glusterfs",
+        "persistentVolumeClaim",
+        "rbd",
+        "flexVolume",
+        "cinder",
+        "cephfs",
+        "flocker",
+        "downwardAPI",
+        "fc",
+        "azureFile",
+        "configMap",
+        "vsphereVolume",
+        "quobyte",
+        "azureDisk",
+        "photonPersistentDisk",
+        "projected",
+        "portworxVolume",
+        "scaleIO",
+        "storageos",
+        "csi",
+        "ephemeral",
+        "image",
+    }
+)
+
+
+def default_volumes(spec: Obj) -> None:
+    """SetDefaults_Volume and the defaults inside volume sources."""
+    for vol in spec.get("volumes") or []:
+        if not isinstance(vol, dict):
+            continue
+        if not any(key in vol for key in _VOLUME_SOURCES):
+            vol["emptyDir"] = {}
+        for key in _MODE_SOURCES:
+            if isinstance(vol.get(key), dict):
+                vol[key].setdefault("defaultMode", 420)
+        if isinstance(vol.get("hostPath"), dict):
+            vol["hostPath"].setdefault("type", "")
+        for item in (vol.get("downwardAPI") or {}).get("items") or []:
+            if isinstance(item, dict) and isinstance(item.get("fieldRef"), dict):
+                item["fieldRef"].setdefault("apiVersion", "v1")
+        for source in (vol.get("projected") or {}).get("sources") or []:
+            if not isinstance(source, dict):
+                continue
+            if isinstance(source.get("serviceAccountToken"), dict):
+                source["serviceAccountToken"].setdefault("expirationSeconds", 3600)
+            for item in (source.get("downwardAPI") or {}).get("items") or []:
+                if isinstance(item, dict) and isinstance(item.get("fieldRef"), dict):
+                    item["fieldRef"].setdefault("apiVersion", "v1")
 
 
 def qos_class(spec: Obj) -> str:
@@ -217,8 +267,9 @@ def validate_pod(pod: Obj) -> list[FieldError]:
             name = c.get("name")
             if not name:
                 errs.append(FieldError("FieldValueRequired", f"{base}.name"))
-            elif not isinstance(name, str) or len(name) > 63 or not DNS_LABEL.match(name):
-                errs.append(FieldError("FieldValueInvalid", f"{base}.name", _LABEL_MSG, name))
+            elif not isinstance(name, str) or validation.is_dns1123_label(name):
+                for m in validation.is_dns1123_label(str(name)):
+                    errs.append(FieldError("FieldValueInvalid", f"{base}.name", m, name))
             elif name in names:
                 errs.append(FieldError("FieldValueDuplicate", f"{base}.name", "", name))
             else:
@@ -283,14 +334,8 @@ def validate_pod(pod: Obj) -> list[FieldError]:
                         )
                     )
             res = c.get("resources") or {}
-            for part in ("requests", "limits"):
-                for rname, q in ((res.get(part) or {}) if isinstance(res, dict) else {}).items():
-                    if not valid_quantity(q):
-                        errs.append(
-                            FieldError(
-                                "FieldValueInvalid", f"{base}.resources.{part}[{rname}]", "must be a valid quantity", q
-                            )
-                        )
+            if isinstance(res, dict):
+                errs += resource_requirements_errors(res, f"{base}.resources")
             for j, e in enumerate(c.get("env") or []):
                 if not isinstance(e, dict) or not e.get("name"):
                     errs.append(FieldError("FieldValueRequired", f"{base}.env[{j}].name"))
@@ -301,6 +346,83 @@ def validate_pod(pod: Obj) -> list[FieldError]:
                 "FieldValueNotSupported", "spec.restartPolicy", 'supported values: "Always", "OnFailure", "Never"', rp
             )
         )
+    return errs
+
+
+#: native resources whose quantities must be whole numbers (helper.IsIntegerResourceName, with extended ones)
+_INTEGER_RESOURCES = frozenset(
+    {
+        "pods",
+        "services",
+        "replicationcontrollers",
+        "resourcequotas",
+        "secrets",
+        "configmaps",
+        "persistentvolumeclaims",
+        "services.nodeports",
+        "services.loadbalancers",
+    }
+)
+
+
+def _native(name: str) -> bool:
+    """helper.IsNativeResource: no domain, or a kubernetes.io one."""
+    return "/" not in name or "kubernetes.io/" in name
+
+
+def _quantity(value: Any) -> quantity.Quantity | None:
+    try:
+        return quantity.parse(str(value).strip())
+    except ValueError:
+        return None
+
+
+def _milli(q: quantity.Quantity) -> int:
+    """Quantity.MilliValue: thousandths, rounded up."""
+    return math.ceil(Fraction(q.unscaled) * Fraction(10) ** (q.scale + 3))
+
+
+def _cmp(a: quantity.Quantity, b: quantity.Quantity) -> int:
+    x, y = Fraction(a.unscaled) * Fraction(10) ** a.scale, Fraction(b.unscaled) * Fraction(10) ** b.scale
+    return (x > y) - (x < y)
+
+
+def resource_requirements_errors(res: Obj, path: str) -> list[FieldError]:
+    """validateResourceRequirements: non-negative, whole numbers for extended resources, requests within
+    (for extended resources: equal to) limits."""
+    errs: list[FieldError] = []
+    raw_limits, raw_requests = res.get("limits"), res.get("requests")
+    limits: Obj = raw_limits if isinstance(raw_limits, dict) else {}
+    requests: Obj = raw_requests if isinstance(raw_requests, dict) else {}
+    zero = quantity.parse("0")
+
+    def value_errors(name: str, value: Any, field: str) -> None:
+        q = _quantity(value)
+        if q is None:
+            errs.append(FieldError("FieldValueInvalid", field, "must be a valid quantity", value))
+            return
+        if _cmp(q, zero) < 0:
+            errs.append(FieldError("FieldValueInvalid", field, "must be greater than or equal to 0", str(q)))
+        if (name in _INTEGER_RESOURCES or not _native(name)) and _milli(q) % 1000:
+            errs.append(FieldError("FieldValueInvalid", field, "must be an integer", str(q)))
+
+    for name, value in limits.items():
+        value_errors(name, value, f"{path}.limits[{name}]")
+    for name, value in requests.items():
+        value_errors(name, value, f"{path}.requests[{name}]")
+        q, limit = _quantity(value), _quantity(limits.get(name)) if name in limits else None
+        overcommit = _native(name) and not name.startswith("hugepages-")
+        if q is not None and limit is not None:
+            if _cmp(q, limit) != 0 and not overcommit:
+                why = f"must be equal to {name} limit of {limit}"
+                errs.append(FieldError("FieldValueInvalid", f"{path}.requests", why, str(q)))
+            elif _cmp(q, limit) > 0:
+                why = f"must be less than or equal to {name} limit of {limit}"
+                errs.append(FieldError("FieldValueInvalid", f"{path}.requests", why, str(q)))
+        elif name not in limits and not overcommit:
+            errs.append(
+                FieldError("FieldValueRequired", f"{path}.limits", "Limit must be set for non overcommitable resources")
+            )
     return errs
 
 
@@ -394,9 +516,9 @@ class IPAllocator:
         except ValueError:
             return "must be a valid IP address"
         if addr not in self.net:
-            return f"the provided IP ({ip}) is not in the valid range. The range of valid IPs is {self.net}"
+            return f"failed to allocate IP {ip}: the provided network does not match the current range"
         if ip in self.used:
-            return "provided IP is already allocated"
+            return f"failed to allocate IP {ip}: provided IP is already allocated"
         self.used.add(ip)
         return None
 
@@ -418,7 +540,10 @@ def default_service(svc: Obj) -> None:
     spec = svc.setdefault("spec", {})
     spec.setdefault("type", "ClusterIP")
     spec.setdefault("sessionAffinity", "None")
-    spec.setdefault("internalTrafficPolicy", "Cluster")
+    if spec.get("type") != "ExternalName":  # as SetDefaults_Service: no traffic policy for a CNAME
+        spec.setdefault("internalTrafficPolicy", "Cluster")
+    if spec.get("type") == "LoadBalancer":
+        spec.setdefault("allocateLoadBalancerNodePorts", True)
     default_traffic_policy(spec)
     for p in spec.get("ports") or []:
         if isinstance(p, dict):
@@ -458,8 +583,9 @@ def validate_service(svc: Obj) -> list[FieldError]:
         if len(ports or []) > 1 and not name:
             errs.append(FieldError("FieldValueRequired", f"{base}.name"))
         if name:
-            if not isinstance(name, str) or len(name) > 63 or not DNS_LABEL.match(name):
-                errs.append(FieldError("FieldValueInvalid", f"{base}.name", _LABEL_MSG, name))
+            if not isinstance(name, str) or validation.is_dns1123_label(name):
+                for m in validation.is_dns1123_label(str(name)):
+                    errs.append(FieldError("FieldValueInvalid", f"{base}.name", m, name))
             elif name in names:
                 errs.append(FieldError("FieldValueDuplicate", f"{base}.name", "", name))
             names.add(str(name))
@@ -499,6 +625,23 @@ def validate_service(svc: Obj) -> list[FieldError]:
     sel = spec.get("selector")
     if sel is not None and not isinstance(sel, dict):
         errs.append(FieldError("FieldValueInvalid", "spec.selector", "must be a map", sel))
+    # duplicate (protocol, port) pairs, shown as the internal Go struct they are keyed by
+    seen: set[tuple[Any, Any]] = set()
+    for i, p in enumerate(ports or []):
+        if not isinstance(p, dict):
+            continue
+        key = (p.get("protocol"), p.get("port"))
+        if key in seen:
+            shown = {
+                "Name": "",
+                "Protocol": key[0],
+                "AppProtocol": None,
+                "Port": key[1],
+                "TargetPort": 0,
+                "NodePort": 0,
+            }
+            errs.append(FieldError("FieldValueDuplicate", f"spec.ports[{i}]", "", shown))
+        seen.add(key)
     return errs
 
 
@@ -522,14 +665,109 @@ def default_secret(secret: Obj) -> None:
     secret.setdefault("type", "Opaque")
 
 
-def validate_secret(secret: Obj) -> list[FieldError]:
+#: core.MaxSecretSize: the data of a ConfigMap or Secret together
+MAX_DATA_SIZE = 1024 * 1024
+_CONFIG_KEY_FMT = "[-._a-zA-Z0-9]+"
+_CONFIG_KEY = re.compile("^" + _CONFIG_KEY_FMT + "$")
+_CONFIG_KEY_MSG = "a valid config key must consist of alphanumeric characters, '-', '_' or '.'"
+#: secret type -> the keys it must have (ValidateSecret)
+_SECRET_KEYS = {
+    "kubernetes.io/dockercfg": (".dockercfg",),
+    "kubernetes.io/dockerconfigjson": (".dockerconfigjson",),
+    "kubernetes.io/ssh-auth": ("ssh-privatekey",),
+}
+
+
+def _config_key_errors(key: str) -> list[str]:
+    """validation.IsConfigMapKey."""
+    errs = []
+    if len(key) > 253:
+        errs.append("must be no more than 253 characters")
+    if not _CONFIG_KEY.match(key):
+        errs.append(validation.regex_error(_CONFIG_KEY_MSG, _CONFIG_KEY_FMT, "key.name", "KEY_NAME", "key-name"))
+    if key == ".":
+        errs.append("must not be '.'")
+    elif key == "..":
+        errs.append("must not be '..'")
+    elif key.startswith(".."):
+        errs.append("must not start with '..'")
+    return errs
+
+
+def _decoded_size(value: Any) -> int:
+    import base64
+    import binascii
+
+    try:
+        return len(base64.b64decode(str(value), validate=True))
+    except (binascii.Error, ValueError):
+        return len(str(value))
+
+
+def validate_configmap(cm: Obj, old: Obj | None) -> list[FieldError]:
+    """ValidateConfigMap / ValidateConfigMapUpdate."""
+    errs: list[FieldError] = []
+    if old is not None and old.get("immutable"):
+        if not cm.get("immutable"):
+            errs.append(FieldError("FieldValueForbidden", "immutable", "field is immutable when `immutable` is set"))
+        for key in ("data", "binaryData"):
+            if (cm.get(key) or None) != (old.get(key) or None):
+                errs.append(FieldError("FieldValueForbidden", key, "field is immutable when `immutable` is set"))
+    data, binary = cm.get("data") or {}, cm.get("binaryData") or {}
+    size = 0
+    for key, value in data.items():
+        errs += [FieldError("FieldValueInvalid", f"data[{key}]", m, key) for m in _config_key_errors(key)]
+        if key in binary:
+            errs.append(FieldError("FieldValueInvalid", f"data[{key}]", "duplicate of key present in binaryData", key))
+        size += len(str(value).encode())
+    for key, value in binary.items():
+        errs += [FieldError("FieldValueInvalid", f"binaryData[{key}]", m, key) for m in _config_key_errors(key)]
+        size += _decoded_size(value)
+    if size > MAX_DATA_SIZE:
+        errs.append(FieldError("FieldValueTooLong", "[]", f"may not be more than {MAX_DATA_SIZE} bytes"))
+    return errs
+
+
+def validate_secret(secret: Obj, old: Obj | None = None) -> list[FieldError]:
+    """ValidateSecret / ValidateSecretUpdate: keys, size, the keys each type needs, immutability."""
     import base64
     import binascii
 
     errs: list[FieldError] = []
-    for k, v in (secret.get("data") or {}).items():
+    if old is not None:
+        if secret.get("type") != old.get("type"):
+            errs.append(FieldError("FieldValueInvalid", "type", "field is immutable", secret.get("type")))
+        if old.get("immutable"):
+            if not secret.get("immutable"):
+                errs.append(
+                    FieldError("FieldValueForbidden", "immutable", "field is immutable when `immutable` is set")
+                )
+            if (secret.get("data") or None) != (old.get("data") or None):
+                errs.append(FieldError("FieldValueForbidden", "data", "field is immutable when `immutable` is set"))
+    data = secret.get("data") or {}
+    size = 0
+    for k, v in data.items():
+        errs += [FieldError("FieldValueInvalid", f"data[{k}]", m, k) for m in _config_key_errors(k)]
         try:
-            base64.b64decode(str(v), validate=True)
+            size += len(base64.b64decode(str(v), validate=True))
         except (binascii.Error, ValueError):
             errs.append(FieldError("FieldValueInvalid", f"data[{k}]", "illegal base64 data", "<secret contents>"))
+    if size > MAX_DATA_SIZE:
+        errs.append(FieldError("FieldValueTooLong", "data", f"may not be more than {MAX_DATA_SIZE} bytes"))
+    kind = secret.get("type")
+    if kind == "kubernetes.io/service-account-token":
+        if not ((secret.get("metadata") or {}).get("annotations") or {}).get("kubernetes.io/service-account.name"):
+            errs.append(FieldError("FieldValueRequired", "metadata.annotations[kubernetes.io/service-account.name]"))
+    elif kind in _SECRET_KEYS:
+        key = _SECRET_KEYS[kind][0]
+        if key not in data or (kind == "kubernetes.io/ssh-auth" and not data.get(key)):
+            errs.append(FieldError("FieldValueRequired", f"data[{key}]"))
+    elif kind == "kubernetes.io/basic-auth":
+        if "username" not in data and "password" not in data:
+            errs.append(FieldError("FieldValueRequired", "data[username]"))
+            errs.append(FieldError("FieldValueRequired", "data[password]"))
+    elif kind == "kubernetes.io/tls":
+        for key in ("tls.crt", "tls.key"):
+            if key not in data:
+                errs.append(FieldError("FieldValueRequired", f"data[{key}]"))
     return errs

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import hashlib
 import logging
+import re
 import ssl
 import time
 from typing import Any
@@ -20,12 +23,13 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from . import discovery, jsonsyntax, openapi, protobuf, serviceaccounts, tables
+from . import discovery, fieldmanager, jsonsyntax, openapi, protobuf, reviews, serviceaccounts, tables
 from .errors import (
     ApiError,
     FieldError,
     PageNotFound,
     bad_request,
+    conflict,
     expired,
     invalid,
     method_not_allowed,
@@ -33,9 +37,9 @@ from .errors import (
     resource_not_found,
 )
 from .faults import Faults, RequestInfo, RequestLog, RequestRecord
-from .registry import RETURN_DELETED, FieldValidation, Registry, now_iso
+from .registry import RETURN_DELETED, FieldValidation, Registry, dry_run_errors, now_iso
 from .resources import Catalogue, ResourceType
-from .selection import parse_field_selector, parse_label_selector
+from .selection import FieldSelector, parse_field_selector, parse_label_selector
 from .store import Event, Obj, Store, Watcher
 from .typed import Types
 
@@ -50,6 +54,21 @@ _WRITABLE_SUBRESOURCES = (None, "status", "ephemeralcontainers")
 
 def _dumps(obj: Any) -> bytes:
     return orjson.dumps(obj)
+
+
+def _not_acceptable() -> ApiError:
+    return ApiError(
+        406,
+        "only the following media types are accepted: application/json, "
+        "application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io",
+        "NotAcceptable",
+    )
+
+
+def _warning(text: str) -> str:
+    """A Warning header's value (RFC 7234: code 299, no agent, the text quoted)."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f'299 - "{escaped}"'
 
 
 def _json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -88,28 +107,121 @@ def _unsupported_media_type(rt: ResourceType) -> ApiError:
     )
 
 
-def _field_validation(req: Request, options: str) -> FieldValidation:
-    """The request's ``fieldValidation`` (absent: Warn, as the real server); 422 on anything else."""
-    mode = req.query.get("fieldValidation", "")
+def _field_validation(req: Request, options: str, patch_type: str | None = None) -> FieldValidation:
+    """The request's options as Create/Update/PatchOptions validation sees them (fieldManager, force,
+    dryRun, fieldValidation: one 422 for all that are wrong); returns the ``fieldValidation`` (absent: Warn)."""
+    q = req.query
+    errs: list[FieldError] = []
+    manager = q.get("fieldManager", "")
+    if patch_type == "application/apply-patch+yaml":
+        if not manager:
+            errs.append(FieldError("FieldValueRequired", "fieldManager", "is required for apply patch"))
+    elif patch_type is not None and "force" in q:
+        errs.append(FieldError("FieldValueForbidden", "force", "may not be specified for non-apply patch"))
+    if len(manager) > 128:
+        errs.append(FieldError("FieldValueTooLong", "fieldManager", "may not be more than 128 bytes"))
+    for i, ch in enumerate(manager):
+        if not ch.isprintable():
+            why = f"invalid character U+{ord(ch):04X} (at position {len(manager[:i].encode())})"
+            errs.append(FieldError("FieldValueInvalid", "fieldManager", why, manager))
+    if "dryRun" in q:
+        errs += dry_run_errors([q["dryRun"]])
+    mode = q.get("fieldValidation", "")
     if mode not in ("", "Ignore", "Strict", "Warn"):
-        supported = 'supported values: "", "Ignore", "Strict", "Warn"'
-        raise ApiError(
-            422,
-            f'{options}.meta.k8s.io "" is invalid: fieldValidation: Unsupported value: "{mode}": {supported}',
-            "Invalid",
-            {
-                "group": "meta.k8s.io",
-                "kind": options,
-                "causes": [
-                    {
-                        "reason": "FieldValueNotSupported",
-                        "message": f'Unsupported value: "{mode}": {supported}',
-                        "field": "fieldValidation",
-                    }
-                ],
-            },
+        errs.append(
+            FieldError(
+                "FieldValueNotSupported", "fieldValidation", 'supported values: "", "Ignore", "Strict", "Warn"', mode
+            )
         )
+    if errs:
+        raise invalid(options, "meta.k8s.io", "", "", errs)
     return FieldValidation(mode or "Warn")
+
+
+def _manager(req: Request, request: web.Request) -> str:
+    """managerOrUserAgent: ``?fieldManager=``, else the first word of the User-Agent."""
+    return req.query.get("fieldManager") or fieldmanager.manager_from_user_agent(request.headers.get("User-Agent", ""))
+
+
+def load_yaml(raw: bytes) -> Any:
+    """YAML as the real server reads it (sigs.k8s.io/yaml on go-yaml v2, a port of libyaml): libyaml's own
+    parser and messages, and YAML 1.1 booleans including y/n; ValueError carries go-yaml's message."""
+    import yaml
+
+    try:
+        return yaml.load(raw, Loader=_YamlLoader)
+    except yaml.MarkedYAMLError as e:
+        problem, context = e.problem_mark, e.context_mark
+        line = 0
+        if problem is not None and problem.line:
+            line = problem.line + (1 if isinstance(e, yaml.scanner.ScannerError) else 0)
+        elif context is not None and context.line:
+            line = context.line
+        where = f"line {line}: " if line else ""
+        raise ValueError(f"yaml: {where}{e.problem}") from None
+    except yaml.YAMLError as e:
+        raise ValueError(f"yaml: {e}") from None
+
+
+def _yaml_loader() -> Any:
+    import re as re_
+
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class Loader(base):  # type: ignore[misc,valid-type]
+        pass
+
+    Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re_.compile(r"^(?:y|Y|n|N)$"), list("yYnN"))
+    Loader.add_constructor("tag:yaml.org,2002:bool", lambda loader, node: loader.construct_scalar(node) in _YAML_TRUE)
+    return Loader
+
+
+_YAML_TRUE = frozenset({"y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"})
+_YamlLoader = _yaml_loader()
+
+
+PATCH_TYPES = (
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+    "application/apply-patch+yaml",
+)
+
+
+def _patch_body(raw: bytes, ctype: str) -> Any:
+    """A PATCH body as the real handler reads it: go-restful refuses other media types (415), an apply
+    patch is YAML, any other must be valid JSON ("invalid JSON patch")."""
+    if ctype not in PATCH_TYPES:
+        raise ApiError(415, "415: Unsupported Media Type", "UnsupportedMediaType", {})
+    if ctype == "application/apply-patch+yaml":
+        try:
+            return load_yaml(raw)
+        except ValueError as e:
+            raise bad_request(f"error decoding YAML: {e}") from None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise bad_request("invalid JSON patch") from None
+
+
+def _fields(text: str | None, rt: ResourceType) -> FieldSelector:
+    return parse_field_selector(text, rt.group, rt.plural, custom=rt.custom, namespaced=rt.namespaced)
+
+
+_GO_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def go_int(raw: str) -> int:
+    """A query parameter read as the real server's conversion does (strconv.ParseInt, base 10, 64 bits),
+    with its error as a 400."""
+    if not _GO_INT.fullmatch(raw):
+        raise bad_request(f'strconv.ParseInt: parsing "{raw}": invalid syntax')
+    value = int(raw)
+    if not -(2**63) <= value < 2**63:
+        raise bad_request(f'strconv.ParseInt: parsing "{raw}": value out of range')
+    return value
 
 
 def _status_ok(details: dict[str, Any] | None = None) -> Obj:
@@ -188,6 +300,10 @@ class ApiServer:
         except protobuf.TableUnavailable as e:
             self._types_failed = True
             log.warning("built-in kinds are not type-checked or normalised: %s", e)
+        try:
+            self.registry.openapi_docs = await asyncio.to_thread(openapi.ensure_specs)
+        except openapi.SpecsUnavailable as e:
+            log.warning("managedFields and server-side apply treat built-in kinds as untyped: %s", e)
 
     async def close_streams(self) -> None:
         self.closing = True
@@ -222,7 +338,10 @@ class ApiServer:
             )
         except ApiError as e:
             status = e.code
-            return _json_response(e.status(), e.code, e.headers)
+            resp = self._error_response(request, e)
+            for text in e.warnings:
+                resp.headers.add("Warning", _warning(text))
+            return resp
         except web.HTTPRequestEntityTooLarge:
             status = 413
             err = ApiError(413, "Request entity too large: limit is 3145728", "RequestEntityTooLarge")
@@ -292,6 +411,11 @@ class ApiServer:
             return _json_response(discovery.VERSION_INFO)
         if parts and parts[0] in ("healthz", "readyz", "livez"):
             return web.Response(text="ok", content_type="text/plain")
+        if parts in (["api"], ["apis"]) and discovery.wants_aggregated(request.headers.get("Accept", "")):
+            body = _dumps(discovery.aggregated(cat, core=parts == ["api"]))
+            etag = hashlib.sha512(body).hexdigest().upper()
+            headers = {"Vary": "Accept", "Cache-Control": "public", "ETag": f'"{etag}"'}
+            return web.Response(body=body, headers={**headers, "Content-Type": discovery.AGGREGATED})
         if parts == ["api"]:
             return _json_response(discovery.api_versions(request.host))
         if parts == ["api", "v1"]:
@@ -339,7 +463,12 @@ class ApiServer:
                 self._publisher = openapi.Publisher(specs, table)
         publisher = self._publisher
         if not parts:
-            return _json_response(publisher.root(self.catalogue, discovery.openapi_gv))
+            # the real server labels its JSON index text/plain
+            return web.Response(
+                body=_dumps(publisher.root(self.catalogue, discovery.openapi_gv)),
+                content_type="text/plain",
+                charset="utf-8",
+            )
         data = publisher.document("/".join(parts), self.catalogue, discovery.openapi_gv)
         if data is None:
             raise PageNotFound()
@@ -400,30 +529,27 @@ class ApiServer:
         self, request: web.Request, req: Request, *, patch: bool = False, fv: FieldValidation | None = None
     ) -> Any:
         raw = await request.read()
-        if not raw and patch:
-            raise bad_request("the body of the request was empty")
         # No Content-Type at all is read as JSON, as the real server does.
         ctype = request.content_type if request.headers.get("Content-Type") else JSON_CT
-        if ctype == protobuf.CONTENT_TYPE and not patch:
+        if patch:
+            return _patch_body(raw, ctype)
+        if ctype == protobuf.CONTENT_TYPE:
             return await self._protobuf_body(raw, req.rt, "the object provided is unrecognized")
-        if not patch and ctype not in (JSON_CT, "application/yaml"):
+        if ctype not in (JSON_CT, "application/yaml"):
             raise _unsupported_media_type(req.rt)
-        if "yaml" in ctype and "apply-patch" not in ctype:
-            import yaml
-
+        if ctype == "application/yaml":
             try:
-                return yaml.safe_load(raw)
-            except yaml.YAMLError as e:
-                raise bad_request(f"error decoding YAML: {e}") from None
+                return load_yaml(raw)
+            except ValueError as e:
+                raise bad_request(
+                    f"the object provided is unrecognized (must be of type {req.rt.kind}): {e} "
+                    f"({jsonsyntax.summarize(raw)})"
+                ) from None
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError as e:
-            if patch:
-                raise bad_request(f"couldn't get version/kind; json parse error: {e}") from None
             why = jsonsyntax.syntax_error(raw) or str(e)
             raise _unrecognized(req.rt, why, raw) from None
-        if patch:
-            return body
         if body is None:
             return {}  # null decodes as an empty object
         if fv is not None and fv.mode != "Ignore" and ctype == JSON_CT and jsonsyntax.may_repeat_keys(raw, body):
@@ -451,12 +577,16 @@ class ApiServer:
         rt = req.rt
         ns = req.namespace or ""
         dry_run = bool(req.query.get("dryRun"))
-        if verb in ("create", "update", "patch"):
+        if verb in ("create", "update", "patch") or "protobuf" in request.headers.get("Accept", ""):
             await self._load_types()
+        if rt.key in reviews.KEYS:
+            return await self._review(request, req, verb)
+        if verb in ("create", "update", "patch", "delete") and req.subresource is None and verb not in rt.verbs:
+            raise method_not_allowed()  # a read-only kind (quotas, limit ranges)
         if verb == "watch":
             return await self._watch(request, req, info)
         if verb == "list":
-            return self._list(request, req)
+            return await self._list(request, req)
         if verb == "get":
             assert req.name is not None
             if req.subresource == "log":
@@ -469,7 +599,9 @@ class ApiServer:
                     raise method_not_allowed()
                 fv = _field_validation(req, "CreateOptions")
                 body = await self._body(request, req, fv=fv)
-                obj = self.registry.create(rt, ns, body, req.version, dry_run=dry_run, validation=fv)
+                obj = self.registry.create(
+                    rt, ns, body, req.version, dry_run=dry_run, validation=fv, manager=_manager(req, request)
+                )
                 return self._object_response(request, req, obj, 201, warnings=fv.warnings)
             if req.subresource == "binding":
                 return self._binding(req, await self._body(request, req))
@@ -490,15 +622,40 @@ class ApiServer:
                 return self._finalize_namespace(req, body)
             if req.subresource not in _WRITABLE_SUBRESOURCES:
                 raise method_not_allowed()
+            existed = self.store.get(rt.key, ns if rt.namespaced else "", req.name) is not None
             obj = self.registry.update(
-                rt, ns, req.name, body, req.subresource, version=req.version, dry_run=dry_run, validation=fv
+                rt,
+                ns,
+                req.name,
+                body,
+                req.subresource,
+                version=req.version,
+                dry_run=dry_run,
+                validation=fv,
+                manager=_manager(req, request),
             )
-            return self._object_response(request, req, obj, warnings=fv.warnings)
+            # a kind that PUT may create (leases, events, endpoints) answers 201 when it did
+            return self._object_response(request, req, obj, 200 if existed else 201, warnings=fv.warnings)
         if verb == "patch":
             if req.name is None or req.subresource not in _WRITABLE_SUBRESOURCES:
                 raise method_not_allowed()
-            fv = _field_validation(req, "PatchOptions")
+            fv = _field_validation(req, "PatchOptions", request.content_type)
             body = await self._body(request, req, patch=True)
+            if request.content_type == "application/apply-patch+yaml":
+                force = req.query.get("force", "")
+                obj, created = self.registry.apply(
+                    rt,
+                    ns,
+                    req.name,
+                    body,
+                    manager=req.query["fieldManager"],
+                    force=force == "true",
+                    subresource=req.subresource,
+                    version=req.version,
+                    dry_run=dry_run,
+                    validation=fv,
+                )
+                return self._object_response(request, req, obj, 201 if created else 200, warnings=fv.warnings)
             obj = self.registry.patch(
                 rt,
                 ns,
@@ -509,6 +666,7 @@ class ApiServer:
                 version=req.version,
                 dry_run=dry_run,
                 validation=fv,
+                manager=_manager(req, request),
             )
             return self._object_response(request, req, obj, warnings=fv.warnings)
         if verb == "delete":
@@ -531,7 +689,7 @@ class ApiServer:
                 raise method_not_allowed()
             opts = await self._delete_options(request, req)
             labels = parse_label_selector(req.query.get("labelSelector"))
-            fields = parse_field_selector(req.query.get("fieldSelector"), rt.group, rt.plural)
+            fields = _fields(req.query.get("fieldSelector"), rt)
             items = self.registry.list(rt, req.namespace if rt.namespaced else None, labels, fields)
             out = []
             for o in items:
@@ -543,6 +701,22 @@ class ApiServer:
                         raise
             return _json_response(self._list_doc(req, out, {"resourceVersion": str(self.store.rv)}))
         raise method_not_allowed()
+
+    async def _review(self, request: web.Request, req: Request, verb: str) -> web.StreamResponse:
+        """An access, rules or self-subject review (reviews.py): answered, never stored."""
+        if verb != "create" or req.name is not None:
+            raise method_not_allowed()
+        rt = req.rt
+        fv = _field_validation(req, "CreateOptions")
+        body = await self._body(request, req, fv=fv)
+        if not isinstance(body, dict):
+            raise bad_request("the body of the request must be a JSON object")
+        decoded = self.registry.decode(rt, body, req.version, fv)
+        if rt.kind.endswith("AccessReview"):
+            manager = _manager(req, request)
+            self.registry.track_new(rt, decoded, manager)
+        answer = reviews.answer(rt, req.namespace or "", decoded, now_iso())
+        return self._object_response(request, req, answer, 201, warnings=fv.warnings)
 
     async def _delete_options(self, request: web.Request, req: Request) -> dict[str, Any]:
         opts: dict[str, Any] = {}
@@ -561,10 +735,7 @@ class ApiServer:
                 opts.update(body)
         q = req.query
         if "gracePeriodSeconds" in q:
-            try:
-                opts["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
-            except ValueError:
-                raise bad_request(f"invalid gracePeriodSeconds {q['gracePeriodSeconds']!r}") from None
+            opts["gracePeriodSeconds"] = go_int(q["gracePeriodSeconds"])
         if "propagationPolicy" in q:
             opts["propagationPolicy"] = q["propagationPolicy"]
         if q.get("orphanDependents") in ("true", "false"):
@@ -589,13 +760,34 @@ class ApiServer:
             if p.startswith("application/yaml"):
                 return "json"
         if "protobuf" in accept and "json" not in accept:
+            return "protobuf"  # built-in kinds only (_protobuf_response); JSON whenever the client takes it
+        return "json"
+
+    def _error_response(self, request: web.Request, e: ApiError) -> web.Response:
+        """A Status: in protobuf for a client that takes nothing else (as the real server), else JSON."""
+        accept = request.headers.get("Accept", "")
+        table = self.registry.types.table if self.registry.types is not None else None
+        if table is not None and "protobuf" in accept and "json" not in accept:
+            with contextlib.suppress(protobuf.ProtobufError):
+                body = protobuf.encode(e.status(), table)
+                return web.Response(body=body, status=e.code, content_type=protobuf.CONTENT_TYPE, headers=e.headers)
+        return _json_response(e.status(), e.code, e.headers)
+
+    def _protobuf_response(self, req: Request, doc: Obj, status: int) -> web.Response:
+        """A protobuf-only client's answer: the object in protobuf (built-in kinds), else 406."""
+        table = self.registry.types.table if self.registry.types is not None else None
+        if table is not None and not req.rt.custom:
+            with contextlib.suppress(protobuf.ProtobufError):
+                return web.Response(body=protobuf.encode(doc, table), status=status, content_type=protobuf.CONTENT_TYPE)
+        if req.rt.custom:
+            # the real server's words for a custom resource (its serializer list), whatever it says elsewhere
             raise ApiError(
                 406,
-                "only the following media types are accepted: application/json, "
-                "application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io",
+                "only the following media types are accepted: application/json, application/yaml, "
+                f"{protobuf.CONTENT_TYPE}",
                 "NotAcceptable",
             )
-        return "json"
+        raise _not_acceptable()
 
     @staticmethod
     def _versioned(req: Request, obj: Obj) -> Obj:
@@ -609,8 +801,7 @@ class ApiServer:
     ) -> web.Response:
         resp = self._object_body(request, req, obj, status)
         for text in warnings or ():
-            escaped = text.replace("\\", "\\\\").replace('"', '\\"')
-            resp.headers.add("Warning", f'299 - "{escaped}"')
+            resp.headers.add("Warning", _warning(text))
         return resp
 
     def _object_body(self, request: web.Request, req: Request, obj: Obj, status: int) -> web.Response:
@@ -626,11 +817,17 @@ class ApiServer:
             return _json_response(doc, status)
         if mode == "meta":
             return _json_response(tables.partial_metadata(obj), status)
+        if mode == "protobuf":
+            return self._protobuf_response(req, self._versioned(req, obj), status)
         return _json_response(self._versioned(req, obj), status)
 
     def _list_doc(self, req: Request, items: list[Obj], meta: dict[str, Any]) -> Obj:
-        if req.rt.custom and req.version != req.rt.version:
-            items = [self._versioned(req, o) for o in items]
+        if req.rt.custom:
+            if req.version != req.rt.version:
+                items = [self._versioned(req, o) for o in items]
+        else:
+            # the items of a built-in kind's list carry no apiVersion/kind (the typed list's items are structs)
+            items = [{k: v for k, v in o.items() if k not in _TYPE_KEYS} for o in items]
         return {
             "kind": req.rt.list_kind,
             "apiVersion": req.rt.api_version(req.version),
@@ -638,35 +835,48 @@ class ApiServer:
             "items": items,
         }
 
-    def _list(self, request: web.Request, req: Request) -> web.Response:
+    async def _list(self, request: web.Request, req: Request) -> web.Response:
         rt = req.rt
-        labels = parse_label_selector(req.query.get("labelSelector"))
-        fields = parse_field_selector(req.query.get("fieldSelector"), rt.group, rt.plural)
-        items = self.registry.list(rt, req.namespace if rt.namespaced else None, labels, fields)
-        rv = self.store.rv
-        items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
-        meta: dict[str, Any] = {"resourceVersion": str(rv)}
-        cont = req.query.get("continue")
+        q = req.query
+        labels = parse_label_selector(q.get("labelSelector"))
+        fields = _fields(q.get("fieldSelector"), rt)
+        _check_list_options(q, watch=False)
+        ns = req.namespace if rt.namespaced else None
+        rv_s, cont = q.get("resourceVersion", ""), q.get("continue", "")
+        at: int | None = None  # a list served at an older resourceVersion (a later page, or Exact)
+        start = ""
         if cont:
-            try:
-                token = orjson.loads(base64.urlsafe_b64decode(cont.encode()))
-                start = (str(token["start"][0]), str(token["start"][1]))
-                rv = int(token["rv"])
-            except (ValueError, KeyError, TypeError, IndexError):
-                raise bad_request("continue key is not valid: incorrect encoded start resourceVersion") from None
-            meta["resourceVersion"] = str(rv)
-            items = [o for o in items if (o["metadata"].get("namespace", ""), o["metadata"]["name"]) > start]
-        limit_s = req.query.get("limit")
+            start, at = _decode_continue(cont)
+        elif rv_s not in ("", "0"):
+            wanted = _parse_rv(rv_s)
+            await self._wait_for_rv(wanted)
+            if q.get("resourceVersionMatch") == "Exact":
+                at = wanted
+        if at is not None and at < self.store.rv:
+            state = self.store.state_at(rt.key, at, ns)
+            if state is None:
+                if cont:
+                    raise expired(_CONTINUE_EXPIRED)
+                raise expired("The resourceVersion for the provided list is too old.")
+            items = [
+                o for o in state if labels.matches(o["metadata"].get("labels")) and (fields.empty or fields.matches(o))
+            ]
+            rv = at
+        else:
+            items = self.registry.list(rt, ns, labels, fields)
+            rv = self.store.rv if at is None else at
+        items.sort(key=_list_key)
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        if start:
+            items = [o for o in items if _key_path(o, ns) >= start]
+        limit_s = q.get("limit")
         if limit_s:
-            try:
-                limit = int(limit_s)
-            except ValueError:
-                raise bad_request(f"invalid limit {limit_s!r}") from None
+            limit = go_int(limit_s)
             if 0 < limit < len(items):
-                last = items[limit - 1]["metadata"]
-                tok = {"rv": rv, "start": [last.get("namespace", ""), last["name"]]}
-                meta["continue"] = base64.urlsafe_b64encode(orjson.dumps(tok)).decode()
-                meta["remainingItemCount"] = len(items) - limit
+                token = {"v": "meta.k8s.io/v1", "rv": rv, "start": _key_path(items[limit - 1], ns) + "\x00"}
+                meta["continue"] = base64.urlsafe_b64encode(orjson.dumps(token)).decode().rstrip("=")
+                if labels.empty and fields.empty:  # the real storage counts the rest only without a selector
+                    meta["remainingItemCount"] = len(items) - limit
                 items = items[:limit]
         mode = self._accept(request)
         if mode == "table":
@@ -682,7 +892,26 @@ class ApiServer:
                     "items": [tables.partial_metadata(o) for o in items],
                 }
             )
+        if mode == "protobuf":
+            return self._protobuf_response(req, self._list_doc(req, items, meta), 200)
         return _json_response(self._list_doc(req, items, meta))
+
+    async def _wait_for_rv(self, wanted: int) -> None:
+        """A resourceVersion newer than the server's: wait a little for it (as the watch cache waits to be
+        fresh enough), then the real 504 Too large resource version."""
+        deadline = time.monotonic() + _FRESHNESS_WAIT
+        while self.store.rv < wanted:
+            if time.monotonic() > deadline:
+                raise ApiError(
+                    504,
+                    f"Timeout: Too large resource version: {wanted}, current: {self.store.rv}",
+                    "Timeout",
+                    {
+                        "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+                        "retryAfterSeconds": 1,
+                    },
+                )
+            await asyncio.sleep(0.05)
 
     # ---- watch --------------------------------------------------------------------------------------------
 
@@ -692,6 +921,9 @@ class ApiServer:
         if cached is not None:
             return cached
         obj = ev.obj
+        if etype == "DELETED" and ev.type == "MODIFIED" and ev.old is not None:
+            # leaving the selector: the object as the watcher last saw it, at the event's resourceVersion
+            obj = dict(ev.old, metadata=dict(ev.old["metadata"], resourceVersion=obj["metadata"]["resourceVersion"]))
         if mode == "table":
             out: Any = tables.table(
                 req.rt,
@@ -713,24 +945,21 @@ class ApiServer:
         rt = req.rt
         q = req.query
         labels = parse_label_selector(q.get("labelSelector"))
-        fields = parse_field_selector(q.get("fieldSelector"), rt.group, rt.plural)
+        fields = _fields(q.get("fieldSelector"), rt)
         mode = self._accept(request)
+        if mode == "protobuf":
+            raise _not_acceptable()  # watch streams are JSON only
         include = q.get("includeObject", "Metadata")
         bookmarks = q.get("allowWatchBookmarks") in ("true", "1", "True")
         timeout = self.default_watch_timeout
         if q.get("timeoutSeconds"):
-            try:
-                timeout = float(q["timeoutSeconds"])
-            except ValueError:
-                raise bad_request(f"invalid timeoutSeconds {q['timeoutSeconds']!r}") from None
+            timeout = float(go_int(q["timeoutSeconds"]))
+        _check_list_options(q, watch=True)
         rv_s = q.get("resourceVersion", "")
         send_initial = q.get("sendInitialEvents") == "true"
         since: int | None = None
         if rv_s not in ("", "0") and not send_initial:
-            try:
-                since = int(rv_s)
-            except ValueError:
-                raise bad_request(f'invalid resource version "{rv_s}"') from None
+            since = _parse_rv(rv_s)
         if since is not None and (
             self.store.too_old(rt.key, since) or self.faults.pick(info, "expire-watch") is not None
         ):
@@ -747,6 +976,7 @@ class ApiServer:
         initial: list[Obj] = []
         if since is None:
             initial = self.registry.list(rt, w.namespace, labels, fields)
+            initial.sort(key=_list_key)  # the watch cache sends what exists in key order
         start_rv = self.store.rv
         self.store.subscribe(w, since)  # no await between the snapshot and subscribing: nothing is missed
         resp = web.StreamResponse(status=200, headers={"Content-Type": JSON_CT})
@@ -774,7 +1004,12 @@ class ApiServer:
                     },
                 }
                 await resp.write(_dumps({"type": "BOOKMARK", "object": bm}) + b"\n")
+            # as the watch cache: periodically, and once 2 s before the watch times out (so a client resumes
+            # from a recent resourceVersion)
+            pretimeout = deadline - 2.0
             next_bookmark = time.monotonic() + self.bookmark_interval
+            if time.monotonic() <= pretimeout < next_bookmark:
+                next_bookmark = pretimeout
             while True:
                 now = time.monotonic()
                 if now >= deadline:
@@ -840,7 +1075,7 @@ class ApiServer:
         _validate_log_options(req.name, q)
         node_name = spec.get("nodeName")
         if not node_name:
-            return web.Response(body=b"", content_type="text/plain")  # not scheduled: an empty log, as the real one
+            return web.Response(status=204)  # not scheduled: no content, as the real one
         node = self.store.get(("", "nodes"), "", str(node_name))
         if node is None:
             raise not_found("", "nodes", str(node_name))
@@ -901,13 +1136,13 @@ class ApiServer:
         if not node:
             raise bad_request("a Binding needs target.name")
         bind_pod(self.registry, req.namespace or "", req.name, str(node))
-        return _json_response(_status_ok(), 201)
+        return _json_response({**_status_ok(), "code": 201}, 201)
 
     def _eviction(self, req: Request, body: Any) -> web.Response:
         assert req.name is not None
         opts = (body.get("deleteOptions") if isinstance(body, dict) else None) or {}
         self.registry.delete(req.rt, req.namespace or "", req.name, opts)
-        return _json_response(_status_ok(), 201)
+        return _json_response({**_status_ok(), "code": 201}, 201)
 
     def _finalize_namespace(self, req: Request, body: Any) -> web.Response:
         assert req.name is not None
@@ -930,6 +1165,151 @@ class ApiServer:
         return _json_response(new)
 
 
+_TYPE_KEYS = ("apiVersion", "kind")
+_CONTINUE_EXPIRED = (
+    "The provided continue parameter is too old to display a consistent list result. You can start a new list "
+    "without the continue parameter, or use the continue token in this response to retrieve the remainder of "
+    "the results. Continuing with the provided token results in an inconsistent list - objects that were "
+    "created, modified, or deleted between the time the first chunk was returned and now may show up in the list."
+)
+#: how long a list or watch waits for a resourceVersion the server has not reached (the watch cache's 3 s)
+_FRESHNESS_WAIT = 3.0
+
+
+def _list_key(o: Obj) -> tuple[str, str]:
+    md = o["metadata"]
+    return (md.get("namespace", ""), md["name"])
+
+
+def _key_path(o: Obj, ns: str | None) -> str:
+    """An object's etcd key below the list's prefix: ``/name`` in a namespace, ``/ns/name`` across them."""
+    md = o["metadata"]
+    if ns is None and md.get("namespace"):
+        return f"/{md['namespace']}/{md['name']}"
+    return f"/{md['name']}"
+
+
+def _parse_rv(raw: str) -> int:
+    if not raw.isdigit():
+        raise ApiError(
+            500, f'resourceVersion: Invalid value: "{raw}": strconv.ParseUint: parsing "{raw}": invalid syntax', ""
+        )
+    return int(raw)
+
+
+def _decode_continue(token: str) -> tuple[str, int]:
+    """storage.DecodeContinue: (start key, resourceVersion), with the real server's 400s."""
+    prefix = "invalid continue token: continue key is not valid"
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    for i, ch in enumerate(token):
+        if ch not in alphabet:
+            raise bad_request(f"{prefix}: illegal base64 data at input byte {i}")
+    if len(token) % 4 == 1:
+        raise bad_request(f"{prefix}: illegal base64 data at input byte {len(token) - 1}")
+    raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    why = jsonsyntax.syntax_error(raw)
+    if why is not None:
+        raise bad_request(f"{prefix}: {why}")
+    try:
+        parsed = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise bad_request(f"{prefix}: invalid continue token") from None
+    if not isinstance(parsed, dict):
+        raise bad_request(
+            f"{prefix}: json: cannot unmarshal {_json_kind(parsed)} into Go value of type storage.continueToken"
+        )
+    version = parsed.get("v", "")
+    if version != "meta.k8s.io/v1":
+        raise bad_request(f"{prefix}: server does not recognize this encoded version {version}")
+    rv = parsed.get("rv")
+    if not isinstance(rv, int) or rv == 0:
+        raise bad_request(f"{prefix}: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
+    start = parsed.get("start")
+    if not isinstance(start, str) or not start:
+        raise bad_request(f"{prefix}: encoded start key empty (version meta.k8s.io/v1)")
+    return start, rv
+
+
+def _check_list_options(q: dict[str, str], *, watch: bool) -> None:
+    """ValidateListOptions of the real server (422 ListOptions)."""
+    match = q.get("resourceVersionMatch", "")
+    initial = q.get("sendInitialEvents")
+    errs: list[FieldError] = []
+    if watch:
+        if initial is not None and match != "NotOlderThan":
+            errs.append(
+                FieldError(
+                    "FieldValueForbidden",
+                    "resourceVersionMatch",
+                    "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                )
+            )
+        if match:
+            if initial is None:
+                errs.append(
+                    FieldError(
+                        "FieldValueForbidden",
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                    )
+                )
+            if match != "NotOlderThan":
+                errs.append(
+                    FieldError(
+                        "FieldValueNotSupported", "resourceVersionMatch", 'supported values: "NotOlderThan"', match
+                    )
+                )
+            if q.get("continue"):
+                errs.append(
+                    FieldError(
+                        "FieldValueForbidden",
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden when continue is provided",
+                    )
+                )
+    else:
+        if match:
+            if not q.get("resourceVersion"):
+                errs.append(
+                    FieldError(
+                        "FieldValueForbidden",
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                    )
+                )
+            if q.get("continue"):
+                errs.append(
+                    FieldError(
+                        "FieldValueForbidden",
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden when continue is provided",
+                    )
+                )
+            if match not in ("Exact", "NotOlderThan"):
+                errs.append(
+                    FieldError(
+                        "FieldValueNotSupported",
+                        "resourceVersionMatch",
+                        'supported values: "Exact", "NotOlderThan", ""',
+                        match,
+                    )
+                )
+            if match == "Exact" and q.get("resourceVersion") == "0":
+                errs.append(
+                    FieldError(
+                        "FieldValueForbidden",
+                        "resourceVersionMatch",
+                        'resourceVersionMatch "exact" is forbidden for resourceVersion "0"',
+                    )
+                )
+        if initial is not None:
+            errs.append(
+                FieldError("FieldValueForbidden", "sendInitialEvents", "sendInitialEvents is forbidden for list")
+            )
+    if errs:
+        raise invalid("ListOptions", "meta.k8s.io", "", "", errs)
+
+
 _LOG_PARAMS = ("follow", "tailLines", "limitBytes", "sinceSeconds", "sinceTime", "timestamps", "previous")
 
 
@@ -947,16 +1327,13 @@ def _validate_log_options(name: str, q: dict[str, str]) -> None:
         raw = q.get(field)
         if raw is None or raw == "":
             continue
-        try:
-            value = int(raw)
-        except ValueError:
-            raise bad_request(f"invalid {field} {raw!r}") from None
+        value = go_int(raw)
         if value < minimum:
             why = "must be greater than or equal to 0" if minimum == 0 else "must be greater than 0"
             errs.append(FieldError("FieldValueInvalid", field, why, value))
     if q.get("sinceSeconds") and q.get("sinceTime"):
         errs.append(
-            FieldError("FieldValueForbidden", "", "at most one of `sinceTime` or `sinceSeconds` may be specified")
+            FieldError("FieldValueForbidden", "[]", "at most one of `sinceTime` or `sinceSeconds` may be specified")
         )
     if errs:
         raise invalid("PodLogOptions", "", "", name, errs)
@@ -967,15 +1344,10 @@ def bind_pod(registry: Registry, ns: str, name: str, node: str) -> Obj:
     rt = registry.resource("", "pods")
     pod = registry.get(rt, ns, name)
     spec = pod.get("spec") or {}
-    if spec.get("nodeName"):
-        raise ApiError(
-            409,
-            f'pod {name} is already assigned to node "{spec["nodeName"]}"',
-            "Conflict",
-            {"name": name, "kind": "pods"},
-        )
     if pod["metadata"].get("deletionTimestamp"):
-        raise ApiError(409, f"pod {name} is being deleted, cannot be assigned to a host", "Conflict")
+        raise conflict("", "pods/binding", name, f"pod {name} is being deleted, cannot be assigned to a host")
+    if spec.get("nodeName"):
+        raise conflict("", "pods/binding", name, f'pod {name} is already assigned to node "{spec["nodeName"]}"')
     if registry.store.get(("", "nodes"), "", node) is None:
         raise not_found("", "nodes", node)
     new = dict(pod)

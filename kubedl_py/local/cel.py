@@ -200,7 +200,8 @@ def _check(spec: dict[str, Any], value: Any, old: Any, path: str, errors: list[F
     if isinstance(expression, str) and expression:
         try:
             text = compile_rule(expression).program.evaluate(activation)
-            if isinstance(text, celpy.celtypes.StringType) and str(text).strip():
+            # a string (celpy's concatenation gives a plain str, not a StringType)
+            if isinstance(text, str) and str(text).strip():
                 message = str(text)
         except (RuleError, CELEvalError):
             pass

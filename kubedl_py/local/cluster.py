@@ -191,6 +191,10 @@ class LocalCluster:
         self.namespaces = NamespaceController(self.registry)
         self.endpoints = EndpointsController(self.registry)
         self.store.listeners.append(self._on_event)
+        if self.store.rv == 0:
+            # A fresh server's watch window opens before anything exists, as a real API server's watch caches
+            # start before its bootstrap objects are made (a restart starts it where the old history ends).
+            self.store.open_window()
         self._bootstrap()
         for ns in self.store.iter(("", "namespaces")):  # a restart: namespaces from before get no ADDED event
             asyncio.get_running_loop().call_soon(self._default_sa, ns["metadata"]["name"])
@@ -357,8 +361,7 @@ class LocalCluster:
         res = dict(DEFAULT_NODE_RESOURCES)
         res.update(self._pick(self.node_resources, i))
         res.update(resources or {})
-        lab = {"node.kubedl.io/index": str(i)}
-        lab.update(self._pick(self.node_labels, i))
+        lab = self._pick(self.node_labels, i)  # nothing of ours: the real control plane's nodes have none
         lab.update(labels or {})
         return NodeSpec(
             name=name,

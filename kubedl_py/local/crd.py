@@ -13,11 +13,13 @@ from typing import Any
 
 from . import cel, schema
 from .errors import FieldError
-from .registry import now_iso
+from .registry import CRD_CLEANUP_FINALIZER, now_iso
 from .resources import Catalogue, ResourceType
 from .store import Event, Obj, Store
 
 CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
+#: the verbs of a custom resource, in the apiextensions discovery controller's order
+CRD_VERBS = ("delete", "deletecollection", "get", "list", "patch", "create", "update", "watch")
 _PLURAL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -61,14 +63,19 @@ def validate_crd(crd: Obj) -> list[FieldError]:
         )
         return errs
     storage = [v for v in versions if isinstance(v, dict) and v.get("storage")]
+    schemas = [(v.get("schema") or {}).get("openAPIV3Schema") if isinstance(v, dict) else None for v in versions]
+    # the internal CRD keeps one top-level schema when every version has the same (validation messages say so)
+    hoisted = all(sch == schemas[0] for sch in schemas)
     if len(storage) != 1:
+        shown = [_internal_version(v, hoisted) for v in versions if isinstance(v, dict)]
         errs.append(
             FieldError(
-                "FieldValueInvalid",
-                "spec.versions",
-                "must have exactly one version marked as storage version",
-                len(storage),
+                "FieldValueInvalid", "spec.versions", "must have exactly one version marked as storage version", shown
             )
+        )
+    if not storage:
+        errs.append(
+            FieldError("FieldValueInvalid", "status.storedVersions", "must have at least one stored version", None)
         )
     for i, v in enumerate(versions):
         if not isinstance(v, dict) or not v.get("name"):
@@ -80,9 +87,27 @@ def validate_crd(crd: Obj) -> list[FieldError]:
                 FieldError("FieldValueRequired", f"spec.versions[{i}].schema.openAPIV3Schema", "schemas are required")
             )
         else:
-            schema.check_structural(sch, f"spec.versions[{i}].schema.openAPIV3Schema", errs)
+            where = "spec.validation.openAPIV3Schema" if hoisted else f"spec.versions[{i}].schema.openAPIV3Schema"
+            schema.check_structural(sch, where, errs)
             errs += cel.check_schema(sch, "spec.validation.openAPIV3Schema")
+            if hoisted:
+                break  # one schema, checked once
     return errs
+
+
+def _internal_version(v: Obj, hoisted: bool) -> Obj:
+    """A version as the real server prints it in an error: the internal Go struct, without JSON tags."""
+    return {
+        "Name": v.get("name", ""),
+        "Served": bool(v.get("served")),
+        "Storage": bool(v.get("storage")),
+        "Deprecated": bool(v.get("deprecated")),
+        "DeprecationWarning": v.get("deprecationWarning"),
+        "Schema": None if hoisted else v.get("schema"),
+        "Subresources": None if hoisted else v.get("subresources"),
+        "AdditionalPrinterColumns": None if hoisted else v.get("additionalPrinterColumns"),
+        "SelectableFields": v.get("selectableFields"),
+    }
 
 
 def default_crd(crd: Obj) -> None:
@@ -142,6 +167,7 @@ def resource_type(crd: Obj) -> ResourceType:
         categories=list(names.get("categories") or []),
         subresources=subs,
         custom=True,
+        verbs=list(CRD_VERBS),
         versions=[v["name"] for v in versions] or [storage["name"]],
         schemas={v["name"]: (v.get("schema") or {}).get("openAPIV3Schema") or {} for v in spec["versions"]},
         rules={v["name"]: cel.has_rules((v.get("schema") or {}).get("openAPIV3Schema")) for v in spec["versions"]},
@@ -185,6 +211,30 @@ class CRDController:
             asyncio.get_running_loop().call_soon(self._purge, key)
         else:
             self._serve(ev.obj)
+            md = ev.obj["metadata"]
+            if md.get("deletionTimestamp") and CRD_CLEANUP_FINALIZER in (md.get("finalizers") or []):
+                asyncio.get_running_loop().call_soon(self._clean_up, md["name"])
+
+    def _clean_up(self, name: str) -> None:
+        """The finalizer's work: every instance goes (DELETED events), then the finalizer, then the CRD."""
+        crd = self.store.get(CRD_KEY, "", name)
+        if crd is None or CRD_CLEANUP_FINALIZER not in (crd["metadata"].get("finalizers") or []):
+            return
+        try:
+            key = (crd["spec"]["group"], crd["spec"]["names"]["plural"])
+        except (KeyError, TypeError):
+            key = None
+        served = self.catalogue.types.get(key) if key is not None else None
+        if key is not None and served is not None and served.custom and served.crd_name == name:
+            # only the instances this CRD serves (a CRD shadowing a built-in kind never served any)
+            for obj in list(self.store.iter(key)):
+                self.store.remove(key, obj)
+        left = [f for f in crd["metadata"].get("finalizers") or [] if f != CRD_CLEANUP_FINALIZER]
+        if left:  # someone else's finalizer still holds it
+            new = dict(crd, metadata=dict(crd["metadata"], finalizers=left, resourceVersion=str(self.store.next_rv())))
+            self.store.put(CRD_KEY, new, crd)
+            return
+        self.store.remove(CRD_KEY, crd)
 
     def _purge(self, key: tuple[str, str]) -> None:
         if key in self.catalogue.types:

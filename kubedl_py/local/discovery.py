@@ -26,7 +26,7 @@ VERSION_INFO: Obj = {
     "emulationMinor": _MINOR,
     "minCompatibilityMajor": _MAJOR,
     "minCompatibilityMinor": str(int(_MINOR) - 1),
-    "gitVersion": f"v{KUBERNETES_VERSION}-kubedl-local",
+    "gitVersion": f"v{KUBERNETES_VERSION}",
     "gitCommit": "0000000000000000000000000000000000000000",
     "gitTreeState": "clean",
     "buildDate": "2026-01-01T00:00:00Z",
@@ -44,6 +44,22 @@ def api_versions(host: str) -> Obj:
     }
 
 
+#: subresource -> (kind, group, version, verbs) where they differ from the parent's kind and get/patch/update
+_SUBRESOURCES: dict[str, tuple[str | None, str | None, str | None, list[str]]] = {
+    "log": ("Pod", None, None, ["get"]),
+    "binding": ("Binding", None, None, ["create"]),
+    "eviction": ("Eviction", "policy", "v1", ["create"]),
+    "token": ("TokenRequest", "authentication.k8s.io", "v1", ["create"]),
+    "finalize": (None, None, None, ["update"]),
+    "scale": ("Scale", "autoscaling", "v1", ["get", "patch", "update"]),
+}
+
+
+def _subresource(rt: ResourceType, sub: str) -> tuple[str, str | None, str | None, list[str]]:
+    kind, group, version, verbs = _SUBRESOURCES.get(sub, (None, None, None, ["get", "patch", "update"]))
+    return kind or rt.kind, group, version, verbs
+
+
 def _resources(rts: list[ResourceType]) -> list[Obj]:
     out: list[Obj] = []
     for rt in sorted(rts, key=lambda r: r.plural):
@@ -58,30 +74,122 @@ def _resources(rts: list[ResourceType]) -> list[Obj]:
             entry["shortNames"] = list(rt.short_names)
         if rt.categories:
             entry["categories"] = list(rt.categories)
-        entry["storageVersionHash"] = hashlib.sha256(f"{rt.group}/{rt.plural}".encode()).hexdigest()[:11]
+        if rt.verbs != ["create"]:  # the review kinds, stored nowhere, have no storage version
+            entry["storageVersionHash"] = hashlib.sha256(f"{rt.group}/{rt.plural}".encode()).hexdigest()[:11]
         out.append(entry)
         for sub in rt.subresources:
+            kind, group, version, verbs = _subresource(rt, sub)
             sub_entry: Obj = {
                 "name": f"{rt.plural}/{sub}",
                 "singularName": "",
                 "namespaced": rt.namespaced,
-                "kind": rt.kind,
-                "verbs": ["get", "patch", "update"],
+                "kind": kind,
+                "verbs": list(verbs),
             }
-            if sub == "log":
-                sub_entry.update(kind="Pod", verbs=["get"])
-            elif sub == "binding":
-                sub_entry.update(kind="Binding", verbs=["create"])
-            elif sub == "eviction":
-                sub_entry.update(kind="Eviction", group="policy", version="v1", verbs=["create"])
-            elif sub == "token":
-                sub_entry.update(kind="TokenRequest", group="authentication.k8s.io", version="v1", verbs=["create"])
-            elif sub == "finalize":
-                sub_entry.update(verbs=["update"])
-            elif sub == "scale":
-                sub_entry.update(kind="Scale", group="autoscaling", version="v1")
+            if group is not None:
+                sub_entry.update(group=group, version=version)
             out.append(sub_entry)
     return out
+
+
+# ---- aggregated discovery (apidiscovery.k8s.io/v2: what kubectl asks for first) ------------------------------
+
+AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+#: the real server's group order (by priority); groups of custom resources come after, by name
+GROUP_ORDER = (
+    "apiregistration.k8s.io",
+    "apps",
+    "events.k8s.io",
+    "authentication.k8s.io",
+    "authorization.k8s.io",
+    "autoscaling",
+    "batch",
+    "certificates.k8s.io",
+    "networking.k8s.io",
+    "policy",
+    "rbac.authorization.k8s.io",
+    "storage.k8s.io",
+    "admissionregistration.k8s.io",
+    "apiextensions.k8s.io",
+    "scheduling.k8s.io",
+    "coordination.k8s.io",
+    "node.k8s.io",
+    "discovery.k8s.io",
+    "resource.k8s.io",
+    "flowcontrol.apiserver.k8s.io",
+    "storagemigration.k8s.io",
+)
+
+
+def wants_aggregated(accept: str) -> bool:
+    """Whether an Accept header's first acceptable type is the aggregated discovery document (v2)."""
+    for part in accept.split(","):
+        fields = [f.strip() for f in part.split(";")]
+        params = dict(f.split("=", 1) for f in fields[1:] if "=" in f)
+        if fields[0] in ("application/json", "*/*", "application/*", "") and not params:
+            return False
+        if (
+            params.get("g") == "apidiscovery.k8s.io"
+            and params.get("v") == "v2"
+            and params.get("as") == ("APIGroupDiscoveryList")
+        ):
+            return fields[0] == "application/json"
+    return False
+
+
+def _kind_ref(rt: ResourceType, kind: str, group: str | None, version: str | None, gv: str) -> Obj:
+    """A responseKind: built-in kinds of the group version leave group and version empty."""
+    if group is not None:
+        return {"group": group, "version": version, "kind": kind}
+    if rt.custom:
+        return {"group": rt.group, "version": gv, "kind": kind}
+    return {"group": "", "version": "", "kind": kind}
+
+
+def _discovered(rt: ResourceType, version: str) -> Obj:
+    entry: Obj = {
+        "resource": rt.plural,
+        "responseKind": _kind_ref(rt, rt.kind, None, None, version),
+        "scope": "Namespaced" if rt.namespaced else "Cluster",
+        "singularResource": rt.singular,
+        "verbs": list(rt.verbs),
+    }
+    if rt.short_names:
+        entry["shortNames"] = list(rt.short_names)
+    if rt.categories:
+        entry["categories"] = list(rt.categories)
+    subs = []
+    for sub in sorted(rt.subresources):
+        kind, group, sub_version, verbs = _subresource(rt, sub)
+        ref = _kind_ref(rt, kind, group, sub_version, version)
+        subs.append({"subresource": sub, "responseKind": ref, "verbs": list(verbs)})
+    if subs:
+        entry["subresources"] = subs
+    return entry
+
+
+def aggregated(cat: Catalogue, *, core: bool) -> Obj:
+    """``/api`` (core) or ``/apis`` as an APIGroupDiscoveryList."""
+    items: list[Obj] = []
+    if core:
+        resources = [_discovered(rt, "v1") for rt in sorted(cat.in_group_version("", "v1"), key=lambda r: r.plural)]
+        items.append({"metadata": {}, "versions": [{"version": "v1", "resources": resources, "freshness": "Current"}]})
+    else:
+        groups = cat.groups()
+        rank = {g: i for i, g in enumerate(GROUP_ORDER)}
+        for name in sorted(groups, key=lambda g: (rank.get(g, len(GROUP_ORDER)), g)):
+            versions = []
+            for version in groups[name]:
+                rts = sorted(cat.in_group_version(name, version), key=lambda r: r.plural)
+                versions.append(
+                    {
+                        "version": version,
+                        "resources": [_discovered(rt, version) for rt in rts],
+                        "freshness": "Current",
+                    }
+                )
+            items.append({"metadata": {"name": name}, "versions": versions})
+    return {"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items}
 
 
 def resource_list(cat: Catalogue, group: str, version: str) -> Obj | None:

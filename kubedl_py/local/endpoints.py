@@ -1,9 +1,14 @@
-"""The endpoints controller: keeps one ``Endpoints`` object per Service with a selector.
+"""The endpoints and endpoint slice controllers: one ``Endpoints`` object and its ``EndpointSlices`` per
+Service with a selector.
 
-Clients that resolve a Service to its backends (``kubectl describe svc``, a Service proxy) read
-Endpoints: ready pods matching the selector under ``addresses``, others under ``notReadyAddresses``, with
-each Service port's ``targetPort`` resolved (a name is looked up among the pod's container ports). It
-indexes pods and Services by label pairs, so a change touches only the Services it can concern.
+Clients that resolve a Service to its backends read them (a Service proxy reads Endpoints, ``kubectl
+describe svc`` EndpointSlices): ready pods matching the selector under ``addresses``, others under
+``notReadyAddresses``, with each Service port's ``targetPort`` resolved (a name is looked up among the pod's
+container ports). The slices are the real EndpointSlice controller's: one per distinct set of resolved
+ports (one with neither endpoints nor ports when no pod matches), named after the Service, labelled with it
+and owned by it, each endpoint with its ready/serving/terminating conditions (terminating pods are kept,
+not ready). It indexes pods and Services by label pairs, so a change touches only the Services it can
+concern.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from collections import defaultdict
 from typing import Any
 
 from .errors import ApiError
-from .registry import Registry
+from .registry import Registry, now_iso
 from .store import Event, Obj
 
 log = logging.getLogger(__name__)
@@ -23,6 +28,11 @@ log = logging.getLogger(__name__)
 PODS = ("", "pods")
 SERVICES = ("", "services")
 ENDPOINTS = ("", "endpoints")
+SLICES = ("discovery.k8s.io", "endpointslices")
+SERVICE_NAME = "kubernetes.io/service-name"
+MANAGED_BY = "endpointslice.kubernetes.io/managed-by"
+SLICE_CONTROLLER = "endpointslice-controller.k8s.io"
+TRIGGER_TIME = "endpoints.kubernetes.io/last-change-trigger-time"
 Pair = tuple[str, str, str]  # namespace, label key, label value
 
 
@@ -167,11 +177,13 @@ class EndpointsController:
             if current is not None and svc is None:
                 with contextlib.suppress(ApiError):
                     self.registry.delete(rt, ns, name, {})
+            self._sync_slices(ns, name, svc, {})
             return
         selector: dict[str, str] = {k: str(v) for k, v in svc["spec"]["selector"].items()}
         sets = sorted((self.pods_by_pair.get((ns, k, v), set()) for k, v in selector.items()), key=len)
         names: set[str] = set(sets[0]).intersection(*sets[1:]) if sets else set()
         groups: dict[tuple[tuple[str, int, str], ...], dict[str, list[Any]]] = {}
+        slice_groups: dict[tuple[tuple[str, int, str], ...], list[Obj]] = {}
         for pod_name in sorted(names):
             pod = self.store.get(PODS, ns, pod_name)
             if pod is None:
@@ -179,9 +191,10 @@ class EndpointsController:
             st = pod.get("status") or {}
             if not st.get("podIP") or st.get("phase") in ("Succeeded", "Failed"):
                 continue
+            ports = tuple(p for p in (_resolve(sp, pod) for sp in svc["spec"].get("ports") or []) if p is not None)
+            slice_groups.setdefault(ports, []).append(_slice_endpoint(pod, svc))
             if pod["metadata"].get("deletionTimestamp") and not svc["spec"].get("publishNotReadyAddresses"):
                 continue
-            ports = tuple(p for p in (_resolve(sp, pod) for sp in svc["spec"].get("ports") or []) if p is not None)
             addr: Obj = {
                 "ip": st["podIP"],
                 "targetRef": {"kind": "Pod", "namespace": ns, "name": pod_name, "uid": pod["metadata"]["uid"]},
@@ -207,6 +220,7 @@ class EndpointsController:
         }
         if subsets:
             body["subsets"] = subsets
+        self._sync_slices(ns, name, svc, slice_groups)
         if current is None:
             with contextlib.suppress(ApiError):
                 self.registry.create(rt, ns, body)
@@ -223,6 +237,97 @@ class EndpointsController:
         new["metadata"] = dict(current["metadata"], labels=body["metadata"]["labels"])
         with contextlib.suppress(ApiError):
             self.registry._update(rt, current, new, None)
+
+    def _sync_slices(
+        self, ns: str, name: str, svc: Obj | None, groups: dict[tuple[tuple[str, int, str], ...], list[Obj]]
+    ) -> None:
+        """The Service's slices: one per distinct port set (one empty slice when no pod matches)."""
+        rt = self.registry.catalogue.types.get(SLICES)
+        if rt is None:
+            return
+        existing = [
+            o
+            for o in self.store.iter(SLICES, ns)
+            if (o["metadata"].get("labels") or {}).get(SERVICE_NAME) == name
+            and (o["metadata"].get("labels") or {}).get(MANAGED_BY) == SLICE_CONTROLLER
+        ]
+        if svc is None or not (svc.get("spec") or {}).get("selector"):
+            for o in existing:
+                with contextlib.suppress(ApiError):
+                    self.registry.delete(rt, ns, o["metadata"]["name"], {})
+            return
+        wanted = groups or {(): []}
+        labels = {**(svc["metadata"].get("labels") or {}), SERVICE_NAME: name, MANAGED_BY: SLICE_CONTROLLER}
+        by_ports = {_port_key(o.get("ports")): o for o in existing}
+        bodies: list[Obj] = []
+        for ports, endpoints in wanted.items():
+            port_list = [{"name": n, "protocol": proto, "port": p} for n, p, proto in ports] if endpoints else None
+            bodies.append({"addressType": "IPv4", "endpoints": endpoints or None, "ports": port_list})
+        matched = [by_ports.pop(_port_key(body["ports"]), None) for body in bodies]
+        # As the real reconciler: a slice that would be created reuses one that would be deleted (its name).
+        spare = list(by_ports.values())
+        for i, current in enumerate(matched):
+            if current is None and spare:
+                matched[i] = spare.pop()
+        for body, current in zip(bodies, matched, strict=True):
+            if current is None:
+                owner = {
+                    "apiVersion": "v1",
+                    "kind": "Service",
+                    "name": name,
+                    "uid": svc["metadata"]["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+                md = {
+                    "generateName": f"{name}-",
+                    "namespace": ns,
+                    "labels": labels,
+                    "annotations": {TRIGGER_TIME: now_iso()},
+                    "ownerReferences": [owner],
+                }
+                created = {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "metadata": md, **body}
+                with contextlib.suppress(ApiError):
+                    self.registry.create(rt, ns, created)
+                continue
+            if all(current.get(k) == v for k, v in body.items()) and current["metadata"].get("labels") == labels:
+                continue
+            new = {**current, **body}
+            annotations = {**(current["metadata"].get("annotations") or {}), TRIGGER_TIME: now_iso()}
+            new["metadata"] = dict(current["metadata"], labels=labels, annotations=annotations)
+            with contextlib.suppress(ApiError):
+                self.registry._update(rt, current, new, None)
+        for stale in spare:
+            with contextlib.suppress(ApiError):
+                self.registry.delete(rt, ns, stale["metadata"]["name"], {})
+
+
+def _port_key(ports: Any) -> Any:
+    return tuple(sorted((p.get("name"), p.get("port"), p.get("protocol")) for p in ports or []))
+
+
+def _slice_endpoint(pod: Obj, svc: Obj) -> Obj:
+    """One pod as an EndpointSlice endpoint (ready only when not terminating; serving as the pod's Ready)."""
+    ready = _ready(pod)
+    terminating = bool(pod["metadata"].get("deletionTimestamp"))
+    publish = bool(svc["spec"].get("publishNotReadyAddresses"))
+    out: Obj = {
+        "addresses": [pod["status"]["podIP"]],
+        "conditions": {
+            "ready": publish or (ready and not terminating),
+            "serving": publish or ready,
+            "terminating": terminating,
+        },
+        "targetRef": {
+            "kind": "Pod",
+            "namespace": pod["metadata"]["namespace"],
+            "name": pod["metadata"]["name"],
+            "uid": pod["metadata"]["uid"],
+        },
+    }
+    if (pod.get("spec") or {}).get("nodeName"):
+        out["nodeName"] = pod["spec"]["nodeName"]
+    return out
 
 
 def _ready(pod: Obj) -> bool:

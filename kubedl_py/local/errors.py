@@ -45,6 +45,8 @@ class ApiError(Exception):
         self.reason = reason if reason is not None else REASONS.get(code, "Unknown")
         self.details = details
         self.headers = headers or {}
+        #: Warning headers gathered before the error (the real server sends them with error responses too)
+        self.warnings: list[str] = []
 
     def status(self) -> dict[str, Any]:
         # The real server's field order; an empty reason is left out (its 500s on some create errors).
@@ -123,7 +125,7 @@ def bad_request(message: str) -> ApiError:
 
 
 def method_not_allowed(message: str = "the server does not allow this method on the requested resource") -> ApiError:
-    return ApiError(405, message, "MethodNotAllowed")
+    return ApiError(405, message, "MethodNotAllowed", {})
 
 
 def expired(message: str) -> ApiError:
@@ -182,8 +184,6 @@ def _show(value: Any, orjson: Any) -> str:
         text: str = orjson.dumps(value).decode()
     except TypeError:
         text = repr(value)
-    if len(text) > 200:
-        text = text[:200] + "..."
     return text
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from .errors import ApiError
 from .patch import deepcopy_json
-from .registry import Registry
+from .registry import Registry, now_iso
 from .store import Event, Obj
 
 log = logging.getLogger(__name__)
@@ -215,22 +215,105 @@ class NamespaceController:
                 await asyncio.sleep(self.interval)  # re-check lingering objects (finalizers, graceful pods)
                 self.wake.set()
 
+    def _conditions(self, ns: str, remaining: dict[str, int], finalizers: dict[str, int]) -> None:
+        """namespaceConditionUpdater: the five deletion conditions, written when they change."""
+        nso = self.store.get(("", "namespaces"), "", ns)
+        if nso is None:
+            return
+        found: dict[str, tuple[str, str, str]] = {
+            "NamespaceDeletionDiscoveryFailure": (
+                "False",
+                "ResourcesDiscovered",
+                "All resources successfully discovered",
+            ),
+            "NamespaceDeletionGroupVersionParsingFailure": (
+                "False",
+                "ParsedGroupVersions",
+                "All legacy kube types successfully parsed",
+            ),
+            "NamespaceDeletionContentFailure": (
+                "False",
+                "ContentDeleted",
+                "All content successfully deleted, may be waiting on finalization",
+            ),
+            "NamespaceContentRemaining": ("False", "ContentRemoved", "All content successfully removed"),
+            "NamespaceFinalizersRemaining": (
+                "False",
+                "ContentHasNoFinalizers",
+                "All content-preserving finalizers finished",
+            ),
+        }
+        if remaining:
+            listed = sorted(f"{res} has {n} resource instances" for res, n in remaining.items())
+            found["NamespaceContentRemaining"] = (
+                "True",
+                "SomeResourcesRemain",
+                "Some resources are remaining: " + ", ".join(listed),
+            )
+        if finalizers:
+            listed = sorted(f"{fin} in {n} resource instances" for fin, n in finalizers.items())
+            found["NamespaceFinalizersRemaining"] = (
+                "True",
+                "SomeFinalizersRemain",
+                "Some content in the namespace has finalizers remaining: " + ", ".join(listed),
+            )
+        old = list((nso.get("status") or {}).get("conditions") or [])
+        by_type = {c.get("type"): c for c in old}
+        changed = False
+        conditions = list(old)
+        for kind, (status, reason, message) in found.items():
+            current = by_type.get(kind)
+            if current is None:
+                conditions.append(
+                    {
+                        "type": kind,
+                        "status": status,
+                        "lastTransitionTime": now_iso(),
+                        "reason": reason,
+                        "message": message,
+                    }
+                )
+                changed = True
+            elif (current.get("status"), current.get("reason"), current.get("message")) != (status, reason, message):
+                updated = dict(current, status=status, reason=reason, message=message)
+                if current.get("status") != status:
+                    updated["lastTransitionTime"] = now_iso()
+                conditions[conditions.index(current)] = updated
+                changed = True
+        if not changed:
+            return
+        new = deepcopy_json(nso)
+        new.setdefault("status", {})["conditions"] = conditions
+        new["metadata"]["resourceVersion"] = str(self.store.next_rv())
+        self.store.put(("", "namespaces"), new, nso)
+
     def _sync(self, ns: str) -> bool:
         """True when the namespace is gone."""
         nso = self.store.get(("", "namespaces"), "", ns)
         if nso is None:
             return True
-        left = 0
-        for rt in list(self.registry.catalogue.types.values()):
-            if not rt.namespaced:
-                continue
+        # As the real namespace deleter: pods first, the rest once no pod is left; what remains (and which
+        # finalizers hold it) is reported in the namespace's status conditions.
+        kinds = [rt for rt in self.registry.catalogue.types.values() if rt.namespaced]
+        kinds.sort(key=lambda rt: rt.key != ("", "pods"))
+        remaining: dict[str, int] = {}
+        finalizers: dict[str, int] = {}
+        for rt in kinds:
             for obj in list(self.store.iter(rt.key, ns)):
-                left += 1
                 if not obj["metadata"].get("deletionTimestamp"):
                     with contextlib.suppress(ApiError):
                         self.registry.delete(rt, ns, obj["metadata"]["name"], {})
-        if left:
+            for obj in self.store.iter(rt.key, ns):
+                remaining[f"{rt.plural}.{rt.group}"] = remaining.get(f"{rt.plural}.{rt.group}", 0) + 1
+                for fin in obj["metadata"].get("finalizers") or []:
+                    finalizers[fin] = finalizers.get(fin, 0) + 1
+            if rt.key == ("", "pods") and remaining:
+                self._conditions(ns, {}, {})
+                return False
+        self._conditions(ns, remaining, finalizers)
+        if remaining:
             return False
+        nso = self.store.get(("", "namespaces"), "", ns) or nso  # the conditions may have been written
         if nso["metadata"].get("finalizers"):
             # Held by a metadata finalizer: clear spec.finalizers once, then wait without writing.
             if (nso.get("spec") or {}).get("finalizers"):

@@ -20,12 +20,14 @@ def _quote_char(c: int) -> str:
         return "'\\''"
     if c == ord('"'):
         return "'\"'"
+    # Go: strconv.Quote(string(rune(c))) -- a byte above 0x7f is the rune U+00XX
     ch = chr(c)
-    if ch.isprintable() and c < 0x80:
+    if ch.isprintable() and c != 0xAD:
         return f"'{ch}'"
     if c < 0x80:
-        return {0x0A: "'\\n'", 0x0D: "'\\r'", 0x09: "'\\t'"}.get(c, f"'\\x{c:02x}'")
-    return f"'\\x{c:02x}'"
+        named = {0x07: "a", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t", 0x0B: "v"}
+        return f"'\\{named[c]}'" if c in named else f"'\\x{c:02x}'"
+    return f"'\\u{c:04x}'"
 
 
 class _Error(Exception):

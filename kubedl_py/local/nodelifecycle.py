@@ -25,6 +25,7 @@ from .store import Event, Obj
 
 log = logging.getLogger(__name__)
 
+_BETA_LABELS = (("kubernetes.io/os", "beta.kubernetes.io/os"), ("kubernetes.io/arch", "beta.kubernetes.io/arch"))
 NODES = ("", "nodes")
 PODS = ("", "pods")
 UNREACHABLE = "node.kubernetes.io/unreachable"
@@ -195,6 +196,30 @@ class NodeLifecycle:
     def _on_event(self, ev: Event) -> None:
         if ev.rkey == NODES and ev.type == "DELETED":
             asyncio.get_running_loop().call_soon(self._gc_orphans, ev.obj["metadata"]["name"])
+        elif ev.rkey == NODES and self._labels_to_reconcile(ev.obj):
+            asyncio.get_running_loop().call_soon(self._reconcile_labels, ev.obj["metadata"]["name"])
+
+    @staticmethod
+    def _labels_to_reconcile(node: Obj) -> dict[str, str]:
+        """reconcileNodeLabels: the deprecated beta os/arch labels follow the stable ones."""
+        labels = node["metadata"].get("labels") or {}
+        out = {}
+        for stable, beta in _BETA_LABELS:
+            if stable in labels and labels.get(beta) != labels[stable]:
+                out[beta] = labels[stable]
+        return out
+
+    def _reconcile_labels(self, name: str) -> None:
+        node = self.store.get(NODES, "", name)
+        if node is None:
+            return
+        missing = self._labels_to_reconcile(node)
+        if not missing:
+            return
+        new = dict(node)
+        new["metadata"] = dict(node["metadata"], labels={**(node["metadata"].get("labels") or {}), **missing})
+        new["metadata"]["resourceVersion"] = str(self.store.next_rv())
+        self.store.put(NODES, new, node)
 
     def _gc_orphans(self, node: str) -> None:
         if self.store.get(NODES, "", node) is not None:

@@ -48,12 +48,15 @@ def _tokens(pointer: str) -> list[str]:
     if pointer == "":
         return []
     if not pointer.startswith("/"):
-        raise bad_request(f"invalid JSON pointer {pointer!r}")
+        raise _fail(f"invalid JSON pointer {pointer!r}")
     return [_unescape(t) for t in pointer[1:].split("/")]
 
 
 def _fail(msg: str) -> ApiError:
-    return ApiError(422, f"the server rejected our request due to an error in our request: {msg}", "Invalid")
+    """A patch that does not apply: the real server's generic 422, whose message drops the reason (``msg``:
+    what evanphx/json-patch would have said, kept for the log)."""
+    del msg
+    return ApiError(422, "the server rejected our request due to an error in our request", "Invalid", {})
 
 
 def _index(container: list[Any], token: str, allow_end: bool) -> int:
@@ -124,44 +127,53 @@ def _add(doc: JSON, tokens: list[str], value: JSON) -> JSON:
     return doc
 
 
-def json_patch(doc: JSON, ops: JSON) -> JSON:
-    if not isinstance(ops, list):
-        raise bad_request("json patch must be a list of operations")
+_JSON_KINDS = {dict: "object", list: "array", str: "string", bool: "bool", int: "number", float: "number"}
+
+
+def json_patch(doc: JSON, ops: JSON, *, strict: bool = True) -> JSON:
+    """RFC 6902 as the API server applies it (evanphx/json-patch v4): a replace of a missing object key sets
+    it, and every failure to apply is the same generic 422."""
+    if not isinstance(ops, list) or not all(isinstance(op, dict) for op in ops):
+        bad = ops if not isinstance(ops, list) else next(op for op in ops if not isinstance(op, dict))
+        kind = _JSON_KINDS.get(type(bad), "null")
+        target = "[]handlers.jsonPatchOp" if strict else "jsonpatch.Patch"
+        if isinstance(ops, list):
+            target = "handlers.jsonPatchOp" if strict else "jsonpatch.Operation"
+        raise bad_request(f"error decoding patch: json: cannot unmarshal {kind} into Go value of type {target}")
     doc = deepcopy_json(doc)
     for op in ops:
-        if not isinstance(op, dict) or "op" not in op:
-            raise bad_request(f"invalid json patch operation: {op!r}")
-        kind = op["op"]
+        kind = op.get("op")
         path = op.get("path")
-        if not isinstance(path, str):
-            raise bad_request(f"json patch operation {kind!r} is missing 'path'")
+        if kind not in ("add", "remove", "replace", "move", "copy", "test") or not isinstance(path, str):
+            raise _fail(f"Unexpected kind: {kind}")
         tokens = _tokens(path)
         if kind == "add":
             if "value" not in op:
-                raise bad_request("json patch add operation is missing 'value'")
+                raise _fail("add operation has no value")
             doc = _add(doc, tokens, deepcopy_json(op["value"]))
         elif kind == "remove":
             _remove(doc, tokens)
         elif kind == "replace":
             if "value" not in op:
-                raise bad_request("json patch replace operation is missing 'value'")
+                raise _fail("replace operation has no value")
             if not tokens:
                 doc = deepcopy_json(op["value"])
+                continue
+            parent = _parent(doc, tokens)
+            if isinstance(parent, dict):
+                parent[tokens[-1]] = deepcopy_json(op["value"])  # v4's partialDoc.get never misses a key
                 continue
             _remove(doc, tokens)
             doc = _add(doc, tokens, deepcopy_json(op["value"]))
         elif kind in ("move", "copy"):
             frm = op.get("from")
             if not isinstance(frm, str):
-                raise bad_request(f"json patch {kind} operation is missing 'from'")
+                raise _fail(f"{kind} operation has no from")
             ftokens = _tokens(frm)
             value = _remove(doc, ftokens) if kind == "move" else deepcopy_json(_get(doc, ftokens))
             doc = _add(doc, tokens, value)
-        elif kind == "test":
-            if _get(doc, tokens) != op.get("value"):
-                raise _fail(f"testing value {path} failed")
-        else:
-            raise bad_request(f"Unexpected kind: {kind}")
+        elif kind == "test" and _get(doc, tokens) != op.get("value"):
+            raise _fail(f"testing value {path} failed")
     return doc
 
 
@@ -227,6 +239,15 @@ def _smp_map(original: dict[str, Any], patch: dict[str, Any], path: tuple[str, .
             result.pop(key, None)
             continue
         cur = result.get(key)
+        if isinstance(value, dict | list) and (key not in result or type(cur) is not type(value)):
+            # Nothing to merge into: the patch's value, nulls dropped, and a map carrying a directive
+            # ($patch...) dropped whole (mergeMap's removeDirectives).
+            kept, taken = _remove_directives(_discard_nulls(deepcopy_json(value)))
+            if taken:
+                result[key] = kept
+            else:
+                result.pop(key, None)
+            continue
         if isinstance(value, dict):
             result[key] = _smp_map(cur if isinstance(cur, dict) else {}, value, (*path, key), kind)
         elif isinstance(value, list):
@@ -242,9 +263,37 @@ def _smp_map(original: dict[str, Any], patch: dict[str, Any], path: tuple[str, .
         else:
             result[key] = value
     if isinstance(retain, list):
-        keep = set(retain)
-        result = {k: v for k, v in result.items() if k in keep}
+        retained = set(retain)
+        result = {k: v for k, v in result.items() if k in retained}
     return result
+
+
+def _discard_nulls(value: JSON) -> JSON:
+    if isinstance(value, dict):
+        return {k: _discard_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_discard_nulls(v) for v in value]
+    return value
+
+
+def _remove_directives(value: JSON) -> tuple[JSON, bool]:
+    if isinstance(value, dict):
+        if "$patch" in value:
+            return None, False
+        out = {}
+        for k, v in value.items():
+            kept, keep = _remove_directives(v)
+            if keep:
+                out[k] = kept
+        return out, True
+    if isinstance(value, list):
+        items = []
+        for v in value:
+            kept, keep = _remove_directives(v)
+            if keep:
+                items.append(kept)
+        return items, True
+    return value, True
 
 
 def _smp_list(
@@ -316,3 +365,104 @@ def _element_order(merged: list[Any], original: list[Any], order: list[Any], key
                 out.append(patch_items[j])
                 j += 1
     return out
+
+
+# ---- the patched document as the real server's JSON patchers print it -----------------------------------
+
+
+def _go_string(text: str) -> str:
+    import json
+
+    out = json.dumps(text, ensure_ascii=False)
+    return (
+        out.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
+
+
+def _go_dumps(value: JSON, sort: Any = True, path: tuple[str, ...] = ()) -> str:
+    """encoding/json's compact text; ``sort``: True (every map sorted, as a decoded Go map), False (keys in
+    the order given: untouched raw JSON), or a set of paths whose maps are sorted (the containers a patcher
+    decoded)."""
+    if isinstance(value, dict):
+        here = sort is True or (not isinstance(sort, bool) and path in sort)
+        keys = sorted(value) if here else list(value)
+        inner = sort if sort is not True else True
+        return "{" + ",".join(f"{_go_string(str(k))}:{_go_dumps(value[k], inner, (*path, str(k)))}" for k in keys) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_go_dumps(v, sort, (*path, str(i))) for i, v in enumerate(value)) + "]"
+    if isinstance(value, str):
+        return _go_string(value)
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if value is None:
+        return "null"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+class _Sorted(dict[str, Any]):
+    """A map the patcher decoded (printed with sorted keys)."""
+
+
+def _mark(value: JSON) -> JSON:
+    """A patch value: evanphx/json-patch decodes it (pruneNulls), so its maps print sorted, nulls gone."""
+    if isinstance(value, dict):
+        return _Sorted({k: _mark(v) for k, v in value.items() if v is not None})
+    if isinstance(value, list):
+        return [_mark(v) for v in value]
+    return value
+
+
+def _dump_marked(value: JSON) -> str:
+    if isinstance(value, dict):
+        keys = sorted(value) if isinstance(value, _Sorted) else list(value)
+        return "{" + ",".join(f"{_go_string(str(k))}:{_dump_marked(value[k])}" for k in keys) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_dump_marked(v) for v in value) + "]"
+    return _go_dumps(value)
+
+
+def go_merge_patch_text(doc: JSON, patch: JSON) -> str:
+    """The document after a JSON merge patch as evanphx/json-patch v4 prints it: the top level and every
+    map the patch merged into are decoded (sorted keys); untouched values keep the document's order."""
+
+    def merge(cur: JSON, p: JSON) -> JSON:
+        if not isinstance(cur, dict) or not isinstance(p, dict):
+            return _mark(p)
+        out = _Sorted(cur)
+        for k, v in p.items():
+            if v is None:
+                out.pop(k, None)
+            elif out.get(k) is None:
+                out[k] = _mark(v)
+            else:
+                out[k] = merge(out[k], v)
+        return out
+
+    if not isinstance(patch, dict):
+        return _dump_marked(_mark(patch))
+    return _dump_marked(merge(doc, patch))
+
+
+def go_json_patch_text(doc: JSON, ops: JSON) -> str:
+    """The document after a JSON patch as evanphx/json-patch v4 prints it: the top level and the containers
+    on each operation's path are decoded (sorted keys), the rest keeps the document's order."""
+    patched = json_patch(deepcopy_json(doc), ops, strict=False)
+    touched: set[tuple[str, ...]] = {()}
+    for op in ops if isinstance(ops, list) else []:
+        if not isinstance(op, dict):
+            continue
+        for key in ("path", "from"):
+            pointer = op.get(key)
+            if isinstance(pointer, str) and pointer.startswith("/"):
+                tokens = _tokens(pointer)
+                for i in range(len(tokens)):
+                    touched.add(tuple(tokens[:i]))
+    return _go_dumps(patched, touched)

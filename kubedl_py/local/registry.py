@@ -7,6 +7,7 @@ concurrency, finalizers and graceful deletion behave the same no matter who writ
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import random
@@ -17,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from . import admission, cel, schema, serviceaccounts
+from . import admission, cel, fieldmanager, schema, serviceaccounts, validation
 from .errors import (
     ApiError,
     FieldError,
@@ -30,7 +31,14 @@ from .errors import (
     stale,
     too_large,
 )
-from .patch import deepcopy_json, json_patch, merge_patch, strategic_merge_patch
+from .patch import (
+    deepcopy_json,
+    go_json_patch_text,
+    go_merge_patch_text,
+    json_patch,
+    merge_patch,
+    strategic_merge_patch,
+)
 from .resources import Catalogue, ResourceType
 from .selection import FieldSelector, LabelSelector
 from .store import Event, Obj, Store
@@ -40,6 +48,8 @@ log = logging.getLogger(__name__)
 #: our own generator: background threads must not move the global one (tests seed it; hypothesis checks it)
 _RNG = random.Random()
 
+#: a managedFields list (the class's own ``list`` method shadows the builtin in its annotations)
+Entries = list[Obj]
 MAX_OBJECT_BYTES = 1_572_864
 _GEN_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -49,8 +59,25 @@ _GENERATION = {("", "pods"), ("apiextensions.k8s.io", "customresourcedefinitions
 RETURN_DELETED = frozenset({("", "pods"), ("", "services")})
 #: the namespaces the real server's namespace lifecycle admission refuses to delete
 PROTECTED_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
+CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
+CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
 # Kinds that PUT may create (AllowCreateOnUpdate in the real strategies).
 _CREATE_ON_UPDATE = {("", "endpoints"), ("coordination.k8s.io", "leases"), ("", "events")}
+
+
+class _DecodeFailure(ApiError):
+    """A body that does not decode into the kind's Go struct (a 400; ``detail`` is the decoder's words)."""
+
+    def __init__(self, message: str, detail: str) -> None:
+        super().__init__(400, message, "BadRequest")
+        self.detail = detail
+
+
+def _without_managed(obj: Obj) -> Obj:
+    md = obj.get("metadata")
+    if not isinstance(md, dict) or "managedFields" not in md:
+        return obj
+    return {**obj, "metadata": {k: v for k, v in md.items() if k != "managedFields"}}
 
 
 class FieldValidation:
@@ -61,12 +88,14 @@ class FieldValidation:
     nothing is said. Either way they are dropped, as decoding into the Go struct (or pruning) drops them.
     """
 
-    __slots__ = ("events", "mode", "unknown", "warnings")
+    __slots__ = ("events", "mode", "sorted", "unknown", "warnings")
 
     def __init__(self, mode: str = "Ignore") -> None:
         self.mode = mode
         self.unknown: list[str] = []
         self.warnings: list[str] = []
+        #: report unknown fields in name order (custom resources: what structural pruning finds, sorted)
+        self.sorted = False
         #: the body's keys in document order with repeats (jsonsyntax.key_events), when it was JSON
         self.events: list[tuple[str, bool]] | None = None
 
@@ -76,7 +105,10 @@ class FieldValidation:
         events, self.events = self.events, None
         unknown, self.unknown = self.unknown, []
         messages: list[str] = []
-        if events:
+        if self.sorted:
+            messages = [f'unknown field "{path}"' for path in sorted(set(unknown))]
+            messages += [f'duplicate field "{path}"' for path, repeated in events or () if repeated]
+        elif events:
             pending = set(unknown)
             for path, repeated in events:
                 if path in pending:
@@ -101,6 +133,16 @@ class FieldValidation:
 IGNORE = FieldValidation()
 
 
+def dry_run_errors(dry_run: Any) -> list[FieldError]:
+    """ValidateDryRun: "All" is the only value there is."""
+    if dry_run is None:
+        return []
+    values = dry_run if isinstance(dry_run, list) else [dry_run]
+    if all(v == "All" for v in values):
+        return []
+    return [FieldError("FieldValueNotSupported", "dryRun", 'supported values: "All"', values)]
+
+
 def now_iso() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -122,6 +164,11 @@ class Registry:
         #: the Go structs of the built-in kinds (typed.Types), once the API server has loaded the table;
         #: without them built-in bodies are stored as sent
         self.types: Types | None = None
+        #: the built-in OpenAPI documents by path (openapi.ensure_specs), once the API server has them: the
+        #: types managedFields and server-side apply work with (without them objects are "deduced")
+        self.openapi_docs: dict[str, bytes] | None = None
+        self._parsed_docs: dict[str, Obj] = {}
+        self._field_managers: dict[tuple[Any, ...], tuple[Any, fieldmanager.Manager]] = {}
         self.ips = admission.IPAllocator(service_cidr)
         self.toleration_seconds = toleration_seconds
         self.node_ports: set[int] = set()
@@ -148,6 +195,94 @@ class Registry:
         if rt is None:
             raise ApiError(404, "the server could not find the requested resource", "NotFound")
         return rt
+
+    # ---- field management ---------------------------------------------------------------------------------
+
+    def _components(self, key: str) -> dict[str, Obj]:
+        doc = self._parsed_docs.get(key)
+        if doc is None:
+            raw = (self.openapi_docs or {}).get(key)
+            doc = orjson.loads(raw) if raw else {}
+            self._parsed_docs[key] = doc
+        components: dict[str, Obj] = (doc.get("components") or {}).get("schemas") or {}
+        return components
+
+    def field_manager(self, rt: ResourceType, version: str | None = None) -> fieldmanager.Manager:
+        """The field manager of a kind at a version: its type from the OpenAPI documents (built-in kinds)
+        or the CRD's schema (custom resources), ``metadata`` typed as ObjectMeta."""
+        version = version or rt.version
+        source: Any = rt.schemas.get(version) if rt.custom else None
+        key = (rt.key, version, rt.custom)
+        cached = self._field_managers.get(key)
+        if cached is not None and cached[0] is source:
+            return cached[1]
+        meta_name = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+        if rt.custom:
+            schemas = fieldmanager.Schemas(self._components("api/v1"))
+            top = schemas.type_of(source) if source else schemas.type_of(None)
+        else:
+            doc = "api/v1" if not rt.group else f"apis/{rt.group}/{version}"
+            schemas = fieldmanager.Schemas(self._components(doc))
+            model = next(
+                (
+                    name
+                    for name, sch in schemas.components.items()
+                    if {"group": rt.group, "version": version, "kind": rt.kind}
+                    in (sch.get("x-kubernetes-group-version-kind") or [])
+                ),
+                None,
+            )
+            found = schemas.named(model) if model else None
+            top = found if found is not None else schemas.type_of(None)
+        meta = schemas.named(meta_name) or fieldmanager.object_meta_fallback()
+        manager = fieldmanager.Manager(schemas, fieldmanager.Root(schemas, top, meta), rt.api_version(version), now_iso)
+        self._field_managers[key] = (source, manager)
+        return manager
+
+    def _track(
+        self,
+        rt: ResourceType,
+        live: Obj | None,
+        obj: Obj,
+        manager: str,
+        *,
+        requested: Any,
+        subresource: str | None,
+    ) -> None:
+        """Record an Update by ``manager`` in ``obj``'s managedFields (the real server's field manager:
+        what it added or changed is its own, others lose it). ``requested``: the managedFields the request
+        carried (used when it sets them, ignored for subresources)."""
+        old_entries = (live or {}).get("metadata", {}).get("managedFields")
+        if subresource is None and fieldmanager.is_reset(requested):
+            base: fieldmanager.Managers = {}
+        else:
+            base = fieldmanager.decode_managers(requested) if subresource is None else {}
+            if not base:
+                base = fieldmanager.decode_managers(old_entries)
+        md = obj["metadata"]
+        if live is not None and not base:
+            md.pop("managedFields", None)  # skipNonApplied: an object nobody tracked stays untracked on update
+            return
+        try:
+            entries = self.field_manager(rt).update(
+                _without_managed(live) if live is not None else {},
+                _without_managed(obj),
+                base,
+                manager,
+                subresource or "",
+            )
+        except fieldmanager.ItemError:
+            # UpdateNoErrors: the live object's entries stay as they were
+            if old_entries is not None:
+                md["managedFields"] = old_entries
+            else:
+                md.pop("managedFields", None)
+            return
+        encoded = fieldmanager.encode_managers(entries)
+        if encoded:
+            md["managedFields"] = encoded
+        else:
+            md.pop("managedFields", None)
 
     def _check_namespace(self, rt: ResourceType, ns: str, creating: bool, name: str) -> None:
         if not rt.namespaced:
@@ -188,15 +323,28 @@ class Registry:
         kind = body.get("kind")
         want = rt.api_version(version)
         if rt.custom:
-            if kind is not None and kind != rt.kind:
-                raise bad_request(
-                    f'{kind} in version "{version}" cannot be handled as a {rt.kind}: '
-                    f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})"
-                )
             if api_version is not None and api_version != want:
-                raise bad_request(
+                sent_group, _, sent_version = str(api_version).rpartition("/")
+                if kind == rt.kind and sent_group == rt.group:
+                    # Decoding prunes with the schema of the version sent (none for an unknown one: all but
+                    # apiVersion, kind and metadata is unknown), before the handler compares versions.
+                    removed: list[str] = []
+                    copy = deepcopy_json(body)
+                    sent_schema = rt.schemas.get(sent_version) or {"type": "object"}
+                    schema.prune(copy, sent_schema, root=True, removed=removed)
+                    fv.unknown.extend(removed)
+                    fv.sorted = True
+                    fv.check(rt.kind, sent_version)
+                err = bad_request(
                     f"the API version in the data ({api_version}) does not match the expected API version ({want})"
                 )
+                err.warnings = fv.warnings
+                raise err
+            if kind is not None and kind != rt.kind:
+                # the custom resource validator's ValidateTypeMeta: a 422 naming the kind that was sent
+                name = str((body.get("metadata") or {}).get("name") or "")
+                why = [FieldError("FieldValueInvalid", "kind", f"must be {rt.kind}", kind)]
+                raise invalid(str(kind), rt.group, rt.plural, name, why)
         elif (api_version is not None and api_version != want) or (kind is not None and kind != rt.kind):
             # What the real server's scheme says: an unknown group version/kind, or a known kind of another type.
             data_version = str(api_version or want)
@@ -219,11 +367,21 @@ class Registry:
         if not isinstance(obj.get("metadata"), dict):
             raise bad_request("metadata must be an object")
         if rt.custom:
+            fv.sorted = True
             self._prepare_custom(rt, obj, fv)  # pruning is part of decoding a custom resource
         fv.check(rt.kind, version)
         obj["apiVersion"] = rt.api_version()  # stored at the storage version; served per request
         obj["kind"] = rt.kind
         return obj
+
+    def decode(self, rt: ResourceType, body: Obj, version: str | None = None, fv: FieldValidation = IGNORE) -> Obj:
+        """A body decoded as the real server decodes one (the Go struct and back), unknown fields per ``fv``."""
+        obj = self._check_body(rt, body, version or rt.version, fv)
+        return obj
+
+    def track_new(self, rt: ResourceType, obj: Obj, manager: str) -> None:
+        """The managedFields a create by ``manager`` records (for answers built from the request: reviews)."""
+        self._track(rt, None, obj, manager, requested=obj["metadata"].get("managedFields"), subresource=None)
 
     def _typed(self, rt: ResourceType, body: Obj, version: str, fv: FieldValidation) -> Obj:
         """Decode as the real server does (typed.py): a built-in kind into its Go struct and back, a custom
@@ -242,13 +400,18 @@ class Registry:
                 decoded = types.decode({**body, "apiVersion": rt.api_version(version), "kind": rt.kind}, message)
                 body = decoded.obj
         except DecodeError as e:
-            raise bad_request(f'{rt.kind} in version "{version}" cannot be handled as a {rt.kind}: {e}') from None
+            raise _DecodeFailure(
+                f'{rt.kind} in version "{version}" cannot be handled as a {rt.kind}: {e}', str(e)
+            ) from None
         fv.unknown.extend(decoded.unknown)
         return body
 
     def _validate(self, rt: ResourceType, obj: Obj, old: Obj | None) -> None:
-        errs = admission.check_metadata(rt.plural, obj["metadata"])
         plural = rt.plural if not rt.group else ""
+        if plural == "events":
+            errs = admission.validate_event(obj)  # core/v1 events get only the legacy checks, no ObjectMeta ones
+        else:
+            errs = admission.check_metadata(rt.plural, obj["metadata"], kube_finalizers=not rt.custom and not rt.group)
         if rt.custom:
             sch = rt.schemas.get(rt.version)
             if sch:
@@ -264,20 +427,25 @@ class Registry:
         elif plural == "services":
             errs += admission.validate_service(obj)
         elif plural == "secrets":
-            errs += admission.validate_secret(obj)
+            errs += admission.validate_secret(obj, old)
+        elif plural == "configmaps":
+            errs += admission.validate_configmap(obj, old)
         elif rt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
             from .crd import validate_crd
 
             errs += validate_crd(obj)
         if old is not None:
             old_fin = set(old["metadata"].get("finalizers") or [])
-            if old["metadata"].get("deletionTimestamp") and set(obj["metadata"].get("finalizers") or []) - old_fin:
-                errs.append(
+            added = set(obj["metadata"].get("finalizers") or []) - old_fin
+            if old["metadata"].get("deletionTimestamp") and added:
+                errs.insert(
+                    0,
                     FieldError(
                         "FieldValueForbidden",
                         "metadata.finalizers",
-                        "no new finalizers can be added if the object is being deleted",
-                    )
+                        "no new finalizers can be added if the object is being deleted, found new finalizers "
+                        + validation.go_string_set(sorted(added)),
+                    ),
                 )
         if errs:
             raise invalid(rt.kind, rt.group, rt.plural, obj["metadata"].get("name", ""), errs)
@@ -326,9 +494,14 @@ class Registry:
         *,
         dry_run: bool = False,
         validation: FieldValidation = IGNORE,
+        manager: str | None = None,
+        managed: Entries | None = None,
     ) -> Obj:
+        """Create; ``manager`` (a request's field manager) records an Update in managedFields, ``managed``
+        (server-side apply) sets them; in-process writers give neither."""
         obj = self._check_body(rt, body, version or rt.version, validation)
         md = obj["metadata"]
+        requested = md.get("managedFields")
         if rt.namespaced:
             body_ns = md.get("namespace")
             if body_ns and body_ns != ns:
@@ -373,12 +546,18 @@ class Registry:
         if rt.has_status and rt.key != ("", "nodes"):
             obj.pop("status", None)
         self._default(rt, obj)
+        if managed is not None:
+            if managed:
+                md["managedFields"] = managed
+        elif manager is not None:
+            self._track(rt, None, obj, manager, requested=requested, subresource=None)
+        self._admit(rt, obj)
         if rt.key == ("", "pods"):
             serviceaccounts.admit_pod(self.store, obj)  # the ServiceAccount admission plugin's volume
         self._validate(rt, obj, None)
         self._size_check(obj)
         if rt.key == ("", "services"):
-            ip, ports = self._allocate_service(obj)
+            ip, ports = self._allocate_service(obj, dry_run=dry_run)
             if dry_run:  # show what would be allocated, but keep nothing
                 self.ips.release(ip)
                 self.node_ports.difference_update(ports)
@@ -387,6 +566,8 @@ class Registry:
         return self._commit(rt, obj, None)
 
     def _default(self, rt: ResourceType, obj: Obj) -> None:
+        """The defaults the real server applies when it decodes a body (SetDefaults_*): what the client's
+        field manager is taken to have set."""
         if rt.custom:
             self._prepare_custom(rt, obj)
             return
@@ -397,15 +578,20 @@ class Registry:
                 default_crd(obj)
             return
         if rt.plural == "pods":
-            admission.default_pod(obj, self.toleration_seconds)
+            admission.default_pod_fields(obj)
         elif rt.plural == "services":
             admission.default_service(obj)
-        elif rt.plural == "namespaces":
-            admission.default_namespace(obj)
         elif rt.plural == "secrets":
             admission.default_secret(obj)
 
-    def _allocate_service(self, svc: Obj) -> tuple[str | None, set[int]]:
+    def _admit(self, rt: ResourceType, obj: Obj) -> None:
+        """What the create strategies and admission plugins add after decoding (nobody's field manager)."""
+        if rt.key == ("", "pods"):
+            admission.admit_pod(obj, self.toleration_seconds)
+        elif rt.key == ("", "namespaces"):
+            admission.default_namespace(obj)
+
+    def _allocate_service(self, svc: Obj, *, dry_run: bool = False) -> tuple[str | None, set[int]]:
         """Reserve the ClusterIP and node ports of a new Service; returns what was reserved."""
         spec = svc["spec"]
         name = svc["metadata"]["name"]
@@ -417,8 +603,9 @@ class Registry:
         elif ip:
             why = self.ips.claim(ip)
             if why:
+                shown = spec.get("clusterIPs") or [ip]
                 raise invalid(
-                    "Service", "", "services", name, [FieldError("FieldValueInvalid", "spec.clusterIPs", why, ip)]
+                    "Service", "", "services", name, [FieldError("FieldValueInvalid", "spec.clusterIPs", why, shown)]
                 )
             spec["clusterIPs"] = [ip]
         else:
@@ -431,7 +618,7 @@ class Registry:
         spec.setdefault("ipFamilyPolicy", "SingleStack")
         claimed_ip = ip if ip != "None" else None
         try:
-            ports = self._claim_node_ports(svc, set())
+            ports = self._claim_node_ports(svc, set(), dry_run=dry_run)
         except ApiError:
             self.ips.release(claimed_ip)
             raise
@@ -445,7 +632,7 @@ class Registry:
             if isinstance(p, dict) and isinstance(p.get("nodePort"), int) and p["nodePort"]
         }
 
-    def _claim_node_ports(self, svc: Obj, held: set[int]) -> set[int]:
+    def _claim_node_ports(self, svc: Obj, held: set[int], *, dry_run: bool = False) -> set[int]:
         """Reserve the node ports a NodePort/LoadBalancer Service needs beyond ``held`` (those its stored
         version already owns): an explicit one must be in range and free (422 otherwise, as the real server),
         a missing one is allocated. Returns the newly reserved ports; nothing stays reserved on error."""
@@ -464,7 +651,7 @@ class Registry:
 
         for i, p in enumerate(ports):
             np = p.get("nodePort")
-            if not np or np in held or np in claimed:
+            if not np or np in held or np in claimed or dry_run:  # a dry run allocates nothing it is given
                 continue
             if not isinstance(np, int) or isinstance(np, bool) or not 30000 <= np <= 32767:
                 raise refuse(i, np, "provided port is not in the valid range. The range of valid ports is 30000-32767")
@@ -496,9 +683,14 @@ class Registry:
         version: str | None = None,
         dry_run: bool = False,
         validation: FieldValidation = IGNORE,
+        manager: str | None = None,
     ) -> Obj:
+        sent = body.get("metadata") if isinstance(body, dict) else None
+        reset = isinstance(sent, dict) and fieldmanager.is_reset(sent.get("managedFields"))
         obj = self._check_body(rt, body, version or rt.version, validation)
         md = obj["metadata"]
+        if reset:
+            md["managedFields"] = []  # decoding drops an empty list; it asks for the record to be reset
         if md.get("name") not in (None, name):
             raise bad_request(f"the name of the object ({md.get('name')}) does not match the name on the URL ({name})")
         if rt.namespaced and md.get("namespace") not in (None, "", ns):
@@ -508,21 +700,22 @@ class Registry:
             if rt.key in _CREATE_ON_UPDATE and subresource is None:
                 md["name"] = name
                 md.pop("resourceVersion", None)
-                return self.create(rt, ns, obj, version, dry_run=dry_run)
+                return self.create(rt, ns, obj, version, dry_run=dry_run, manager=manager)
             raise not_found(rt.group, rt.plural, name)
         rv = md.get("resourceVersion")
         if rv:
             if str(rv) != old["metadata"]["resourceVersion"]:
                 raise stale(rt.group, rt.plural, name)
         elif rt.custom:
+            # the generic registry names the resource, not the kind, in this one
             raise invalid(
-                rt.kind,
+                rt.plural,
                 rt.group,
                 rt.plural,
                 name,
                 [FieldError("FieldValueInvalid", "metadata.resourceVersion", "must be specified for an update", 0)],
             )
-        return self._update(rt, old, obj, subresource, dry_run=dry_run)
+        return self._update(rt, old, obj, subresource, dry_run=dry_run, manager=manager)
 
     def _update(
         self,
@@ -532,8 +725,11 @@ class Registry:
         subresource: str | None,
         *,
         dry_run: bool = False,
+        manager: str | None = None,
+        managed: Entries | None = None,
     ) -> Obj:
         omd = old["metadata"]
+        requested = obj["metadata"].get("managedFields") if isinstance(obj.get("metadata"), dict) else None
         if subresource == "status":
             new = dict(old)
             if "status" in obj:
@@ -541,6 +737,18 @@ class Registry:
             else:
                 new.pop("status", None)
             new["metadata"] = dict(omd)
+            if not rt.custom and rt.key != ("apiextensions.k8s.io", "customresourcedefinitions"):
+                # The built-in status strategies keep the object's metadata changes (labels, annotations...):
+                # only spec is reset (and a pod's owner references); ResetObjectMetaForStatus is for CRDs.
+                md = obj.get("metadata")
+                if isinstance(md, dict):
+                    for k in ("labels", "annotations", "finalizers", "ownerReferences"):
+                        if k == "ownerReferences" and rt.key == ("", "pods"):
+                            continue
+                        if k in md:
+                            new["metadata"][k] = md[k]
+                        else:
+                            new["metadata"].pop(k, None)
             obj = new
         elif subresource == "ephemeralcontainers":
             # Only spec.ephemeralContainers changes through this subresource (kubectl debug).
@@ -590,6 +798,17 @@ class Registry:
                     if (old.get("spec") or {}).get("ephemeralContainers"):
                         pod_spec["ephemeralContainers"] = old["spec"]["ephemeralContainers"]
         obj["metadata"]["resourceVersion"] = omd["resourceVersion"]
+        if managed is not None:
+            if managed:
+                obj["metadata"]["managedFields"] = managed
+            else:
+                obj["metadata"].pop("managedFields", None)
+        elif manager is not None:
+            self._track(rt, old, obj, manager, requested=requested, subresource=subresource)
+        elif "managedFields" in omd:
+            obj["metadata"]["managedFields"] = omd["managedFields"]  # in-process writers keep the record
+        else:
+            obj["metadata"].pop("managedFields", None)
         if obj == old:
             return old  # no-op updates do not bump resourceVersion (as the real server)
         if "generation" in omd and self._spec_changed(rt, old, obj):
@@ -645,16 +864,15 @@ class Registry:
                     p["targetPort"] = p["port"]
         self._patch_node_ports(spec, ospec)
         if spec.get("clusterIP") != ospec.get("clusterIP"):
+            shown = (
+                spec.get("clusterIPs") if spec.get("clusterIPs") != ospec.get("clusterIPs") else [spec.get("clusterIP")]
+            )
             raise invalid(
                 "Service",
                 "",
                 "services",
                 obj["metadata"]["name"],
-                [
-                    FieldError(
-                        "FieldValueInvalid", "spec.clusterIPs[0]", "may not change once set", spec.get("clusterIP")
-                    )
-                ],
+                [FieldError("FieldValueInvalid", "spec.clusterIPs[0]", "may not change once set", shown)],
             )
 
     @staticmethod
@@ -691,7 +909,23 @@ class Registry:
         version: str | None = None,
         dry_run: bool = False,
         validation: FieldValidation = IGNORE,
+        manager: str | None = None,
+        force: bool = False,
     ) -> Obj:
+        if content_type == "application/apply-patch+yaml":
+            obj, _ = self.apply(
+                rt,
+                ns,
+                name,
+                patch,
+                manager=manager or "",
+                force=force,
+                subresource=subresource,
+                version=version,
+                dry_run=dry_run,
+                validation=validation,
+            )
+            return obj
         old = self.get(rt, ns, name)
         base = deepcopy_json(old)
         if version and version != rt.version:
@@ -699,31 +933,18 @@ class Registry:
         if content_type == "application/merge-patch+json":
             result = merge_patch(base, patch)
         elif content_type == "application/json-patch+json":
-            result = json_patch(base, patch)
+            result = json_patch(base, patch, strict=validation.mode != "Ignore")
         elif content_type == "application/strategic-merge-patch+json":
             if rt.custom or rt.group:
                 raise ApiError(
                     415,
-                    "strategic merge patch is not supported for custom resources; use "
-                    "application/merge-patch+json or application/json-patch+json",
+                    "the body of the request was in an unknown format - accepted media types include: "
+                    "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
                     "UnsupportedMediaType",
                 )
             result = strategic_merge_patch(base, patch, rt.kind)
-        elif content_type == "application/apply-patch+yaml":
-            raise ApiError(
-                415,
-                "server-side apply is not supported by the kubedl-py embedded cluster; use "
-                "client-side apply (kubectl apply without --server-side) or a merge patch",
-                "UnsupportedMediaType",
-            )
         else:
-            raise ApiError(
-                415,
-                "the body of the request was in an unknown format - accepted media types "
-                "include: application/json-patch+json, application/merge-patch+json, "
-                "application/strategic-merge-patch+json",
-                "UnsupportedMediaType",
-            )
+            raise ApiError(415, "415: Unsupported Media Type", "UnsupportedMediaType", {})  # go-restful's answer
         if not isinstance(result, dict):
             raise bad_request("the patched object is not a JSON object")
         md = result.get("metadata")
@@ -733,19 +954,149 @@ class Registry:
         if rv is not None and str(rv) != old["metadata"]["resourceVersion"]:
             raise stale(rt.group, rt.plural, name)
         if md.get("uid") is not None and md.get("uid") != old["metadata"].get("uid"):
-            raise conflict(
-                rt.group,
-                rt.plural,
-                name,
-                "Precondition failed: UID in precondition: "
-                f"{md.get('uid')}, UID in object meta: {old['metadata'].get('uid')}",
-            )
+            # ValidateObjectMetaUpdate: a patched uid is a change of an immutable field
+            why = [FieldError("FieldValueInvalid", "metadata.uid", "field is immutable", md.get("uid"))]
+            raise invalid(rt.kind, rt.group, rt.plural, name, why)
         if md.get("name") != name:
             raise bad_request(f"the name of the object ({md.get('name')}) does not match the name on the URL ({name})")
         result["apiVersion"] = rt.api_version(version)
         result["kind"] = rt.kind
-        obj = self._check_body(rt, result, version or rt.version, validation)
-        return self._update(rt, old, obj, subresource, dry_run=dry_run)
+        try:
+            obj = self._check_body(rt, result, version or rt.version, validation)
+        except _DecodeFailure as e:
+            if content_type == "application/strategic-merge-patch+json":
+                raise
+            # The JSON patchers decode the patched document into the Go struct: a 422 showing that document.
+            raise self._undecodable_patch(
+                rt, old, version, content_type=content_type, patch=patch, why=e.detail
+            ) from None
+        return self._update(rt, old, obj, subresource, dry_run=dry_run, manager=manager)
+
+    def _undecodable_patch(
+        self, rt: ResourceType, old: Obj, version: str | None, *, content_type: str, patch: Any, why: str
+    ) -> ApiError:
+        current = deepcopy_json(old)
+        current["apiVersion"] = rt.api_version(version)
+        if self.types is not None:
+            message = self.types.message_for(rt.api_version(version), rt.kind)
+            if message is not None:
+                with contextlib.suppress(DecodeError):
+                    current = self.types.decode(current, message).obj  # the Go struct's field order
+        if content_type == "application/merge-patch+json":
+            text = go_merge_patch_text(current, patch)
+        else:
+            text = go_json_patch_text(current, patch)
+        err = FieldError("FieldValueInvalid", "patch", why, text)
+        causes = [{"reason": err.kind, "message": err.body(), "field": err.field}]
+        return ApiError(422, f' "" is invalid: {err.message()}', "Invalid", {"causes": causes})
+
+    def apply(
+        self,
+        rt: ResourceType,
+        ns: str,
+        name: str,
+        config: Any,
+        *,
+        manager: str,
+        force: bool = False,
+        subresource: str | None = None,
+        version: str | None = None,
+        dry_run: bool = False,
+        validation: FieldValidation = IGNORE,
+    ) -> tuple[Obj, bool]:
+        """Server-side apply (fieldmanager.py): the configuration merged into the object (created when
+        missing), fields the manager no longer applies removed, conflicts a 409; returns (object, created)."""
+        version = version or rt.version
+        if not isinstance(config, dict):
+            raise bad_request("error decoding YAML: the apply configuration is not an object")
+        gvk = f"{rt.group}/{version}, Kind={rt.kind}"
+        api_version, kind = str(config.get("apiVersion") or ""), str(config.get("kind") or "")
+        group, _, sent_version = api_version.rpartition("/")
+        if (group, sent_version, kind) != (rt.group, version, rt.kind):
+            raise bad_request(f"invalid object type: {group}/{sent_version}, Kind={kind}")
+        md = config.get("metadata")
+        if md is not None and not isinstance(md, dict):
+            raise bad_request("metadata must be an object")
+        md = md or {}
+        if md.get("managedFields") is not None:
+            raise bad_request("metadata.managedFields must be nil")
+        if md.get("name") not in (None, "", name):
+            raise bad_request(f"the name of the object ({md.get('name')}) does not match the name on the URL ({name})")
+        if rt.namespaced and md.get("namespace") not in (None, "", ns):
+            raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+        fm = self.field_manager(rt, version)
+        live = self.store.get(rt.key, ns if rt.namespaced else "", name)
+        where = f"{gvk} {ns}/{name}" if rt.namespaced else f"{gvk} {name}"
+        if live is None:
+            if subresource is not None:
+                raise not_found(rt.group, rt.plural, name)
+            try:
+                merged, managers = fm.apply({}, config, {}, manager, force=force)
+            except fieldmanager.ItemError as e:
+                raise ApiError(500, f"failed to create typed patch object ({where}): {e}", "InternalError") from None
+            merged.setdefault("metadata", {})["name"] = name
+            merged.update(apiVersion=rt.api_version(version), kind=rt.kind)
+            created = self.create(
+                rt,
+                ns,
+                merged,
+                version,
+                dry_run=dry_run,
+                validation=validation,
+                managed=fieldmanager.encode_managers(managers),
+            )
+            return created, True
+        rv = md.get("resourceVersion")
+        if rv is not None and str(rv) != live["metadata"]["resourceVersion"]:
+            raise stale(rt.group, rt.plural, name)
+        current = _without_managed(live)
+        if version != rt.version:
+            current = dict(current, apiVersion=rt.api_version(version))
+        try:
+            merged, managers = fm.apply(
+                current,
+                config,
+                fieldmanager.decode_managers(live["metadata"].get("managedFields")),
+                manager,
+                force=force,
+                subresource=subresource or "",
+            )
+        except fieldmanager.Conflict as e:
+            raise ApiError(409, e.message(), "Conflict", {"causes": e.causes()}) from None
+        except fieldmanager.ItemError as e:
+            raise ApiError(500, f"failed to create typed patch object ({where}): {e}", "InternalError") from None
+        merged.update(apiVersion=rt.api_version(version), kind=rt.kind)
+        obj = self._check_body(rt, merged, version, validation)
+        if rt.custom:
+            self._prepare_custom(rt, obj)  # the object defaulter runs on what apply produced
+        else:
+            self._default(rt, obj)
+        updated = self._update(
+            rt, live, obj, subresource, dry_run=dry_run, managed=fieldmanager.encode_managers(managers)
+        )
+        return updated, False
+
+    def _delete_crd(self, rt: ResourceType, old: Obj) -> Obj:
+        """As the apiextensions server: the CRD gets its cleanup finalizer and a Terminating condition; the
+        CRD controller then removes the instances and the CRD (crd.CRDController)."""
+        new = deepcopy_json(old)
+        md = new["metadata"]
+        md["deletionTimestamp"] = now_iso()
+        if CRD_CLEANUP_FINALIZER not in (md.get("finalizers") or []):
+            md["finalizers"] = [*(md.get("finalizers") or []), CRD_CLEANUP_FINALIZER]
+        status = new.setdefault("status", {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "Terminating"]
+        conditions.append(
+            {
+                "type": "Terminating",
+                "status": "True",
+                "lastTransitionTime": now_iso(),
+                "reason": "InstanceDeletionPending",
+                "message": "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
+            }
+        )
+        status["conditions"] = conditions
+        return self._commit(rt, new, old)
 
     # ---- delete -------------------------------------------------------------------------------------------
 
@@ -762,44 +1113,48 @@ class Registry:
         old = self.get(rt, ns, name)
         if rt.key == ("", "namespaces") and name in PROTECTED_NAMESPACES:
             raise forbidden("", "namespaces", name, "this namespace may not be deleted")
-        pre = opts.get("preconditions") or {}
         omd = old["metadata"]
+        policy = opts.get("propagationPolicy")
+        errs: list[FieldError] = []
+        if opts.get("orphanDependents") is not None and policy is not None:
+            errs.append(
+                FieldError(
+                    "FieldValueInvalid",
+                    "propagationPolicy",
+                    "orphanDependents and deletionPropagation cannot be both set",
+                    policy,
+                )
+            )
+        if policy is not None and policy not in ("Background", "Foreground", "Orphan"):
+            supported = 'supported values: "Foreground", "Background", "Orphan", "nil"'
+            errs.append(FieldError("FieldValueNotSupported", "propagationPolicy", supported, policy))
+        errs += dry_run_errors(opts.get("dryRun"))
+        if errs:
+            raise invalid("DeleteOptions", "meta.k8s.io", "", "", errs)
+        pre = opts.get("preconditions") or {}
         if pre.get("uid") and pre["uid"] != omd.get("uid"):
             raise conflict(
                 rt.group,
-                rt.plural,
+                rt.kind,
                 name,
-                f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {omd.get('uid')}",
+                f"the UID in the precondition ({pre['uid']}) does not match the UID in record ({omd.get('uid')}). "
+                "The object might have been deleted and then recreated",
             )
         if pre.get("resourceVersion") and str(pre["resourceVersion"]) != omd["resourceVersion"]:
             raise conflict(
                 rt.group,
-                rt.plural,
+                rt.kind,
                 name,
-                "Precondition failed: ResourceVersion in precondition: "
-                f"{pre['resourceVersion']}, ResourceVersion in object meta: {omd['resourceVersion']}",
+                f"the ResourceVersion in the precondition ({pre['resourceVersion']}) does not match the "
+                f"ResourceVersion in record ({omd['resourceVersion']}). The object might have been modified",
             )
-        policy = opts.get("propagationPolicy")
         if policy is None and opts.get("orphanDependents") is True:
             policy = "Orphan"
-        if policy not in (None, "Background", "Foreground", "Orphan"):
-            raise invalid(
-                "DeleteOptions",
-                "",
-                "",
-                "",
-                [
-                    FieldError(
-                        "FieldValueNotSupported",
-                        "propagationPolicy",
-                        '"Foreground", "Background", "Orphan", nil',
-                        policy,
-                    )
-                ],
-            )
         grace = opts.get("gracePeriodSeconds")
         if opts.get("dryRun"):
             return old, False
+        if rt.key == CRD_KEY and not omd.get("deletionTimestamp"):
+            return self._delete_crd(rt, old), False
         finalizers = list(omd.get("finalizers") or [])
         if policy == "Orphan" and "orphan" not in finalizers:
             finalizers.append("orphan")

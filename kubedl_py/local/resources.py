@@ -96,7 +96,12 @@ def builtin_types() -> list[ResourceType]:
         _core("Secret", "secrets", True),
         _core("ServiceAccount", "serviceaccounts", True, short_names=["sa"], subresources=["token"]),
         _core("Node", "nodes", False, short_names=["no"], subresources=["status"]),
+        # Quotas and limit ranges are read-only here: listing them works (kubectl describe namespace does),
+        # but without their admission and controllers the server refuses to store any (405).
+        _core("ResourceQuota", "resourcequotas", True, short_names=["quota"], verbs=["get", "list", "watch"]),
+        _core("LimitRange", "limitranges", True, short_names=["limits"], verbs=["get", "list", "watch"]),
         ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
+        ResourceType("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", True),
         ResourceType(
             "apiextensions.k8s.io",
             "v1",
@@ -110,12 +115,27 @@ def builtin_types() -> list[ResourceType]:
     ]
 
 
+def review_types() -> list[ResourceType]:
+    """The review kinds of ``kubectl auth`` (reviews.py): create only, never stored."""
+
+    def review(group: str, kind: str, namespaced: bool = False) -> ResourceType:
+        return ResourceType(group, "v1", kind, kind.lower() + "s", namespaced, verbs=["create"])
+
+    return [
+        review("authorization.k8s.io", "LocalSubjectAccessReview", True),
+        review("authorization.k8s.io", "SelfSubjectAccessReview"),
+        review("authorization.k8s.io", "SelfSubjectRulesReview"),
+        review("authorization.k8s.io", "SubjectAccessReview"),
+        review("authentication.k8s.io", "SelfSubjectReview"),
+    ]
+
+
 class Catalogue:
     """Resource types by (group, plural), with lookups by version and kind."""
 
     def __init__(self) -> None:
         self.types: dict[tuple[str, str], ResourceType] = {}
-        for rt in builtin_types():
+        for rt in (*builtin_types(), *review_types()):
             self.add(rt)
 
     def add(self, rt: ResourceType) -> None:

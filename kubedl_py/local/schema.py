@@ -125,8 +125,9 @@ def validate(value: Any, schema: Schema, path: str, errors: list[FieldError], ro
         typ = schema.get("type")
         if isinstance(typ, str) and not _type_ok(value, typ):
             got = _json_type(value)
+            # the real server shows the type it found as the "value"
             errors.append(
-                FieldError("FieldValueTypeInvalid", path, f'{path} in body must be of type {typ}: "{got}"', value)
+                FieldError("FieldValueTypeInvalid", path, f'{path} in body must be of type {typ}: "{got}"', got)
             )
             return
     enum = schema.get("enum")
@@ -205,7 +206,8 @@ def validate(value: Any, schema: Schema, path: str, errors: list[FieldError], ro
             )
         props = schema.get("properties") or {}
         addl = schema.get("additionalProperties")
-        for key, v in value.items():
+        # The real validator walks properties in Go's (random) map order; name order at least is stable.
+        for key, v in sorted(value.items()):
             if root and key in ("apiVersion", "kind", "metadata"):
                 continue
             sub = props.get(key)

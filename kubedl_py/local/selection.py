@@ -7,41 +7,24 @@ accepts the full label selector grammar (``=``, ``==``, ``!=``, ``in``, ``notin`
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
+from . import validation
 from .errors import ApiError, bad_request
 
 Obj = dict[str, Any]
 
-_KEY_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-
 
 def valid_label_key(key: str) -> str | None:
-    """None if ``key`` is a valid qualified name, else the reason."""
-    prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
-        return "prefix part must be a lowercase RFC 1123 subdomain"
-    if not name or len(name) > 63 or not _KEY_NAME.match(name):
-        return (
-            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
-            "with an alphanumeric character"
-        )
-    return None
+    """None if ``key`` is a valid qualified name, else the reason (the real server's words)."""
+    errs = validation.is_label_key(key)
+    return "; ".join(errs) if errs else None
 
 
 def valid_label_value(value: str) -> str | None:
-    if len(value) > 63:
-        return "must be no more than 63 characters"
-    if not _VALUE.match(value):
-        return (
-            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
-            "and must start and end with an alphanumeric character"
-        )
-    return None
+    errs = validation.is_label_value(value)
+    return "; ".join(errs) if errs else None
 
 
 class Requirement:
@@ -97,64 +80,192 @@ class LabelSelector:
         return all(r.matches(lab) for r in self.requirements)
 
 
-def _split_top(text: str) -> list[str]:
-    parts: list[str] = []
-    cur: list[str] = []
-    depth = 0
-    for ch in text:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur))
-    return parts
+# ---- the label selector grammar, as k8s.io/apimachinery/pkg/labels parses it (errors word for word) ----
+
+_SPECIAL = frozenset("=!(),><")
+_WHITESPACE = frozenset(" \t\r\n")
+_KEYWORDS = {
+    ")": "CLOSE",
+    ",": "COMMA",
+    "!": "NOTEXIST",
+    "==": "DOUBLEEQ",
+    "=": "EQ",
+    ">": "GT",
+    "in": "IN",
+    "<": "LT",
+    "!=": "NEQ",
+    "notin": "NOTIN",
+    "(": "OPEN",
+}
+_OPERATORS = {"IN": "in", "EQ": "=", "DOUBLEEQ": "==", "GT": ">", "LT": "<", "NOTIN": "notin", "NEQ": "!="}
+_BINARY = "in, notin, =, ==, !=, gt, lt"
 
 
-_SET_RE = re.compile(r"^\s*(\S+)\s+(in|notin)\s*\((.*)\)\s*$")
-_OP_RE = re.compile(r"^\s*([^=!<>\s]+)\s*(==|=|!=|<|>)\s*(.*?)\s*$")
+def _lex(text: str) -> list[tuple[str, str]]:
+    """Lexer.Lex until the end of the string: (token, literal) pairs."""
+    items: list[tuple[str, str]] = []
+    pos, n = 0, len(text)
+    while True:
+        while pos < n and text[pos] in _WHITESPACE:
+            pos += 1
+        if pos >= n:
+            items.append(("END", ""))
+            return items
+        if text[pos] in _SPECIAL:
+            buffer = ""
+            last: tuple[str, str] | None = None
+            while pos < n and text[pos] in _SPECIAL:
+                buffer += text[pos]
+                pos += 1
+                if buffer in _KEYWORDS:
+                    last = (_KEYWORDS[buffer], buffer)
+                elif last is not None:
+                    pos -= 1
+                    break
+            items.append(last if last is not None else ("ERROR", f"error expected: keyword found '{buffer}'"))
+            continue
+        start = pos
+        while pos < n and text[pos] not in _SPECIAL and text[pos] not in _WHITESPACE:
+            pos += 1
+        word = text[start:pos]
+        items.append((_KEYWORDS.get(word, "ID"), word))
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.items = _lex(text)
+        self.pos = 0
+
+    def lookahead(self, values: bool = True) -> tuple[str, str]:
+        tok, lit = self.items[self.pos]
+        return ("ID" if values and tok in ("IN", "NOTIN") else tok), lit
+
+    def consume(self, values: bool = True) -> tuple[str, str]:
+        tok, lit = self.lookahead(values)
+        self.pos += 1
+        return tok, lit
+
+    def parse(self) -> list[Requirement]:
+        reqs: list[Requirement] = []
+        while True:
+            tok, lit = self.lookahead()
+            if tok in ("ID", "NOTEXIST"):
+                try:
+                    reqs.append(self.requirement())
+                except ValueError as e:
+                    raise ValueError(f"unable to parse requirement: {e}") from None
+                tok, lit = self.consume()
+                if tok == "END":
+                    return reqs
+                if tok == "COMMA":
+                    tok2, lit2 = self.lookahead()
+                    if tok2 not in ("ID", "NOTEXIST"):
+                        raise ValueError(f"found '{lit2}', expected: identifier after ','")
+                else:
+                    raise ValueError(f"found '{lit}', expected: ',' or 'end of string'")
+            elif tok == "END":
+                return reqs
+            else:
+                raise ValueError(f"found '{lit}', expected: !, identifier, or 'end of string'")
+
+    def requirement(self) -> Requirement:
+        op = ""
+        tok, key = self.consume()
+        if tok == "NOTEXIST":
+            op = "!"
+            tok, key = self.consume()
+        if tok != "ID":
+            raise ValueError(f"found '{key}', expected: identifier")
+        errs = validation.is_label_key(key)
+        if errs:
+            raise ValueError(f'<nil>: Invalid value: "{key}": ' + "; ".join(errs))
+        if self.lookahead()[0] in ("END", "COMMA"):
+            return _requirement(key, op or "exists", [])
+        tok, lit = self.consume(values=False)
+        if tok not in _OPERATORS:
+            raise ValueError(f"found '{lit}', expected: {_BINARY}")
+        op = _OPERATORS[tok]
+        values = self.values() if op in ("in", "notin") else self.exact()
+        return _requirement(key, op, sorted(set(values)))
+
+    def values(self) -> list[str]:
+        tok, lit = self.consume()
+        if tok != "OPEN":
+            raise ValueError(f"found '{lit}' expected: '('")
+        tok, lit = self.lookahead()
+        if tok in ("ID", "COMMA"):
+            out = self.identifiers()
+            if self.consume()[0] != "CLOSE":
+                raise ValueError(f"found '{lit}', expected: ')'")
+            return out
+        if tok == "CLOSE":
+            self.consume()
+            return [""]
+        raise ValueError(f"found '{lit}', expected: ',', ')' or identifier")
+
+    def identifiers(self) -> list[str]:
+        out: list[str] = []
+        while True:
+            tok, lit = self.consume()
+            if tok == "ID":
+                out.append(lit)
+                tok2, lit2 = self.lookahead()
+                if tok2 == "COMMA":
+                    continue
+                if tok2 == "CLOSE":
+                    return out
+                raise ValueError(f"found '{lit2}', expected: ',' or ')'")
+            if tok == "COMMA":
+                if not out:
+                    out.append("")
+                tok2, _ = self.lookahead()
+                if tok2 in ("CLOSE", "COMMA"):
+                    out.append("")
+                    if tok2 == "CLOSE":
+                        return out
+                continue
+            raise ValueError(f"found '{lit}', expected: ',', or identifier")
+
+    def exact(self) -> list[str]:
+        tok, _ = self.lookahead()
+        if tok in ("END", "COMMA"):
+            return [""]
+        tok, lit = self.consume()
+        if tok == "ID":
+            return [lit]
+        raise ValueError(f"found '{lit}', expected: identifier")
+
+
+def _requirement(key: str, op: str, values: list[str]) -> Requirement:
+    """NewRequirement: the values checked for the operator (errors aggregated as the real server does)."""
+    errs: list[str] = []
+    if op in ("in", "notin") and not values:
+        errs.append("values: Invalid value: []: for 'in', 'notin' operators, values set can't be empty")
+    if op in ("<", ">"):
+        for i, v in enumerate(values):
+            try:
+                int(v)
+            except ValueError:
+                errs.append(
+                    f"values[{i}]: Invalid value: \"{v}\": for 'Gt', 'Lt' operators, the value must be an integer"
+                )
+    for i, v in enumerate(values):
+        why = validation.is_label_value(v)
+        if why:
+            errs.append(f'values[{i}][{key}]: Invalid value: "{v}": ' + "; ".join(why))
+    if errs:
+        raise ValueError(errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]")
+    return Requirement(key, op, values)
 
 
 def parse_label_selector(text: str | None) -> LabelSelector:
     if not text or not text.strip():
         return LabelSelector([])
-    reqs: list[Requirement] = []
-    for raw in _split_top(text):
-        part = raw.strip()
-        if not part:
-            raise bad_request(f"unable to parse requirement: found '', expected: identifier in {text!r}")
-        m = _SET_RE.match(part)
-        if m:
-            key, op, vals = m.group(1), m.group(2), [v.strip() for v in m.group(3).split(",")]
-            vals = [v for v in vals if v != ""] if op == "notin" or len(vals) > 1 else vals
-            req = Requirement(key, op, vals)
-        elif part.startswith("!"):
-            req = Requirement(part[1:].strip(), "!", [])
-        else:
-            m = _OP_RE.match(part)
-            if m:
-                req = Requirement(m.group(1), m.group(2), [m.group(3)])
-            elif re.match(r"^[^\s=!<>(),]+$", part):
-                req = Requirement(part, "exists", [])
-            else:
-                raise bad_request(f"unable to parse requirement: <nil>: Invalid value: {part!r}: invalid selector")
-        why = valid_label_key(req.key)
-        if why:
-            raise bad_request(f'unable to parse requirement: values[0][{req.key}]: Invalid value: "{req.key}": {why}')
-        for v in req.values:
-            why = valid_label_value(v)
-            if req.op in ("<", ">"):
-                try:
-                    int(v)
-                except ValueError:
-                    why = "for 'Gt', 'Lt' operators, the value must be an integer"
-            if why:
-                raise bad_request(f'unable to parse requirement: values[0][{req.key}]: Invalid value: "{v}": {why}')
-        reqs.append(req)
+    try:
+        reqs = _Parser(text).parse()
+    except ValueError as e:
+        raise bad_request(str(e)) from None
+    reqs.sort(key=lambda r: r.key)
     return LabelSelector(reqs)
 
 
@@ -223,7 +334,16 @@ FIELD_GETTERS: dict[tuple[str, str], dict[str, Callable[[Obj], str]]] = {
     ("", "namespaces"): {"status.phase": _path("status", "phase")},
     ("", "nodes"): {"spec.unschedulable": lambda o: "true" if (o.get("spec") or {}).get("unschedulable") else "false"},
     ("", "secrets"): {"type": _path("type")},
+    ("", "services"): {"spec.clusterIP": _path("spec", "clusterIP"), "spec.type": _path("spec", "type")},
 }
+FIELD_GETTERS[("", "pods")]["status.podIPs"] = lambda o: ",".join(
+    str(ip.get("ip", "")) for ip in (o.get("status") or {}).get("podIPs") or [] if isinstance(ip, dict)
+)
+#: kinds whose field labels the real scheme converts itself ("field label not supported: X"); the others
+#: take metav1's default conversion, with its own message
+_CONVERTED = frozenset(FIELD_GETTERS)
+#: the fields a cluster-scoped kind does not offer
+_NO_NAMESPACE = frozenset({("", "nodes"), ("", "namespaces")})
 
 
 class FieldSelector:
@@ -244,11 +364,16 @@ class FieldSelector:
         return all((get(obj) == value) == eq for get, eq, value in self.terms)
 
 
-def parse_field_selector(text: str | None, group: str, plural: str) -> FieldSelector:
+def parse_field_selector(
+    text: str | None, group: str, plural: str, *, custom: bool = False, namespaced: bool = True
+) -> FieldSelector:
     if not text or not text.strip():
         return FieldSelector([], None, None)
     getters = dict(_COMMON)
+    if (group, plural) in _NO_NAMESPACE or (custom and not namespaced):
+        del getters["metadata.namespace"]
     getters.update(FIELD_GETTERS.get((group, plural), {}))
+    converted = custom or (group, plural) in _CONVERTED
     terms: list[tuple[Callable[[Obj], str], bool, str]] = []
     name = namespace = None
     for raw in text.split(","):
@@ -267,7 +392,11 @@ def parse_field_selector(text: str | None, group: str, plural: str) -> FieldSele
         field_name = field_name.strip()
         get = getters.get(field_name)
         if get is None:
-            raise bad_request(f"field label not supported: {field_name}")
+            if converted:
+                raise bad_request(f"field label not supported: {field_name}")
+            raise bad_request(
+                f'"{field_name}" is not a known field selector: only "metadata.name", "metadata.namespace"'
+            )
         if eq and field_name == "metadata.name":
             name = value
         if eq and field_name == "metadata.namespace":

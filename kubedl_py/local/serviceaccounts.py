@@ -97,7 +97,7 @@ def token_request(store: Store, namespace: str, sa_name: str, body: Any, *, issu
             "TokenRequest",
             "authentication.k8s.io",
             "",
-            sa_name,
+            "",  # the real server validates before naming the request: 'TokenRequest... "" is invalid'
             [
                 FieldError(
                     "FieldValueInvalid",
@@ -132,10 +132,17 @@ def token_request(store: Store, namespace: str, sa_name: str, body: Any, *, issu
         [_b64(orjson.dumps({"alg": "none", "typ": "JWT"})), _b64(orjson.dumps(claims)), ""]
     )  # unsigned: the embedded server authenticates nobody
     spec.update(audiences=audiences, expirationSeconds=seconds)
+    spec.setdefault("boundObjectRef", None)
+    meta: Obj = {
+        "name": sa_name,
+        "namespace": namespace,
+        "uid": sa["metadata"].get("uid", ""),  # the ServiceAccount's, as the real TokenREST fills it in
+        "creationTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
+    }
     return {
         "kind": "TokenRequest",
         "apiVersion": "authentication.k8s.io/v1",
-        "metadata": {"name": sa_name, "namespace": namespace, "creationTimestamp": None},
+        "metadata": meta,
         "spec": spec,
         "status": {
             "token": token,

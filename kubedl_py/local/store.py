@@ -31,14 +31,18 @@ OKey = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped
 class Event:
     """One committed change. ``frames`` caches encoded watch frames per output variant."""
 
-    __slots__ = ("frames", "obj", "old", "rkey", "rv", "type")
+    __slots__ = ("before", "frames", "obj", "old", "rkey", "rv", "type")
 
-    def __init__(self, type_: str, rkey: RKey, obj: Obj, old: Obj | None, rv: int) -> None:
+    def __init__(
+        self, type_: str, rkey: RKey, obj: Obj, old: Obj | None, rv: int, *, before: Obj | None = None
+    ) -> None:
         self.type = type_
         self.rkey = rkey
         self.obj = obj
         self.old = old
         self.rv = rv
+        #: the object as it was just before this event (MODIFIED: ``old``; DELETED: before its removal)
+        self.before = before if before is not None else old
         self.frames: dict[Any, bytes] = {}
 
 
@@ -171,7 +175,7 @@ class Store:
         rv = self.next_rv()
         final = dict(obj)
         final["metadata"] = dict(md, resourceVersion=str(rv))
-        ev = Event("DELETED", rkey, final, None, rv)
+        ev = Event("DELETED", rkey, final, None, rv, before=obj)
         self._commit(ev)
         return ev
 
@@ -230,12 +234,37 @@ class Store:
 
     # ---- watch --------------------------------------------------------------------------------------------
 
+    def open_window(self) -> None:
+        """The watch cache starts now: a watch (or list) from an earlier resourceVersion is too old (410), as
+        from a real API server whose watch cache was filled at its start."""
+        self.restored_rv = max(self.restored_rv, self.rv)
+
     def window_start(self, rkey: RKey) -> int:
         """The oldest resourceVersion a watch on ``rkey`` can resume from."""
         return max(self.compacted.get(rkey, 0), self.restored_rv)
 
     def too_old(self, rkey: RKey, rv: int) -> bool:
         return rv < self.window_start(rkey)
+
+    def state_at(self, rkey: RKey, rv: int, ns: str | None = None) -> list[Obj] | None:
+        """The objects of ``rkey`` (in ``ns``) as they were at resourceVersion ``rv``, worked back from the
+        current state through the history; None when the history no longer reaches back that far (what
+        etcd calls compacted). Lists at a resourceVersion and the pages after the first read this."""
+        if self.too_old(rkey, rv):
+            return None
+        state = {(o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in self.iter(rkey, ns)}
+        for ev in reversed(self.history.get(rkey, ())):
+            if ev.rv <= rv:
+                break
+            md = ev.obj["metadata"]
+            key = (md.get("namespace", ""), md["name"])
+            if ns is not None and key[0] != ns:
+                continue
+            if ev.type == "ADDED":
+                state.pop(key, None)
+            elif ev.before is not None:
+                state[key] = ev.before
+        return list(state.values())
 
     def expire_history(self, rkey: RKey | None = None) -> None:
         """Drop watch history (a test hook: the next resumption from an older rv gets 410)."""

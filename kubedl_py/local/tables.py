@@ -80,6 +80,22 @@ def _pod_restarts(pod: Obj) -> int:
     return sum(int(cs.get("restartCount", 0)) for cs in (pod.get("status") or {}).get("containerStatuses") or [])
 
 
+def _svc_external_ip(svc: Obj) -> str:
+    """getServiceExternalIP of the real printer (loadBalancerStatusStringer without truncation)."""
+    spec = svc.get("spec") or {}
+    external = [str(ip) for ip in spec.get("externalIPs") or []]
+    kind = spec.get("type", "")
+    if kind in ("ClusterIP", "NodePort"):
+        return ",".join(external) or "<none>"
+    if kind == "LoadBalancer":
+        ingress = ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+        lb = sorted({str(i.get("ip") or i.get("hostname")) for i in ingress if i.get("ip") or i.get("hostname")})
+        return ",".join(lb + external) or "<pending>"
+    if kind == "ExternalName":
+        return str(spec.get("externalName", ""))
+    return "<unknown>"
+
+
 def _svc_ports(svc: Obj) -> str:
     parts = []
     for p in (svc.get("spec") or {}).get("ports") or []:
@@ -145,7 +161,7 @@ BUILTIN: dict[tuple[str, str], list[Column]] = {
         _NAME,
         ("Type", "string", "", 0, lambda o: (o.get("spec") or {}).get("type", "")),
         ("Cluster-IP", "string", "", 0, lambda o: (o.get("spec") or {}).get("clusterIP") or "<none>"),
-        ("External-IP", "string", "", 0, lambda o: "<none>"),
+        ("External-IP", "string", "", 0, _svc_external_ip),
         ("Port(s)", "string", "", 0, _svc_ports),
         _AGE,
         (
@@ -197,7 +213,7 @@ BUILTIN: dict[tuple[str, str], list[Column]] = {
         ("Data", "integer", "", 0, lambda o: len(o.get("data") or {})),
         _AGE,
     ],
-    ("", "serviceaccounts"): [_NAME, ("Secrets", "integer", "", 0, lambda o: len(o.get("secrets") or [])), _AGE],
+    ("", "serviceaccounts"): [_NAME, _AGE],
     ("", "endpoints"): [_NAME, ("Endpoints", "string", "", 0, _endpoints), _AGE],
     ("", "events"): [
         ("Last Seen", "string", "", 0, _last_seen),
@@ -299,7 +315,7 @@ def columns_for(rt: ResourceType, version: str) -> list[Column]:
                     _column_getter(path, typ),
                 )
             )
-        if not any(str(c.get("jsonPath")) == ".metadata.creationTimestamp" for c in extra):
+        if not extra:  # a CRD's own columns replace the default AGE one
             cols.append(_AGE)
         return cols
     return BUILTIN.get(rt.key, [_NAME, _AGE])

@@ -269,10 +269,9 @@ async def test_protobuf_and_json_bodies_store_the_same_object(server: Server) ->
     assert pod["terminationGracePeriodSeconds"] == 0
 
 
-async def test_decoder_reads_what_the_real_server_writes(server: Server) -> None:
-    """The real server's own protobuf encoding, decoded here, is exactly its JSON."""
-    if server.tier != KUBERNETES:
-        pytest.skip("only the real server answers in protobuf")
+async def test_protobuf_answers_decode_to_the_json_answers(server: Server) -> None:
+    """A protobuf-only client's answer, decoded here, is exactly the JSON answer; on the real server the
+    embedded encoder writes the same bytes for that JSON (so protobuf answers are the real ones)."""
     table = ensure_table()
     for collection, obj in _rich_objects(server.ns):
         created = await server.post(collection, obj)
@@ -290,6 +289,29 @@ async def test_decoder_reads_what_the_real_server_writes(server: Server) -> None
             if same_version or time.monotonic() > deadline:
                 break
         assert decoded == as_json.body, obj["kind"]
+        if server.tier == KUBERNETES:
+            assert protobuf.encode(as_json.body, table) == as_protobuf.body, obj["kind"]
+
+
+async def test_protobuf_lists_and_what_has_no_protobuf(server: Server) -> None:
+    """Lists come in protobuf too; a custom resource has no protobuf form (406, its Status in protobuf)."""
+    table = ensure_table()
+    path = f"/api/v1/namespaces/{server.ns}/configmaps"
+    assert (await server.post(path, {"metadata": {"name": "a"}, "data": {"k": "v"}})).status == 201
+    listed = await server.get(path, headers={"Accept": PROTOBUF})
+    assert (listed.status, listed.headers["Content-Type"]) == (200, PROTOBUF)
+    decoded = decode(listed.body, table)
+    assert decoded["kind"] == "ConfigMapList" and "a" in [i["metadata"]["name"] for i in decoded["items"]]
+    jobs = await server.get(
+        f"/apis/training.kubedl.io/v1alpha1/namespaces/{server.ns}/pytorchjobs", headers={"Accept": PROTOBUF}
+    )
+    assert (jobs.status, jobs.headers["Content-Type"]) == (406, PROTOBUF)  # the Status too is in protobuf
+    status = decode(jobs.body, table)
+    assert (status["kind"], status["reason"], status["code"]) == ("Status", "NotAcceptable", 406)
+    assert status["message"] == (
+        "only the following media types are accepted: application/json, application/yaml, "
+        "application/vnd.kubernetes.protobuf"
+    )
 
 
 async def test_malformed_protobuf_is_a_bad_request(server: Server) -> None:

@@ -114,7 +114,7 @@ async def test_describe(kubectl: Kubectl, tmp_path: Path, cluster: LocalCluster)
     r = await kubectl("describe", "trainjob", "j")
     assert r.code == 0 and "Replica Specs" in r.out, r.err
     r = await kubectl("get", "tj")
-    assert r.out.split()[:5] == ["NAME", "STATE", "WORKERS", "AGE", "j"]
+    assert r.out.split()[:4] == ["NAME", "STATE", "WORKERS", "j"]  # own columns replace AGE
 
 
 async def test_delete_and_cascade(kubectl: Kubectl, http: Http) -> None:

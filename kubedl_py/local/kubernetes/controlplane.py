@@ -107,6 +107,8 @@ class KubernetesControlPlane:
         self._started = False
         self.dir = Path()
         self.url = ""
+        #: etcd's client URL (plain HTTP on loopback; tests compact it as a long-running cluster would be)
+        self.etcd_url = ""
         self.service_cidr = self.options.service_cidr or f"127.{_RNG.randint(64, 191)}.0.0/16"
         self.pki: PKI | None = None
         self.admin_kubeconfig = Path()
@@ -155,6 +157,7 @@ class KubernetesControlPlane:
         etcd_port, etcd_peer, free_api_port, kcm_port, sched_port = _free_ports(5)
         api_port = self.options.port or free_api_port
         self.url = f"https://127.0.0.1:{api_port}"
+        self.etcd_url = f"http://127.0.0.1:{etcd_port}"
         self.admin_kubeconfig = self.user_kubeconfig("admin", common_name="kubernetes-admin", groups=["system:masters"])
         kcm_kc = self.user_kubeconfig("kube-controller-manager", common_name="system:kube-controller-manager")
         sched_kc = self.user_kubeconfig("kube-scheduler", common_name="system:kube-scheduler")

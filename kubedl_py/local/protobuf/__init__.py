@@ -12,6 +12,7 @@ import asyncio
 import threading
 
 from .decode import CONTENT_TYPE, MAGIC, ProtobufError, UnknownKind, decode, go_duration
+from .encode import encode
 from .table import Table, TableUnavailable, ensure_table, table_path
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "UnknownKind",
     "decode",
     "decode_body",
+    "encode",
     "ensure_table",
     "go_duration",
     "load_table",
