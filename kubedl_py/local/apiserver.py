@@ -37,10 +37,10 @@ from .errors import (
     resource_not_found,
 )
 from .faults import Faults, RequestInfo, RequestLog, RequestRecord
-from .registry import RETURN_DELETED, FieldValidation, Registry, dry_run_errors, now_iso
+from .registry import RETURN_DELETED, FieldValidation, Registry, dry_run_errors
 from .resources import Catalogue, ResourceType
 from .selection import FieldSelector, parse_field_selector, parse_label_selector
-from .store import Event, Obj, Store, Watcher
+from .store import Event, Obj, Store, Watcher, now_iso
 from .typed import Types
 
 log = logging.getLogger(__name__)

@@ -13,9 +13,12 @@ from typing import Any
 
 from . import cel, schema
 from .errors import FieldError
-from .registry import CRD_CLEANUP_FINALIZER, now_iso
 from .resources import Catalogue, ResourceType
-from .store import Event, Obj, Store
+from .store import Event, Obj, Store, now_iso
+
+#: the finalizer a CRD carries until its custom resources are deleted (the registry adds it, the CRD
+#: controller here removes it)
+CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
 
 CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
 #: the verbs of a custom resource, in the apiextensions discovery controller's order

@@ -20,8 +20,8 @@ from collections import defaultdict
 from typing import Any
 
 from .errors import ApiError
-from .registry import Registry, now_iso
-from .store import Event, Obj
+from .registry import Registry
+from .store import Event, Obj, now_iso
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,8 @@ import itertools
 from typing import Any
 
 from .errors import ApiError
-from .registry import Registry, now_iso
+from .registry import Registry
+from .store import now_iso
 
 _seq = itertools.count(1)
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from .errors import ApiError
 from .patch import deepcopy_json
-from .registry import Registry, now_iso
-from .store import Event, Obj
+from .registry import Registry
+from .store import Event, Obj, now_iso
 
 log = logging.getLogger(__name__)
 

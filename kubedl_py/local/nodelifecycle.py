@@ -19,9 +19,9 @@ from typing import Any
 from . import events
 from .errors import ApiError
 from .patch import deepcopy_json
-from .registry import Registry, now_iso
+from .registry import Registry
 from .scheduler import tolerates
-from .store import Event, Obj
+from .store import Event, Obj, now_iso
 
 log = logging.getLogger(__name__)
 

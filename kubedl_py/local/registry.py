@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from . import admission, cel, fieldmanager, schema, serviceaccounts, validation
+from .crd import CRD_CLEANUP_FINALIZER, default_crd, validate_crd
 from .errors import (
     ApiError,
     FieldError,
@@ -41,7 +42,7 @@ from .patch import (
 )
 from .resources import Catalogue, ResourceType
 from .selection import FieldSelector, LabelSelector
-from .store import Event, Obj, Store
+from .store import Event, Obj, Store, now_iso
 from .typed import OBJECT_META, DecodeError, Types
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,6 @@ RETURN_DELETED = frozenset({("", "pods"), ("", "services")})
 #: the namespaces the real server's namespace lifecycle admission refuses to delete
 PROTECTED_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
 CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
-CRD_CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
 # Kinds that PUT may create (AllowCreateOnUpdate in the real strategies).
 _CREATE_ON_UPDATE = {("", "endpoints"), ("coordination.k8s.io", "leases"), ("", "events")}
 
@@ -141,10 +141,6 @@ def dry_run_errors(dry_run: Any) -> list[FieldError]:
     if all(v == "All" for v in values):
         return []
     return [FieldError("FieldValueNotSupported", "dryRun", 'supported values: "All"', values)]
-
-
-def now_iso() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_time(text: str) -> float:
@@ -431,8 +427,6 @@ class Registry:
         elif plural == "configmaps":
             errs += admission.validate_configmap(obj, old)
         elif rt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
-            from .crd import validate_crd
-
             errs += validate_crd(obj)
         if old is not None:
             old_fin = set(old["metadata"].get("finalizers") or [])
@@ -573,8 +567,6 @@ class Registry:
             return
         if rt.group:
             if rt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
-                from .crd import default_crd
-
                 default_crd(obj)
             return
         if rt.plural == "pods":

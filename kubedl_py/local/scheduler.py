@@ -35,9 +35,9 @@ from . import events
 from .admission import parse_quantity
 from .apiserver import bind_pod
 from .errors import ApiError
-from .registry import Registry, now_iso
+from .registry import Registry
 from .selection import Requirement
-from .store import Event, Obj
+from .store import Event, Obj, now_iso
 
 log = logging.getLogger(__name__)
 

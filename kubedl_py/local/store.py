@@ -10,6 +10,7 @@ resourceVersion still in the window, and older ones get 410 Expired as from the 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 import os
 from collections import deque
@@ -26,6 +27,11 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 RKey = tuple[str, str]  # (group, plural)
 OKey = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped
+
+
+def now_iso() -> str:
+    """The time now as the API server writes it (RFC 3339, seconds, UTC)."""
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Event:
