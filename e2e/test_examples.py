@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO, Target
+from e2e.conftest import REPO, Target
 
 EXAMPLES = REPO / "examples"
 

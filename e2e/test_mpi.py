@@ -21,11 +21,10 @@ from typing import Any
 
 import pytest
 
+from e2e.conftest import REPO, Target
+from e2e.test_pytorch import PID, eventually, log_of
 from kubedl_py import TrainingClient
 from kubedl_py.sdk import job_state
-
-from .conftest import REPO, Target
-from .test_pytorch import PID, eventually, log_of
 
 # Debian's interpreter, which has Debian's mpi4py (the venv's Python does not).
 SYSTEM_PYTHON = "/usr/bin/python3"

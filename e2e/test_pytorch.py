@@ -16,10 +16,9 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
+from e2e.conftest import Target
 from kubedl_py import TrainingClient
 from kubedl_py.sdk import ClusterError, JobDescription, job_state
-
-from .conftest import Target
 
 T = TypeVar("T")
 LOSS = re.compile(r"\[rank 0\] step (\d+)/\d+ loss ([0-9.]+)")

@@ -15,11 +15,10 @@ from typing import Any
 
 import pytest
 
+from e2e.conftest import Target
+from e2e.test_pytorch import PID, eventually, log_of
 from kubedl_py import TrainingClient
 from kubedl_py.sdk import job_state
-
-from .conftest import Target
-from .test_pytorch import PID, eventually, log_of
 
 
 def tf_job(target: Target, name: str) -> dict[str, Any]:

@@ -5,10 +5,10 @@ this. Public names: :class:`LocalCluster`, :func:`run_local_up` / :class:`LocalU
 fault-injection types :class:`Faults`, :class:`FaultRule`, :class:`RequestLog`.
 """
 
-from .cluster import CONTEXT, LocalCluster, node_name
-from .faults import FaultRule, Faults, RequestLog, RequestRecord
-from .node.simulated import EXIT_CODE, RUN_SECONDS, TERMINATION_SECONDS
-from .up import CONTROL_PLANES, LocalUpOptions, UpCluster, run_local_up
+from kubedl_py.local.cluster import CONTEXT, LocalCluster, node_name
+from kubedl_py.local.faults import FaultRule, Faults, RequestLog, RequestRecord
+from kubedl_py.local.node.simulated import EXIT_CODE, RUN_SECONDS, TERMINATION_SECONDS
+from kubedl_py.local.up import CONTROL_PLANES, LocalUpOptions, UpCluster, run_local_up
 
 __all__ = [
     "CONTEXT",

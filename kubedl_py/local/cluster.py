@@ -26,23 +26,23 @@ import yaml
 from aiohttp import web
 
 from kubedl_py.kube.client import KubeClient
-
-from . import events, pki, serviceaccounts
-from .apiserver import ApiServer
-from .crd import CRDController
-from .endpoints import EndpointsController
-from .errors import ApiError
-from .faults import Faults, RequestLog
-from .garbagecollector import GarbageCollector, NamespaceController
-from .node.agent import AgentSettings, NodeAgent, Runtime, agent_client_settings
-from .node.server import KubeletTLS
-from .node.simulated import SimulatedRuntime
-from .node.spec import DEFAULT_CAPACITY, NodeSpec, ensure_local_range, primary_ipv4, simulated_node_ip
-from .nodelifecycle import NodeLifecycle
-from .registry import Registry
-from .resources import Catalogue
-from .scheduler import Scheduler
-from .store import Event, Obj, Store
+from kubedl_py.local import events, pki
+from kubedl_py.local.apiserver import serviceaccounts
+from kubedl_py.local.apiserver.crd import CRDController
+from kubedl_py.local.apiserver.errors import ApiError
+from kubedl_py.local.apiserver.registry import Registry
+from kubedl_py.local.apiserver.resources import Catalogue
+from kubedl_py.local.apiserver.server import ApiServer
+from kubedl_py.local.controllers.endpoints import EndpointsController
+from kubedl_py.local.controllers.garbagecollector import GarbageCollector, NamespaceController
+from kubedl_py.local.controllers.nodelifecycle import NodeLifecycle
+from kubedl_py.local.faults import Faults, RequestLog
+from kubedl_py.local.node.agent import AgentSettings, NodeAgent, Runtime, agent_client_settings
+from kubedl_py.local.node.server import KubeletTLS
+from kubedl_py.local.node.simulated import SimulatedRuntime
+from kubedl_py.local.node.spec import DEFAULT_CAPACITY, NodeSpec, ensure_local_range, primary_ipv4, simulated_node_ip
+from kubedl_py.local.scheduler import Scheduler
+from kubedl_py.local.storage.store import Event, Obj, Store
 
 log = logging.getLogger(__name__)
 #: our own generator: background threads must not move the global one (tests seed it; hypothesis checks it)
@@ -231,7 +231,7 @@ class LocalCluster:
         await self._agent_client.open()
         runtime: Runtime
         if self.runtime in HOST_RUNTIMES:
-            from .node.processes import LocalProcessRuntime
+            from kubedl_py.local.node.processes import LocalProcessRuntime
 
             runtime = LocalProcessRuntime(
                 state_dir=self._process_state_dir(),

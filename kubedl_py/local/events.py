@@ -10,9 +10,9 @@ import contextlib
 import itertools
 from typing import Any
 
-from .errors import ApiError
-from .registry import Registry
-from .store import now_iso
+from kubedl_py.local.apiserver.errors import ApiError
+from kubedl_py.local.apiserver.registry import Registry
+from kubedl_py.local.storage.store import now_iso
 
 _seq = itertools.count(1)
 

@@ -27,7 +27,7 @@ from urllib.parse import parse_qsl
 import aiohttp
 from aiohttp import web
 
-from .faults import Faults, RequestInfo, RequestLog, RequestRecord
+from kubedl_py.local.faults import Faults, RequestInfo, RequestLog, RequestRecord
 
 log = logging.getLogger(__name__)
 

@@ -31,13 +31,13 @@ import logging
 from collections import Counter, defaultdict
 from typing import Any
 
-from . import events
-from .admission import parse_quantity
-from .apiserver import bind_pod
-from .errors import ApiError
-from .registry import Registry
-from .selection import Requirement
-from .store import Event, Obj, now_iso
+from kubedl_py.local import events
+from kubedl_py.local.apiserver.admission import parse_quantity
+from kubedl_py.local.apiserver.errors import ApiError
+from kubedl_py.local.apiserver.registry import Registry
+from kubedl_py.local.apiserver.selection import Requirement
+from kubedl_py.local.apiserver.server import bind_pod
+from kubedl_py.local.storage.store import Event, Obj, now_iso
 
 log = logging.getLogger(__name__)
 

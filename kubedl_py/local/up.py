@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from kubedl_py.kube.client import KubeClient
-
-from .cluster import CONTEXT, LocalCluster
+from kubedl_py.local.cluster import CONTEXT, LocalCluster
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +78,8 @@ def build_cluster(options: LocalUpOptions) -> UpCluster:
         raise ValueError(
             "--data-dir keeps only the embedded control plane's state; drop it with --control-plane kubernetes"
         )
-    from .kubernetes.cluster import KubernetesCluster, KubernetesClusterOptions
-    from .kubernetes.controlplane import ControlPlaneOptions
+    from kubedl_py.local.kubernetes.cluster import KubernetesCluster, KubernetesClusterOptions
+    from kubedl_py.local.kubernetes.controlplane import ControlPlaneOptions
 
     kubernetes = KubernetesClusterOptions(
         control_plane=ControlPlaneOptions(port=options.port),
@@ -99,7 +98,7 @@ def write_user_kubeconfig(cluster: UpCluster, path: Path) -> None:
     if isinstance(cluster, LocalCluster):
         cluster.write_kubeconfig()
         return
-    from .kubernetes.cluster import KubernetesCluster
+    from kubedl_py.local.kubernetes.cluster import KubernetesCluster
 
     assert isinstance(cluster, KubernetesCluster)
     cluster.write_user_kubeconfig(path)

@@ -24,12 +24,11 @@ from kubedl_py.api.crd import all_crds
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.local import LocalCluster
 from tests.conftest import CRDS, RealCluster
+from tests.differential import report
+from tests.differential.cases import load_all
+from tests.differential.harness import CASES, Plane
+from tests.differential.runner import Runner
 from tests.tiers import EMBEDDED, KUBERNETES, LoopThread, require_tier
-
-from . import report
-from .cases import load_all
-from .harness import CASES, Plane
-from .runner import Runner
 
 #: cases run at once (each on both control planes)
 CONCURRENCY = int(os.environ.get("KUBEDL_DIFFERENTIAL_CONCURRENCY", "4"))

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .runner import Runner
+    from tests.differential.runner import Runner
 
 IDENTICAL = "identical"
 DOCUMENTED = "documented"

@@ -20,9 +20,8 @@ from typing import Any
 
 import yaml
 
+from tests.differential.harness import CASES, Case, Outcome, Plane, Tier
 from tests.tiers import KUBERNETES, LoopThread
-
-from .harness import CASES, Case, Outcome, Plane, Tier
 
 #: how long a new namespace may take to get its default ServiceAccount (the real server refuses pods before)
 _NAMESPACE_READY = 30.0

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from . import report
-from .cases import load_all
-from .documented import DOC, DOCUMENTED, anchors
-from .harness import CASES, Outcome, dump
-from .runner import Runner
+from tests.differential import report
+from tests.differential.cases import load_all
+from tests.differential.documented import DOC, DOCUMENTED, anchors
+from tests.differential.harness import CASES, Outcome, dump
+from tests.differential.runner import Runner
 
 load_all()
 

@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.fidelity.conftest import Server
 from tests.tiers import EMBEDDED
-
-from .conftest import Server
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 JOBS = "/apis/training.kubedl.io/v1alpha1/namespaces/{ns}/pytorchjobs"

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import KUBECTL, Server
+from tests.fidelity.conftest import KUBECTL, Server
 
 POD_WITH_UNKNOWN_FIELDS = {
     "apiVersion": "v1",

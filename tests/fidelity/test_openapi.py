@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import KUBECTL, Server
+from tests.fidelity.conftest import KUBECTL, Server
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.skipif(not Path(KUBECTL).exists(), reason="kubectl not installed")]
 

@@ -14,12 +14,11 @@ from typing import Any
 
 import pytest
 
-from kubedl_py.local import protobuf
-from kubedl_py.local.protobuf import decode, ensure_table, go_duration
+from kubedl_py.local.apiserver import protobuf
+from kubedl_py.local.apiserver.protobuf import decode, ensure_table, go_duration
+from tests.fidelity.conftest import KUBECTL, Server, comparable
+from tests.fidelity.protowire import Encoder
 from tests.tiers import EMBEDDED, KUBERNETES
-
-from .conftest import KUBECTL, Server, comparable
-from .protowire import Encoder
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.skipif(not Path(KUBECTL).exists(), reason="kubectl not installed")]
 

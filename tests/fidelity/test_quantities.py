@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 from kubedl_py.local.quantity import QuantityError, canonical
-
-from .conftest import Server
+from tests.fidelity.conftest import Server
 
 CANONICAL = [
     ("8", "8"),

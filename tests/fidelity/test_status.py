@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import KUBECTL, Server
+from tests.fidelity.conftest import KUBECTL, Server
 
 
 def _status(code: int, reason: str | None, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:

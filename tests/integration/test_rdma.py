@@ -15,8 +15,7 @@ from kubedl_py.kube.errors import AlreadyExists, Invalid, NotFound
 from kubedl_py.kube.resources import PODS, Resource
 from kubedl_py.local.kubernetes.install import apply, manifest_documents
 from kubedl_py.templates import ManifestOptions
-
-from .conftest import (
+from tests.integration.conftest import (
     CRDS,
     PYTORCHJOBS,
     Env,

@@ -9,8 +9,7 @@ from typing import Any
 from kubedl_py.kube.client import CONFIGMAPS, KubeClient
 from kubedl_py.kube.informer import Handler, Informer, InformerSettings
 from kubedl_py.kube.retry import RetrySettings
-
-from .support import eventually
+from tests.kube.support import eventually
 
 SETTINGS = InformerSettings(backoff=RetrySettings(initial_delay=0.01, max_delay=0.1, jitter=0.01))
 

@@ -25,8 +25,7 @@ from kubedl_py.kube.informer import (
 )
 from kubedl_py.kube.resources import PODS
 from kubedl_py.kube.retry import RetrySettings
-
-from .support import eventually
+from tests.kube.support import eventually
 
 FAST = InformerSettings(backoff=RetrySettings(initial_delay=0.001, max_delay=0.01, jitter=0.0), min_watch_duration=0.0)
 

@@ -8,8 +8,7 @@ from typing import Any
 
 from kubedl_py.kube.client import LEASES, KubeClient
 from kubedl_py.kube.leader import LeaderElectionSettings, LeaderElector, LeadershipLost
-
-from .support import eventually
+from tests.kube.support import eventually
 
 
 def settings(identity: str, namespace: str) -> LeaderElectionSettings:

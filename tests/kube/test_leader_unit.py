@@ -13,8 +13,7 @@ from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.leader import LeaderElectionSettings, LeaderElector, LeadershipLost
 from kubedl_py.kube.resources import Resource
-
-from .support import eventually
+from tests.kube.support import eventually
 
 
 class FakeLeases:

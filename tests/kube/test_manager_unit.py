@@ -13,8 +13,7 @@ from kubedl_py.kube.manager import Manager, ManagerSettings, Result, label_key, 
 from kubedl_py.kube.resources import PODS, Resource
 from kubedl_py.kube.retry import RetrySettings
 from kubedl_py.kube.workqueue import BackoffSettings
-
-from .support import eventually
+from tests.kube.support import eventually
 
 JOBS = Resource("training.kubedl.io", "v1alpha1", "pytorchjobs", "PyTorchJob")
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubedl_py.local import LocalCluster
-
-from .conftest import Http, eventually, pod
+from tests.local.conftest import Http, eventually, pod
 
 PODS = "/api/v1/namespaces/default/pods"
 CMS = "/api/v1/namespaces/default/configmaps"
@@ -245,7 +244,7 @@ async def test_list_selectors_and_pagination(http: Http) -> None:
 async def test_pod_field_selectors(http: Http, cluster: LocalCluster) -> None:
     await http.post(PODS, pod("p1"))
     await http.post(PODS, pod("p2", schedulerName="nobody"))
-    from .conftest import eventually
+    from tests.local.conftest import eventually
 
     async def running() -> bool:
         r = await http.get(f"{PODS}?fieldSelector=status.phase%3DRunning")

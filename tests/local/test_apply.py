@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubedl_py.local.fieldmanager import decode_set, encode_set
-
-from .conftest import Http
+from kubedl_py.local.apiserver.fieldmanager import decode_set, encode_set
+from tests.local.conftest import Http
 
 CMS = "/api/v1/namespaces/default/configmaps"
 SVCS = "/api/v1/namespaces/default/services"

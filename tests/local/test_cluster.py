@@ -11,8 +11,7 @@ import aiohttp
 import yaml
 
 from kubedl_py.local import LocalCluster
-
-from .conftest import Http, eventually, pod
+from tests.local.conftest import Http, eventually, pod
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_apiserver.py"
 

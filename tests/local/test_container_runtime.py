@@ -34,8 +34,7 @@ from kubedl_py.local import LocalCluster
 from kubedl_py.local.image import BASE_IMAGE, INSTALL_HINT, Engine, ensure_base_image
 from kubedl_py.local.node.containers import OWNER_LABEL, PodmanRuntime
 from kubedl_py.local.node.process import ProcessRuntime
-
-from .conftest import eventually
+from tests.local.conftest import eventually
 
 pytestmark = pytest.mark.skipif(
     shutil.which("podman") is None, reason=f"podman is not installed ({INSTALL_HINT}): no container can run"

@@ -8,8 +8,7 @@ import copy
 from typing import Any
 
 from kubedl_py.local import LocalCluster
-
-from .conftest import Http, eventually
+from tests.local.conftest import Http, eventually
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 JOBS = "/apis/test.kubedl.io/v1/namespaces/default/trainjobs"

@@ -7,8 +7,7 @@ import asyncio
 from typing import Any
 
 from kubedl_py.local import LocalCluster
-
-from .conftest import Http, eventually, pod
+from tests.local.conftest import Http, eventually, pod
 
 PODS = "/api/v1/namespaces/default/pods"
 CMS = "/api/v1/namespaces/default/configmaps"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .conftest import Http, eventually, pod
+from tests.local.conftest import Http, eventually, pod
 
 NS = "/api/v1/namespaces/default"
 

@@ -9,8 +9,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from kubedl_py.local import FaultRule, LocalCluster
-
-from .conftest import Http, pod
+from tests.local.conftest import Http, pod
 
 CMS = "/api/v1/namespaces/default/configmaps"
 

@@ -11,9 +11,8 @@ import pytest
 import yaml
 
 from kubedl_py.local import LocalCluster
-
-from .conftest import KUBECTL, Http, Run, eventually
-from .test_crd import crd
+from tests.local.conftest import KUBECTL, Http, Run, eventually
+from tests.local.test_crd import crd
 
 pytestmark = [pytest.mark.kubectl, pytest.mark.skipif(not Path(KUBECTL).exists(), reason="kubectl not installed")]
 

@@ -16,8 +16,7 @@ import pytest
 from kubedl_py.local import LocalCluster, pki
 from kubedl_py.local.node import AgentSettings
 from kubedl_py.local.node.spec import USER_AGENT
-
-from .conftest import Http, eventually, pod
+from tests.local.conftest import Http, eventually, pod
 
 PODS = "/api/v1/namespaces/default/pods"
 

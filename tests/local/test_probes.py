@@ -22,8 +22,7 @@ from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.resources import EVENTS, PODS
 from kubedl_py.local import LocalCluster
 from kubedl_py.local.node.probes import ContainerProbes, ProbeSpec, resolve_port, run_probe
-
-from .conftest import eventually
+from tests.local.conftest import eventually
 
 NS = "default"
 SLOW = 30.0

@@ -23,8 +23,7 @@ from kubedl_py.kube.errors import NotFound
 from kubedl_py.kube.resources import CONFIGMAPS, EVENTS, PODS, SERVICES
 from kubedl_py.local import LocalCluster
 from kubedl_py.local.node import primary_ipv4
-
-from .conftest import eventually
+from tests.local.conftest import eventually
 
 NS = "default"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import aiohttp
 
-from kubedl_py.local import LocalCluster, protobuf
-
-from .conftest import Http
+from kubedl_py.local import LocalCluster
+from kubedl_py.local.apiserver import protobuf
+from tests.local.conftest import Http
 
 SSAR = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 

@@ -10,8 +10,7 @@ import aiohttp
 import pytest
 
 from kubedl_py.local import LocalCluster
-
-from .conftest import Http, eventually, pod
+from tests.local.conftest import Http, eventually, pod
 
 PODS = "/api/v1/namespaces/default/pods"
 BLOCK = "network.kubedl.io/block"

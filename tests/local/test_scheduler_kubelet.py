@@ -9,8 +9,7 @@ from typing import Any
 import aiohttp
 
 from kubedl_py.local import LocalCluster
-
-from .conftest import Http, eventually, pod
+from tests.local.conftest import Http, eventually, pod
 
 PODS = "/api/v1/namespaces/default/pods"
 

@@ -12,8 +12,7 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from kubedl_py.local import LocalCluster
-
-from .conftest import Http
+from tests.local.conftest import Http
 
 CMS = "/api/v1/namespaces/default/configmaps"
 

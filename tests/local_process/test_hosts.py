@@ -24,8 +24,7 @@ from kubedl_py.local.node.process import (
     render_hosts,
     wrap_argv,
 )
-
-from .conftest import requires_root, wait_until
+from tests.local_process.conftest import requires_root, wait_until
 
 C_RESOLVER = r"""
 #include <arpa/inet.h>

@@ -27,8 +27,7 @@ from kubedl_py.local.node.process import (
     ServicePort,
 )
 from kubedl_py.local.node.process.sandbox import NETNS_DIR
-
-from .conftest import free_port, random_cluster_ip, requires_root, wait_until
+from tests.local_process.conftest import free_port, random_cluster_ip, requires_root, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from kubedl_py.local.node.process import Backend, ServicePort, ServiceProxy
-
-from .conftest import free_port, random_cluster_ip, wait_until
+from tests.local_process.conftest import free_port, random_cluster_ip, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 SVC = ServicePort("ns", "svc", 80)

@@ -22,8 +22,7 @@ from kubedl_py.local.node.process import (
     build_argv,
     expand_vars,
 )
-
-from .conftest import pid_gone, wait_until
+from tests.local_process.conftest import pid_gone, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 

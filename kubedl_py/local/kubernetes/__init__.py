@@ -4,9 +4,14 @@ Public names: :class:`KubernetesControlPlane` / :class:`ControlPlaneOptions` (st
 :func:`ensure_binaries` / :func:`find_binaries` (build or find the pinned binaries), and the pinned versions.
 """
 
-from .binaries import Binaries, BuildError, GoNotFound, ensure_binaries, find_binaries
-from .controlplane import NODE_AGENT_USER, ControlPlaneError, ControlPlaneOptions, KubernetesControlPlane
-from .release import ETCD_VERSION, KUBERNETES_VERSION
+from kubedl_py.local.kubernetes.binaries import Binaries, BuildError, GoNotFound, ensure_binaries, find_binaries
+from kubedl_py.local.kubernetes.controlplane import (
+    NODE_AGENT_USER,
+    ControlPlaneError,
+    ControlPlaneOptions,
+    KubernetesControlPlane,
+)
+from kubedl_py.local.kubernetes.release import ETCD_VERSION, KUBERNETES_VERSION
 
 __all__ = [
     "ETCD_VERSION",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from .binaries import BuildError, ensure_binaries
+from kubedl_py.local.kubernetes.binaries import BuildError, ensure_binaries
 
 
 def main() -> int:

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .release import COMPONENTS, ETCD_VERSION, KUBERNETES_VERSION, STAGING_VERSION
+from kubedl_py.local.kubernetes.release import COMPONENTS, ETCD_VERSION, KUBERNETES_VERSION, STAGING_VERSION
 
 Progress = Callable[[str], None]
 

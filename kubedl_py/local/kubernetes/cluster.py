@@ -33,11 +33,15 @@ from kubedl_py.api.crd import all_crds
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import NotFound
 from kubedl_py.kube.resources import Resource
-from kubedl_py.templates import ManifestOptions
-from kubedl_py.templates.render import DEFAULT_NAMESPACE
-
-from ..faultproxy import FaultProxy
-from ..node import (
+from kubedl_py.local.faultproxy import FaultProxy
+from kubedl_py.local.kubernetes.controlplane import ControlPlaneOptions, KubernetesControlPlane
+from kubedl_py.local.kubernetes.install import (
+    CONTROLLER_IDENTITY_KINDS,
+    apply,
+    manifest_documents,
+    service_account_token,
+)
+from kubedl_py.local.node import (
     AgentSettings,
     KubeletTLS,
     NodeAgent,
@@ -49,9 +53,9 @@ from ..node import (
     primary_ipv4,
     simulated_node_ip,
 )
-from ..node.spec import DEFAULT_CAPACITY
-from .controlplane import ControlPlaneOptions, KubernetesControlPlane
-from .install import CONTROLLER_IDENTITY_KINDS, apply, manifest_documents, service_account_token
+from kubedl_py.local.node.spec import DEFAULT_CAPACITY
+from kubedl_py.templates import ManifestOptions
+from kubedl_py.templates.render import DEFAULT_NAMESPACE
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +178,7 @@ class KubernetesCluster:
         options = self.options
         runtime: Runtime
         if options.runtime in HOST_RUNTIMES:
-            from ..node.processes import LocalProcessRuntime
+            from kubedl_py.local.node.processes import LocalProcessRuntime
 
             if options.state_dir is None:
                 self._state_tmp = tempfile.TemporaryDirectory(prefix="kubedl-process-")
@@ -250,7 +254,7 @@ class KubernetesCluster:
 
     def write_user_kubeconfig(self, path: Path) -> Path:
         """The administrator's kubeconfig (context ``kubedl-local``, certificates inline) at ``path``."""
-        from .kubeconfig import write_kubeconfig
+        from kubedl_py.local.kubernetes.kubeconfig import write_kubeconfig
 
         return write_kubeconfig(path, self.control_plane.admin_config())
 
@@ -274,7 +278,7 @@ class KubernetesCluster:
 
 async def install_crds(kube: KubeClient, crds: list[dict[str, Any]] | None = None, *, within: float = 60.0) -> None:
     """Create (or server-side apply) the CRDs and wait until the API server serves each kind."""
-    from .install import FIELD_MANAGER
+    from kubedl_py.local.kubernetes.install import FIELD_MANAGER
 
     documents = crds if crds is not None else all_crds()
     for crd in documents:
@@ -316,7 +320,7 @@ def _point_at(kubeconfig: Path, server: str) -> None:
     """Send a kubeconfig's requests to ``server`` (the plain-HTTP fault proxy) instead of the API server."""
     import yaml
 
-    from .kubeconfig import write_kubeconfig
+    from kubedl_py.local.kubernetes.kubeconfig import write_kubeconfig
 
     config = yaml.safe_load(kubeconfig.read_text())
     for cluster in config["clusters"]:

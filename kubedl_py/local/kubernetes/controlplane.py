@@ -43,9 +43,9 @@ from typing import Any
 
 import aiohttp
 
-from .binaries import Binaries, ensure_binaries
-from .kubeconfig import kubeconfig, write_kubeconfig
-from .pki import PKI, KeyPair
+from kubedl_py.local.kubernetes.binaries import Binaries, ensure_binaries
+from kubedl_py.local.kubernetes.kubeconfig import kubeconfig, write_kubeconfig
+from kubedl_py.local.kubernetes.pki import PKI, KeyPair
 
 log = logging.getLogger(__name__)
 #: our own generator: background threads must not move the global one (tests seed it; hypothesis checks it)

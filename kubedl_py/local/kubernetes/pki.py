@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import pki
+from kubedl_py.local import pki
 
 
 @dataclass(frozen=True)

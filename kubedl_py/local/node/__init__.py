@@ -23,10 +23,10 @@ Use::
         await agent.start(); ...; await agent.stop()
 """
 
-from .agent import AgentSettings, NodeAgent, Runtime, agent_client_settings
-from .server import KubeletTLS
-from .simulated import EXIT_CODE, RUN_SECONDS, TERMINATION_SECONDS, SimulatedRuntime
-from .spec import NodeSpec, ensure_local_range, primary_ipv4, simulated_node_ip
+from kubedl_py.local.node.agent import AgentSettings, NodeAgent, Runtime, agent_client_settings
+from kubedl_py.local.node.server import KubeletTLS
+from kubedl_py.local.node.simulated import EXIT_CODE, RUN_SECONDS, TERMINATION_SECONDS, SimulatedRuntime
+from kubedl_py.local.node.spec import NodeSpec, ensure_local_range, primary_ipv4, simulated_node_ip
 
 __all__ = [
     "EXIT_CODE",

@@ -39,11 +39,17 @@ from kubedl_py.kube.errors import AlreadyExists, KubeError, NotFound
 from kubedl_py.kube.events import EventRecorder
 from kubedl_py.kube.informer import Handler, Informer
 from kubedl_py.kube.resources import LEASES, NODES, PODS
-
-from .logs import LogError, LogStream
-from .server import KubeletServer, KubeletTLS
-from .spec import LEASE_DURATION_SECONDS, NODE_LEASE_NAMESPACE, USER_AGENT, NodeSpec, node_conditions, node_status
-from .status import PodStatusWriter
+from kubedl_py.local.node.logs import LogError, LogStream
+from kubedl_py.local.node.server import KubeletServer, KubeletTLS
+from kubedl_py.local.node.spec import (
+    LEASE_DURATION_SECONDS,
+    NODE_LEASE_NAMESPACE,
+    USER_AGENT,
+    NodeSpec,
+    node_conditions,
+    node_status,
+)
+from kubedl_py.local.node.status import PodStatusWriter
 
 log = logging.getLogger(__name__)
 

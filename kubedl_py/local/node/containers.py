@@ -62,9 +62,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from ..image import Engine
-from ..quantity import QuantityError, parse
-from .process import (
+from kubedl_py.local.image import Engine
+from kubedl_py.local.node.process import (
     ContainerConfigError,
     ContainerLog,
     ContainerSpec,
@@ -76,9 +75,10 @@ from .process import (
     TerminatedState,
     expand_vars,
 )
-from .process.logs import pump_stream
-from .process.runner import Watchdog, k8s_time
-from .process.sandbox import NETNS_DIR
+from kubedl_py.local.node.process.logs import pump_stream
+from kubedl_py.local.node.process.runner import Watchdog, k8s_time
+from kubedl_py.local.node.process.sandbox import NETNS_DIR
+from kubedl_py.local.quantity import QuantityError, parse
 
 log = logging.getLogger(__name__)
 

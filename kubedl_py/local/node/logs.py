@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
-from .process.logs import rfc3339_nano
+from kubedl_py.local.node.process.logs import rfc3339_nano
 
 
 class LogEntry(NamedTuple):

@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 import aiohttp
 
-from .spec import KUBELET_VERSION
+from kubedl_py.local.node.spec import KUBELET_VERSION
 
 log = logging.getLogger(__name__)
 

@@ -49,13 +49,12 @@ from urllib.parse import urlparse
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.informer import Handler, Informer
 from kubedl_py.kube.resources import CONFIGMAPS, SERVICES, Resource
-
-from .agent import Runtime, now_iso
-from .containers import ContainerCreateError, ImageConfig, PodmanRuntime
-from .env import EnvError, field_ref, process_base_env, resource_field, service_link_env
-from .logs import LogEntry, LogError, LogStream
-from .probes import ContainerProbes, probe_grace
-from .process import (
+from kubedl_py.local.node.agent import Runtime, now_iso
+from kubedl_py.local.node.containers import ContainerCreateError, ImageConfig, PodmanRuntime
+from kubedl_py.local.node.env import EnvError, field_ref, process_base_env, resource_field, service_link_env
+from kubedl_py.local.node.logs import LogEntry, LogError, LogStream
+from kubedl_py.local.node.probes import ContainerProbes, probe_grace
+from kubedl_py.local.node.process import (
     Backend,
     ContainerConfigError,
     ContainerLog,
@@ -72,9 +71,9 @@ from .process import (
     TerminatedState,
     expand_vars,
 )
-from .process.runner import RunningContainer
-from .status import pod_conditions
-from .volumes import Ownership, VolumeError, VolumeManager
+from kubedl_py.local.node.process.runner import RunningContainer
+from kubedl_py.local.node.status import pod_conditions
+from kubedl_py.local.node.volumes import Ownership, VolumeError, VolumeManager
 
 log = logging.getLogger(__name__)
 #: our own generator: background threads must not move the global one (tests seed it; hypothesis checks it)

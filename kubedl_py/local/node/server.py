@@ -27,8 +27,7 @@ from pathlib import Path
 from aiohttp import web
 
 from kubedl_py.local import pki
-
-from .logs import LogError, LogQuery, LogStream, render
+from kubedl_py.local.node.logs import LogError, LogQuery, LogStream, render
 
 log = logging.getLogger(__name__)
 

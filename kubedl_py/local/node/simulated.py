@@ -27,10 +27,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .agent import NodeAgent, Runtime, now_iso
-from .logs import LogError, LogStream, MemoryLogs
-from .spec import SIMULATED_POD_CIDR, IPPool
-from .status import pod_conditions
+from kubedl_py.local.node.agent import NodeAgent, Runtime, now_iso
+from kubedl_py.local.node.logs import LogError, LogStream, MemoryLogs
+from kubedl_py.local.node.spec import SIMULATED_POD_CIDR, IPPool
+from kubedl_py.local.node.status import pod_conditions
 
 log = logging.getLogger(__name__)
 

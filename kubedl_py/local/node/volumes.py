@@ -47,10 +47,9 @@ from typing import Any
 
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import KubeError
-
-from .env import EnvError, field_ref, resource_field
-from .logs import parse_time
-from .process import Mount
+from kubedl_py.local.node.env import EnvError, field_ref, resource_field
+from kubedl_py.local.node.logs import parse_time
+from kubedl_py.local.node.process import Mount
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import sys
 
-from .. import openapi
-from ..protobuf.table import TableUnavailable, ensure_table, table_path
+from kubedl_py.local.apiserver import openapi
+from kubedl_py.local.apiserver.protobuf.table import TableUnavailable, ensure_table, table_path
 
 
 def main() -> int:

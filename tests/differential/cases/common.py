@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..harness import Reply, Tier
+from tests.differential.harness import Reply, Tier
 
 GROUP = "training.kubedl.io"
 VERSION = "v1alpha1"

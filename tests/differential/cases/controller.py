@@ -4,8 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..harness import Reply, Tier, case
-from .common import EXIT_CODE, IMAGE, core, grouped, make, owner_ref, phase_is, pod, pytorchjob, service
+from tests.differential.cases.common import (
+    EXIT_CODE,
+    IMAGE,
+    core,
+    grouped,
+    make,
+    owner_ref,
+    phase_is,
+    pod,
+    pytorchjob,
+    service,
+)
+from tests.differential.harness import Reply, Tier, case
 
 JOB_LABEL = "training.kubedl.io/job-name"
 

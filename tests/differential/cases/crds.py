@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..harness import Tier, case
-from .common import GROUP, grouped, make, pytorchjob, replica, tfjob
+from tests.differential.cases.common import GROUP, grouped, make, pytorchjob, replica, tfjob
+from tests.differential.harness import Tier, case
 
 
 @case("crd-pytorchjob-create")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..harness import Tier, case
+from tests.differential.harness import Tier, case
 
 
 def _resources(body: Any) -> Any:

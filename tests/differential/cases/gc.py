@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..harness import Reply, Tier, case
-from .common import configmap, core, make, owner_ref
+from tests.differential.cases.common import configmap, core, make, owner_ref
+from tests.differential.harness import Reply, Tier, case
 
 
 async def _family(t: Tier, *, block: bool = False, children: int = 2) -> dict[str, Any]:
@@ -130,7 +130,7 @@ async def _(t: Tier) -> None:
 @case("gc-pytorchjob-owns-pods")
 async def _(t: Tier) -> None:
     """What the controller does: pods and Services owned by a PyTorchJob go when the job is deleted."""
-    from .common import GROUP, grouped, pod, pytorchjob, service
+    from tests.differential.cases.common import GROUP, grouped, pod, pytorchjob, service
 
     job = await make(t, grouped(t, "pytorchjobs"), pytorchjob("job"))
     ref = owner_ref(job, controller=True, block=True)
@@ -213,7 +213,7 @@ async def _(t: Tier) -> None:
 @case("finalizer-custom-resource")
 async def _(t: Tier) -> None:
     """A PyTorchJob with a finalizer: held on delete (the object answered), gone when released."""
-    from .common import grouped, pytorchjob
+    from tests.differential.cases.common import grouped, pytorchjob
 
     job = pytorchjob("held")
     job["metadata"]["finalizers"] = ["kubedl.io/cleanup"]
@@ -256,7 +256,7 @@ async def _(t: Tier) -> None:
 async def _(t: Tier) -> None:
     """What DELETE answers: a Status for ConfigMaps and Secrets, the object for Services and custom
     resources, 404 for a second delete."""
-    from .common import grouped, pytorchjob, service
+    from tests.differential.cases.common import grouped, pytorchjob, service
 
     await make(t, core(t, "configmaps"), configmap("c"))
     await make(t, core(t, "services"), service("s"))

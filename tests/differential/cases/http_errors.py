@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..harness import Tier, case
-from .common import IMAGE, configmap, core, grouped, make, pod, pytorchjob
+from tests.differential.cases.common import IMAGE, configmap, core, grouped, make, pod, pytorchjob
+from tests.differential.harness import Tier, case
 
 POD_WITH_UNKNOWN = {
     "apiVersion": "v1",

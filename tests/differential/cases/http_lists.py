@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..harness import Tier, WatchEvent, case
-from .common import configmap, core, make, names, pod
+from tests.differential.cases.common import configmap, core, make, names, pod
+from tests.differential.harness import Tier, WatchEvent, case
 
 
 def _event_summary(ev: WatchEvent) -> Any:
@@ -328,7 +328,7 @@ async def _(t: Tier) -> None:
         headers={"Accept": "application/json;as=Table;g=meta.k8s.io;v=v1"},
         ssl=t._ssl(),
     ) as response:
-        from ..harness import Watch
+        from tests.differential.harness import Watch
 
         w = Watch(t, response, "WATCH table")
         await make(t, core(t, "configmaps"), configmap("tbl", {"a": "1"}))

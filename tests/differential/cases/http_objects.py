@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..harness import Tier, case
-from .common import IMAGE, configmap, core, make, meta, pod, service
+from tests.differential.cases.common import IMAGE, configmap, core, make, meta, pod, service
+from tests.differential.harness import Tier, case
 
 
 @case("http-create-configmap")
@@ -529,7 +529,7 @@ async def _(t: Tier) -> None:
 @case("http-pod-eviction", nodes=True)
 async def _(t: Tier) -> None:
     """pods/eviction (policy/v1): the pod is deleted gracefully."""
-    from .common import run_pod
+    from tests.differential.cases.common import run_pod
 
     await run_pod(t, pod("e"))
     eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "e"}}

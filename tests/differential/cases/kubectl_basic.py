@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..harness import Tier, case
-from .common import configmap, core, make
+from tests.differential.cases.common import configmap, core, make
+from tests.differential.harness import Tier, case
 
 
 @case("kubectl-create-configmap")

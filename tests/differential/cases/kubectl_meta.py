@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..harness import Tier, case
+from tests.differential.harness import Tier, case
 
 
 @case("kubectl-explain-pod")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..harness import Tier, case
-from .common import GROUP, IMAGE, configmap, core, make, pod
+from tests.differential.cases.common import GROUP, IMAGE, configmap, core, make, pod
+from tests.differential.harness import Tier, case
 
 CM_V1 = """apiVersion: v1
 kind: ConfigMap
@@ -235,7 +235,7 @@ async def _(t: Tier) -> None:
 @case("kubectl-patch-custom-resource")
 async def _(t: Tier) -> None:
     """patch of a PyTorchJob: merge works; strategic (kubectl's default) is refused for custom resources."""
-    from .common import pytorchjob
+    from tests.differential.cases.common import pytorchjob
 
     await make(t, f"/apis/{GROUP}/v1alpha1/namespaces/{t.ns}/pytorchjobs", pytorchjob("pj"))
     await t.kubectl("patch", "pytorchjob", "pj", "--type=merge", "-p", '{"spec":{"backoffLimit":3}}')
@@ -249,7 +249,7 @@ async def _(t: Tier) -> None:
 @case("kubectl-patch-status-subresource")
 async def _(t: Tier) -> None:
     """patch --subresource=status of a PyTorchJob: only status changes; the main endpoint ignores status."""
-    from .common import pytorchjob
+    from tests.differential.cases.common import pytorchjob
 
     await make(t, f"/apis/{GROUP}/v1alpha1/namespaces/{t.ns}/pytorchjobs", pytorchjob("pj"))
     await t.kubectl(

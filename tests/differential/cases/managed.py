@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubedl_py.local import protobuf
-
-from ..harness import Tier, case
-from .common import configmap, core, grouped, make, pod, pytorchjob, run_pod, service
+from kubedl_py.local.apiserver import protobuf
+from tests.differential.cases.common import configmap, core, grouped, make, pod, pytorchjob, run_pod, service
+from tests.differential.harness import Tier, case
 
 APPLY_CM = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "app"}}
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..harness import Tier, case
-from .common import EXIT_CODE, IMAGE, RUN_SECONDS, core, make, pod, pod_summary, run_pod
+from tests.differential.cases.common import EXIT_CODE, IMAGE, RUN_SECONDS, core, make, pod, pod_summary, run_pod
+from tests.differential.harness import Tier, case
 
 
 def _no_events(text: str) -> str:

@@ -14,10 +14,10 @@ import contextlib
 import logging
 from typing import Any
 
-from .errors import ApiError
-from .patch import deepcopy_json
-from .registry import Registry
-from .store import Event, Obj, now_iso
+from kubedl_py.local.apiserver.errors import ApiError
+from kubedl_py.local.apiserver.patch import deepcopy_json
+from kubedl_py.local.apiserver.registry import Registry
+from kubedl_py.local.storage.store import Event, Obj, now_iso
 
 log = logging.getLogger(__name__)
 

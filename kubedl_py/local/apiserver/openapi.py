@@ -34,9 +34,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .kubernetes.binaries import cache_root
-from .kubernetes.release import KUBERNETES_VERSION
-from .protobuf.table import FETCH_TIMEOUT, proxy_url
+from kubedl_py.local.apiserver.protobuf.table import FETCH_TIMEOUT, proxy_url
+from kubedl_py.local.kubernetes.binaries import cache_root
+from kubedl_py.local.kubernetes.release import KUBERNETES_VERSION
 
 Obj = dict[str, Any]
 

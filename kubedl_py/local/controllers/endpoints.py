@@ -19,9 +19,9 @@ import logging
 from collections import defaultdict
 from typing import Any
 
-from .errors import ApiError
-from .registry import Registry
-from .store import Event, Obj, now_iso
+from kubedl_py.local.apiserver.errors import ApiError
+from kubedl_py.local.apiserver.registry import Registry
+from kubedl_py.local.storage.store import Event, Obj, now_iso
 
 log = logging.getLogger(__name__)
 

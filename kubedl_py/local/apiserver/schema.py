@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .errors import FieldError
-from .patch import deepcopy_json
+from kubedl_py.local.apiserver.errors import FieldError
+from kubedl_py.local.apiserver.patch import deepcopy_json
 
 Schema = dict[str, Any]
 

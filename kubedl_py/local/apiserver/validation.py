@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .errors import FieldError
+from kubedl_py.local.apiserver.errors import FieldError
 
 _DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS1123_SUBDOMAIN_FMT = _DNS1123_LABEL_FMT + "(\\." + _DNS1123_LABEL_FMT + ")*"

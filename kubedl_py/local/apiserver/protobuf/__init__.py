@@ -11,9 +11,16 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from .decode import CONTENT_TYPE, MAGIC, ProtobufError, UnknownKind, decode, go_duration
-from .encode import encode
-from .table import Table, TableUnavailable, ensure_table, table_path
+from kubedl_py.local.apiserver.protobuf.decode import (
+    CONTENT_TYPE,
+    MAGIC,
+    ProtobufError,
+    UnknownKind,
+    decode,
+    go_duration,
+)
+from kubedl_py.local.apiserver.protobuf.encode import encode
+from kubedl_py.local.apiserver.protobuf.table import Table, TableUnavailable, ensure_table, table_path
 
 __all__ = [
     "CONTENT_TYPE",

@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from .table import META_PACKAGE, Table
+from kubedl_py.local.apiserver.protobuf.table import META_PACKAGE, Table
 
 MAGIC = b"k8s\x00"
 CONTENT_TYPE = "application/vnd.kubernetes.protobuf"

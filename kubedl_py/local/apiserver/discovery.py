@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from .kubernetes.release import KUBERNETES_VERSION
-from .resources import Catalogue, ResourceType
+from kubedl_py.local.apiserver.resources import Catalogue, ResourceType
+from kubedl_py.local.kubernetes.release import KUBERNETES_VERSION
 
 Obj = dict[str, Any]
 

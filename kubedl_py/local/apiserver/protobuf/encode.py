@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from .decode import (
+from kubedl_py.local.apiserver.protobuf.decode import (
     DURATION,
     FIELDS_V1,
     INT_OR_STRING,
@@ -32,7 +32,7 @@ from .decode import (
     UnknownKind,
     message_for,
 )
-from .table import Table
+from kubedl_py.local.apiserver.protobuf.table import Table
 
 _VARINT = {"int32", "int64", "uint32", "uint64", "bool", "enum"}
 _DURATION = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|µs|μs|ms|s|m|h)")

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import ApiError, FieldError
-from .resources import ResourceType, review_types
+from kubedl_py.local.apiserver.errors import ApiError, FieldError
+from kubedl_py.local.apiserver.resources import ResourceType, review_types
 
 Obj = dict[str, Any]
 

@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .registry import parse_time
-from .resources import ResourceType
+from kubedl_py.local.apiserver.registry import parse_time
+from kubedl_py.local.apiserver.resources import ResourceType
 
 Obj = dict[str, Any]
 Column = tuple[str, str, str, int, Callable[[Obj], Any]]  # name, type, format, priority, getter

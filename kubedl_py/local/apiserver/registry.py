@@ -18,9 +18,9 @@ from typing import Any
 
 import orjson
 
-from . import admission, cel, fieldmanager, schema, serviceaccounts, validation
-from .crd import CRD_CLEANUP_FINALIZER, default_crd, validate_crd
-from .errors import (
+from kubedl_py.local.apiserver import admission, cel, fieldmanager, schema, serviceaccounts, validation
+from kubedl_py.local.apiserver.crd import CRD_CLEANUP_FINALIZER, default_crd, validate_crd
+from kubedl_py.local.apiserver.errors import (
     ApiError,
     FieldError,
     already_exists,
@@ -32,7 +32,7 @@ from .errors import (
     stale,
     too_large,
 )
-from .patch import (
+from kubedl_py.local.apiserver.patch import (
     deepcopy_json,
     go_json_patch_text,
     go_merge_patch_text,
@@ -40,10 +40,10 @@ from .patch import (
     merge_patch,
     strategic_merge_patch,
 )
-from .resources import Catalogue, ResourceType
-from .selection import FieldSelector, LabelSelector
-from .store import Event, Obj, Store, now_iso
-from .typed import OBJECT_META, DecodeError, Types
+from kubedl_py.local.apiserver.resources import Catalogue, ResourceType
+from kubedl_py.local.apiserver.selection import FieldSelector, LabelSelector
+from kubedl_py.local.apiserver.typed import OBJECT_META, DecodeError, Types
+from kubedl_py.local.storage.store import Event, Obj, Store, now_iso
 
 log = logging.getLogger(__name__)
 #: our own generator: background threads must not move the global one (tests seed it; hypothesis checks it)

@@ -23,8 +23,17 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from . import discovery, fieldmanager, jsonsyntax, openapi, protobuf, reviews, serviceaccounts, tables
-from .errors import (
+from kubedl_py.local.apiserver import (
+    discovery,
+    fieldmanager,
+    jsonsyntax,
+    openapi,
+    protobuf,
+    reviews,
+    serviceaccounts,
+    tables,
+)
+from kubedl_py.local.apiserver.errors import (
     ApiError,
     FieldError,
     PageNotFound,
@@ -36,12 +45,12 @@ from .errors import (
     not_found,
     resource_not_found,
 )
-from .faults import Faults, RequestInfo, RequestLog, RequestRecord
-from .registry import RETURN_DELETED, FieldValidation, Registry, dry_run_errors
-from .resources import Catalogue, ResourceType
-from .selection import FieldSelector, parse_field_selector, parse_label_selector
-from .store import Event, Obj, Store, Watcher, now_iso
-from .typed import Types
+from kubedl_py.local.apiserver.registry import RETURN_DELETED, FieldValidation, Registry, dry_run_errors
+from kubedl_py.local.apiserver.resources import Catalogue, ResourceType
+from kubedl_py.local.apiserver.selection import FieldSelector, parse_field_selector, parse_label_selector
+from kubedl_py.local.apiserver.typed import Types
+from kubedl_py.local.faults import Faults, RequestInfo, RequestLog, RequestRecord
+from kubedl_py.local.storage.store import Event, Obj, Store, Watcher, now_iso
 
 log = logging.getLogger(__name__)
 
@@ -562,7 +571,7 @@ class ApiServer:
 
     @staticmethod
     async def _protobuf_body(raw: bytes, rt: ResourceType, what: str, kind: str | None = None) -> Any:
-        """A protobuf body of a built-in kind as the dict its JSON form would give (kubedl_py.local.protobuf)."""
+        """A protobuf body of a built-in kind as the dict its JSON form would give (see ``protobuf``)."""
         if rt.custom and kind is None:
             # The real server (1.37) crashes the connection on this; a 415 says what works instead.
             raise _unsupported_media_type(rt)

@@ -16,12 +16,12 @@ import contextlib
 import logging
 from typing import Any
 
-from . import events
-from .errors import ApiError
-from .patch import deepcopy_json
-from .registry import Registry
-from .scheduler import tolerates
-from .store import Event, Obj, now_iso
+from kubedl_py.local import events
+from kubedl_py.local.apiserver.errors import ApiError
+from kubedl_py.local.apiserver.patch import deepcopy_json
+from kubedl_py.local.apiserver.registry import Registry
+from kubedl_py.local.scheduler import tolerates
+from kubedl_py.local.storage.store import Event, Obj, now_iso
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from .errors import ApiError, bad_request
+from kubedl_py.local.apiserver.errors import ApiError, bad_request
 
 JSON = Any
 

@@ -13,8 +13,9 @@ import re
 from fractions import Fraction
 from typing import Any
 
-from . import quantity, validation
-from .errors import FieldError
+from kubedl_py.local import quantity
+from kubedl_py.local.apiserver import validation
+from kubedl_py.local.apiserver.errors import FieldError
 
 Obj = dict[str, Any]
 

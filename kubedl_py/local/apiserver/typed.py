@@ -23,9 +23,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import quantity
-from .patch import deepcopy_json
-from .protobuf.decode import (
+from kubedl_py.local import quantity
+from kubedl_py.local.apiserver.patch import deepcopy_json
+from kubedl_py.local.apiserver.protobuf.decode import (
     DURATION,
     FIELDS_V1,
     INT_OR_STRING,
@@ -37,7 +37,7 @@ from .protobuf.decode import (
     go_duration,
     message_for,
 )
-from .protobuf.table import Table
+from kubedl_py.local.apiserver.protobuf.table import Table
 
 OBJECT_META = "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 _RFC3339 = "2006-01-02T15:04:05Z07:00"

@@ -32,7 +32,7 @@ from celpy.adapter import json_to_cel
 from celpy.celparser import CELParseError
 from celpy.evaluation import CELEvalError
 
-from .errors import OMITTED, FieldError
+from kubedl_py.local.apiserver.errors import OMITTED, FieldError
 
 log = logging.getLogger(__name__)
 

@@ -11,10 +11,10 @@ import asyncio
 import re
 from typing import Any
 
-from . import cel, schema
-from .errors import FieldError
-from .resources import Catalogue, ResourceType
-from .store import Event, Obj, Store, now_iso
+from kubedl_py.local.apiserver import cel, schema
+from kubedl_py.local.apiserver.errors import FieldError
+from kubedl_py.local.apiserver.resources import Catalogue, ResourceType
+from kubedl_py.local.storage.store import Event, Obj, Store, now_iso
 
 #: the finalizer a CRD carries until its custom resources are deleted (the registry adds it, the CRD
 #: controller here removes it)

@@ -16,11 +16,9 @@ import os
 from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
-
-from .selection import FieldSelector, LabelSelector
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +50,29 @@ class Event:
         self.frames: dict[Any, bytes] = {}
 
 
+class LabelMatcher(Protocol):
+    """A label selector as the store needs it (the API server's ``selection.LabelSelector``): storage sits
+    below the API server and takes its selectors by shape, importing nothing of it."""
+
+    @property
+    def empty(self) -> bool: ...
+
+    def matches(self, labels: dict[str, str] | None) -> bool: ...
+
+
+class ObjectMatcher(Protocol):
+    """A field selector as the store needs it (``selection.FieldSelector``)."""
+
+    @property
+    def empty(self) -> bool: ...
+
+    def matches(self, obj: Obj) -> bool: ...
+
+
 class Watcher:
     """A subscription to one resource type; events arrive on ``queue`` (``None`` means: stop)."""
 
-    def __init__(self, rkey: RKey, namespace: str | None, labels: LabelSelector, fields: FieldSelector) -> None:
+    def __init__(self, rkey: RKey, namespace: str | None, labels: LabelMatcher, fields: ObjectMatcher) -> None:
         self.rkey = rkey
         self.namespace = namespace
         self.labels = labels

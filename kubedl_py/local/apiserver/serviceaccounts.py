@@ -21,8 +21,8 @@ from typing import Any
 
 import orjson
 
-from .errors import ApiError, FieldError, bad_request, invalid, not_found
-from .store import Obj, Store
+from kubedl_py.local.apiserver.errors import ApiError, FieldError, bad_request, invalid, not_found
+from kubedl_py.local.storage.store import Obj, Store
 
 #: our own generator: background threads must not move the global one (tests seed it; hypothesis checks it)
 _RNG = random.Random()

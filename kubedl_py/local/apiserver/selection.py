@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import validation
-from .errors import ApiError, bad_request
+from kubedl_py.local.apiserver import validation
+from kubedl_py.local.apiserver.errors import ApiError, bad_request
 
 Obj = dict[str, Any]
 

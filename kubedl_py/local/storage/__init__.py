@@ -1,0 +1,1 @@
+"""The embedded cluster's storage: etcd and the watch cache in one (``store``), the bottom layer."""
