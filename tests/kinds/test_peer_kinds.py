@@ -113,3 +113,18 @@ def test_paddle_elastic_bounds_follow_each_other_and_are_ordered() -> None:
     with pytest.raises(JobValidationError) as caught:
         validate_job(parse_job(document))
     assert "spec.elasticPolicy.minReplicas" in str(caught.value)
+
+
+def test_mpi_launcher_waits_until_every_worker_has_started() -> None:
+    training = job("MPIJob", Launcher=1, Worker=2)
+    plugin = controller_for(training.kind)
+
+    def pod(phase: str) -> dict[str, Any]:
+        return {"status": {"phase": phase}}
+
+    assert not plugin.may_start(training, "Launcher", {"Worker": [pod("Running"), None]})
+    assert not plugin.may_start(training, "Launcher", {"Worker": [pod("Running"), pod("Pending")]})
+    assert plugin.may_start(training, "Launcher", {"Worker": [pod("Running"), pod("Running")]})
+    # A Worker that already finished must not hold the launcher back for ever.
+    assert plugin.may_start(training, "Launcher", {"Worker": [pod("Succeeded"), pod("Running")]})
+    assert plugin.may_start(training, "Worker", {"Worker": [None, None]})

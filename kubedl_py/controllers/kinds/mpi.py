@@ -17,7 +17,8 @@ the hostfile names Services, whose port is 22 and whose ``targetPort`` is the ho
 launcher gets the implementation's variables: the hostfile's path and the ``ssh`` options (no host-key
 prompt, nothing written to the read-only key mount, retries while a Worker's sshd starts).
 
-The launcher is created only once every Worker is running (its ``mpirun`` would otherwise find no sshd);
+The launcher is created only once every Worker has started (running, or already succeeded): its ``mpirun``
+would otherwise find no sshd;
 the job succeeds when the launcher does.
 """
 
@@ -161,8 +162,12 @@ class MPIController(KindController):
     def may_start(self, job: Any, replica_type: str, pods: Pods) -> bool:
         if replica_type != "Launcher":
             return True
+        # Started: running, or already done (a Worker that finished before the launcher came must not hold
+        # it back for ever; a failed one is the restart policy's business).
         workers = pods.get("Worker", [])
-        return len(workers) == replicas(job, "Worker") and all(pod_running(pod) for pod in workers)
+        return len(workers) == replicas(job, "Worker") and all(
+            pod_running(pod) or pod_succeeded(pod) for pod in workers
+        )
 
 
 CONTROLLER = MPIController()
