@@ -16,6 +16,7 @@ from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.resources import Resource
 from kubedl_py.local.faultproxy import FaultProxy
 from kubedl_py.local.kubernetes.cluster import KubernetesCluster, KubernetesClusterOptions
+from kubedl_py.templates import ManifestOptions
 from tests.tiers import KUBERNETES, LoopThread, require_tier
 
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False)
@@ -69,7 +70,10 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealClust
     require_tier(KUBERNETES)
     loop = LoopThread("kubernetes-cluster")
     # No nodes of its own (one cordoned spare keeps the agent up): each test brings the nodes it needs.
-    cluster = KubernetesCluster(KubernetesClusterOptions(fault_proxy=True, nodes=0))
+    cluster = KubernetesCluster(
+        # Both API groups, as ``manifests --kubeflow-api`` installs them: a test's controller chooses which it serves.
+        KubernetesClusterOptions(fault_proxy=True, nodes=0, manifests=ManifestOptions(kubeflow_api=True))
+    )
     try:
         loop.run(cluster.start(), timeout=1200)  # the first run may build the binaries
         kubeconfig = tmp_path_factory.mktemp("controller") / "kubeconfig"

@@ -49,7 +49,8 @@ def test_rbac_has_no_wildcards_and_lists_what_the_controller_needs() -> None:
         for key in ("apiGroups", "resources", "verbs"):
             assert "*" not in rule[key], rule
     grants = {(g, r): set(rule["verbs"]) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]}
-    assert grants[("", "pods")] == {"get", "list", "watch", "create", "delete", "deletecollection"}
+    # patch: adopting the running pods of a job taken over from KubeDL or the Training Operator
+    assert grants[("", "pods")] == {"get", "list", "watch", "create", "delete", "deletecollection", "patch"}
     assert "patch" in grants[("", "services")]
     assert grants[("training.kubedl.io", "pytorchjobs/status")] >= {"patch"}
     assert "update" not in grants[("training.kubedl.io", "pytorchjobs")]

@@ -19,7 +19,7 @@ from kubedl_py.api.constants import MAX_TOTAL_REPLICAS
 
 RestartPolicy = Literal["Always", "OnFailure", "Never", "ExitCode"]
 CleanPodPolicy = Literal["All", "Running", "None"]
-ConditionType = Literal["Created", "Running", "Restarting", "Succeeded", "Failed"]
+ConditionType = Literal["Created", "Running", "Restarting", "Succeeded", "Failed", "Suspended"]
 ConditionStatus = Literal["True", "False", "Unknown"]
 
 NonNegativeInt = Annotated[int, Field(ge=0)]
@@ -96,14 +96,32 @@ class ReplicaSpec(KubeModel):
     template: PodTemplateSpec
 
 
-class SchedulingPolicy(KubeModel):
-    min_available: Annotated[int, Field(ge=1)] | None = None
-    queue: str | None = None
-    priority_class_name: str | None = None
-
-
 # A Kubernetes quantity (``16Gi``, ``512M``, ``1.5G``): what an emptyDir's ``sizeLimit`` takes.
 Quantity = Annotated[str, Field(pattern=r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|e[0-9]+)?$")]
+
+
+class SchedulingPolicy(KubeModel):
+    """Gang-scheduling settings: KubeDL's names plus the Training Operator's (``priorityClass``,
+    ``minResources``, ``scheduleTimeoutSeconds``), so a job file of either peer applies unchanged."""
+
+    min_available: Annotated[int, Field(ge=1)] | None = None
+    queue: str | None = None
+    #: KubeDL's name of the PodGroup's priority class
+    priority_class_name: str | None = None
+    #: the Training Operator's name of the same (used when ``priorityClassName`` is unset)
+    priority_class: str | None = None
+    #: the PodGroup's minResources, quantities by resource name (unset: computed from the replica specs).
+    #: Not checked here: a per-value CEL rule on an unbounded map is over the real API server's cost budget,
+    #: and the PodGroup's own API server validates its quantities.
+    min_resources: dict[str, int | str] | None = None
+    #: scheduler-plugins' PodGroup scheduleTimeoutSeconds
+    schedule_timeout_seconds: Annotated[int, Field(ge=1)] | None = None
+
+    @property
+    def priority(self) -> str | None:
+        return self.priority_class_name or self.priority_class
+
+
 # A Multus network-attachment reference: ``name`` or ``namespace/name``, optionally ``@interface``.
 NetworkRef = Annotated[
     str, Field(pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?(@[A-Za-z0-9_.-]+)?$")
@@ -158,6 +176,11 @@ class RunPolicy(KubeModel):
     active_deadline_seconds: Annotated[int, Field(ge=1)] | None = None
     backoff_limit: NonNegativeInt | None = None
     scheduling_policy: SchedulingPolicy | None = None
+    #: no pods while true (what Kueue drives); set back to false to start the job, with a fresh startTime
+    suspend: bool | None = None
+    #: who reconciles the job: unset or ``kubeflow.org/training-operator`` (kubedl-py is its drop-in) or
+    #: ``kubedl.io/kubedl-py``; any other value (``kueue.x-k8s.io/multikueue``) leaves the job to that controller
+    managed_by: str | None = None
     rdma: RdmaSpec | None = None
     placement: Placement | None = None
 
@@ -188,6 +211,9 @@ class ReplicaStatus(StatusModel):
     #: pods of this type the controller replaced after a failure, plus the in-place container restarts
     #: those pods had made; with the live pods' restart counts it is what backoffLimit is checked against
     restarts: NonNegativeInt | None = None
+    #: the pods of this type as a label selector string and object (the Training Operator writes both)
+    selector: str | None = None
+    label_selector: dict[str, Any] | None = None
 
 
 class JobStatus(StatusModel):

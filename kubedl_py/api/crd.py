@@ -16,6 +16,7 @@ Pod templates are not marked ``x-kubernetes-embedded-resource``: that marker dem
 
 from __future__ import annotations
 
+import copy
 import types
 import typing
 from datetime import datetime
@@ -27,8 +28,10 @@ from pydantic.fields import FieldInfo
 
 from kubedl_py.api import constants as c
 from kubedl_py.api.common import OpenModel
+from kubedl_py.api.groups import KUBEDL, KUBEFLOW, RUN_POLICY_FIELDS, ApiGroup
 from kubedl_py.api.kinds import all_kinds, kind_api
 from kubedl_py.api.kinds.base import Framework, KindAPI
+from kubedl_py.api.validation import KUBEDL_ONLY_REPLICA_FIELDS, KUBEDL_ONLY_SPEC_FIELDS
 
 Schema = dict[str, Any]
 
@@ -52,37 +55,52 @@ def openapi_schema(model: type[BaseModel]) -> Schema:
     }
 
 
-def crd_for(kind: KindAPI | Framework) -> dict[str, Any]:
-    """The CustomResourceDefinition of one job kind (its plug-in, or its Framework)."""
+def crd_for(kind: KindAPI | Framework, group: ApiGroup = KUBEDL) -> dict[str, Any]:
+    """The CustomResourceDefinition of one job kind (its plug-in, or its Framework) in ``group``.
+
+    Both groups' schemas come from the same model; kubeflow.org's has the run-policy fields under
+    ``spec.runPolicy`` (the Training Operator's layout), training.kubedl.io's inline and, for KubeDL's
+    MPIJob files, also under ``spec.runPolicy``. KubeDL's fields that kubedl-py does not implement are in
+    the schema only to be refused by a rule that names them (not pruned, not a bare "unknown field")."""
     plugin = kind if isinstance(kind, KindAPI) else kind_api(kind.kind)
+    if group not in plugin.groups:
+        raise ValueError(f"{plugin.kind} is not served in {group.api_version}")
     framework = plugin.framework
     schema = openapi_schema(plugin.model)
-    specs = schema["properties"]["spec"]["properties"][framework.replica_specs_field]
+    spec = schema["properties"]["spec"]
+    specs = spec["properties"][framework.replica_specs_field]
     specs["minProperties"] = 1
     specs["maxProperties"] = len(framework.replica_types)
     specs["x-kubernetes-validations"] = _replica_rules(plugin)
+    _lay_out_run_policy(spec, group)
+    _refuse_unsupported(spec, framework)
     singular = framework.singular
+    kubedl = group is KUBEDL
+    names: dict[str, Any] = {
+        "kind": framework.kind,
+        "listKind": f"{framework.kind}List",
+        "plural": framework.plural,
+        "singular": singular,
+        # kubeflow.org: the Training Operator's CRDs have no short names, and ``ptj`` stays ours
+        "shortNames": list(framework.short_names) if kubedl else [],
+        "categories": [group.category, "all"] if kubedl else [group.category],
+    }
+    if not names["shortNames"]:
+        del names["shortNames"]
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {
-            "name": f"{framework.plural}.{c.GROUP}",
+            "name": f"{framework.plural}.{group.group}",
             "labels": {"app.kubernetes.io/part-of": c.CONTROLLER_NAME},
         },
         "spec": {
-            "group": c.GROUP,
+            "group": group.group,
             "scope": "Namespaced",
-            "names": {
-                "kind": framework.kind,
-                "listKind": f"{framework.kind}List",
-                "plural": framework.plural,
-                "singular": singular,
-                "shortNames": list(framework.short_names),
-                "categories": ["kubedl", "all"],
-            },
+            "names": names,
             "versions": [
                 {
-                    "name": c.VERSION,
+                    "name": group.version,
                     "served": True,
                     "storage": True,
                     "subresources": {"status": {}},
@@ -102,17 +120,56 @@ def crd_for(kind: KindAPI | Framework) -> dict[str, Any]:
     }
 
 
-def all_crds() -> list[dict[str, Any]]:
-    """The CRD of every registered kind."""
-    return [crd_for(plugin) for plugin in all_kinds()]
+def all_crds(*, kubeflow: bool = False) -> list[dict[str, Any]]:
+    """The CRD of every registered kind, and with ``kubeflow`` those of kubeflow.org/v1 too."""
+    crds = [crd_for(plugin) for plugin in all_kinds()]
+    if kubeflow:
+        crds += [crd_for(plugin, KUBEFLOW) for plugin in all_kinds() if KUBEFLOW in plugin.groups]
+    return crds
+
+
+def _lay_out_run_policy(spec: Schema, group: ApiGroup) -> None:
+    """Put the run-policy properties where ``group`` has them (see ``groups.to_internal``)."""
+    properties = spec["properties"]
+    # Copies: the same dict twice in one document would be dumped as a YAML anchor and alias.
+    policy = {key: copy.deepcopy(properties[key]) for key in RUN_POLICY_FIELDS if key in properties}
+    nested: Schema = {
+        "type": "object",
+        "description": "Run policies: cleanup, TTL, deadline, backoff limit, gang scheduling, suspension.",
+        "properties": policy,
+    }
+    if group.run_policy_field is not None:
+        for key in policy:
+            del properties[key]
+    properties[group.run_policy_field or "runPolicy"] = nested
+
+
+def _refuse_unsupported(spec: Schema, framework: Framework) -> None:
+    """KubeDL-only fields: known to the schema, refused by a rule whose message says so and what to do."""
+    properties = spec["properties"]
+    rules = spec.setdefault("x-kubernetes-validations", [])
+    for key, why in KUBEDL_ONLY_SPEC_FIELDS.items():
+        properties[key] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+        rules.append({"rule": f"!has(self.{key})", "message": f"{key} {why}"})
+    specs = properties[framework.replica_specs_field]
+    replica = specs["additionalProperties"]
+    for key, why in KUBEDL_ONLY_REPLICA_FIELDS.items():
+        replica["properties"][key] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+        replica.setdefault("x-kubernetes-validations", []).append(
+            {"rule": f"!has(self.{key})", "message": f"{key} {why}"}
+        )
 
 
 def _replica_rules(plugin: KindAPI) -> list[dict[str, str]]:
     """The rule every kind gets (only its replica types) and the kind's own rules."""
     types = plugin.framework.replica_types
-    allowed = ", ".join(f"'{t}'" for t in types)
+    # In any letter case, as both peers accept (``worker``): the controller normalises the keys.
+    pattern = "(?i)^(" + "|".join(t.lower() for t in types) + ")$"
     rules = [
-        {"rule": f"self.all(k, k in [{allowed}])", "message": f"unknown replica type; use one of {', '.join(types)}"}
+        {
+            "rule": f"self.all(k, k.matches('{pattern}'))",
+            "message": f"unknown replica type; use one of {', '.join(types)}",
+        }
     ]
     return rules + [dict(rule) for rule in plugin.cel_rules]
 

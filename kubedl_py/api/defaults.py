@@ -12,8 +12,11 @@ user wrote and a later change of a default reaches existing jobs on their next r
   stay; TFJob ``Running`` — PS replicas never exit by themselves, so the end of the job frees them, while
   finished pods stay for their logs. Set ``Running``/``All`` on a PyTorchJob to free running pods at the end.
 - ``backoffLimit``: unset, meaning no limit, as in KubeDL and Kubeflow.
+- Jobs in ``kubeflow.org/v1`` get the Training Operator's defaults where they differ from KubeDL's: TFJob
+  ``restartPolicy: Never`` and ``cleanPodPolicy: None``, MPIJob ``cleanPodPolicy: None`` — a job file moved
+  from the Training Operator behaves as it did there (docs/migration.md).
 - The kinds' own defaults live with each kind (``kubedl_py/api/kinds/<kind>.py``), e.g. PyTorchJob's
-  ``nprocPerNode`` 1 and ``elasticPolicy.rdzvBackend`` ``c10d``, TFJob's ``successPolicy`` ``""``.
+  ``nprocPerNode`` ``auto`` and ``elasticPolicy.rdzvBackend`` ``c10d``, TFJob's ``successPolicy`` ``""``.
 - ``placement.mode``: ``Preferred`` — a job that cannot fit in one block still runs, only with more hops.
 - ``rdma``: nothing here. Its defaults have a precedence chain (the job, then the controller's
   ``--rdma-defaults`` file, then built-ins such as ``ipcLock: true`` and ``NCCL_IB_TIMEOUT=22``), so the
@@ -55,9 +58,9 @@ def with_defaults(job: J) -> J:
         if spec.replicas is None:
             spec.replicas = DEFAULT_REPLICAS
         if spec.restart_policy is None:
-            spec.restart_policy = framework.default_restart_policy  # type: ignore[assignment]
+            spec.restart_policy = framework.restart_policy_for(copy.api_group)  # type: ignore[assignment]
     if copy.run_policy.clean_pod_policy is None:
-        copy.run_policy.clean_pod_policy = framework.default_clean_pod_policy  # type: ignore[assignment]
+        copy.run_policy.clean_pod_policy = framework.clean_pod_policy_for(copy.api_group)  # type: ignore[assignment]
     placement = copy.run_policy.placement
     if placement is not None and placement.mode is None:
         placement.mode = DEFAULT_PLACEMENT_MODE

@@ -13,6 +13,7 @@ every problem found, never a bare pydantic traceback.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -23,12 +24,33 @@ from kubedl_py.api import constants as c
 from kubedl_py.api.common import RdmaSpec
 from kubedl_py.api.defaults import DEFAULT_REPLICAS
 from kubedl_py.api.errors import FieldError, JobValidationError
+from kubedl_py.api.groups import group_of, to_internal, wire_path
 from kubedl_py.api.kinds import all_kinds, kind_api
-from kubedl_py.api.kinds.base import TrainingJob
+from kubedl_py.api.kinds.base import Framework, KindAPI, TrainingJob
 
 Job = TrainingJob
 
-__all__ = ["FieldError", "JobValidationError", "parse_job", "parse_rdma", "validate_job"]
+__all__ = [
+    "KUBEDL_ONLY_REPLICA_FIELDS",
+    "KUBEDL_ONLY_SPEC_FIELDS",
+    "FieldError",
+    "JobValidationError",
+    "parse_job",
+    "parse_rdma",
+    "validate_job",
+]
+
+_NOT_SUPPORTED = "is a KubeDL feature kubedl-py does not support"
+#: KubeDL's spec fields kubedl-py does not implement: refused by name, with what to do instead
+KUBEDL_ONLY_SPEC_FIELDS: dict[str, str] = {
+    "cronPolicy": f"{_NOT_SUPPORTED} (cron-scheduled jobs): remove it and run the job from a CronJob or your scheduler",
+    "modelVersion": f"{_NOT_SUPPORTED} (model versions): remove it and publish the model from the training program",
+    "cacheBackend": f"{_NOT_SUPPORTED} (dataset cache backends): remove it and mount the data with a volume",
+}
+#: the same for fields of a replica spec
+KUBEDL_ONLY_REPLICA_FIELDS: dict[str, str] = {
+    "spotReplicaSpec": f"{_NOT_SUPPORTED} (spot replicas): remove it and give the replica type all its replicas",
+}
 
 # A Service name (and so our job-name prefix) is an RFC 1035 label.
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -56,21 +78,69 @@ def parse_job(data: Any, *, source: str | None = None) -> Job:
         raise JobValidationError(
             [FieldError("kind", f"{kind!r} is not a training job kind; use one of {names}")], subject=subject
         )
-    if api_version != c.API_VERSION:
+    plugin = registered[kind]
+    group = group_of(api_version)
+    if group is None or group not in plugin.groups:
+        served = " or ".join(g.api_version for g in plugin.groups)
         raise JobValidationError(
-            [FieldError("apiVersion", f"{api_version!r} is not served for {kind}; use {c.API_VERSION}")],
+            [FieldError("apiVersion", f"{api_version!r} is not served for {kind}; use {served}")],
             subject=subject,
         )
-    plugin = registered[kind]
-    model = plugin.model
+    document, misplaced = to_internal(data, group)
+    problems = [FieldError(path, fix) for path, fix in misplaced]
+    problems += _unsupported(document, plugin)
+    problems += _normalise_replica_types(document, plugin.framework)
+    if problems:
+        raise JobValidationError(problems, subject=subject)
     try:
-        job: Job = model.model_validate(data)
+        job: Job = plugin.model.model_validate(document)
     except pydantic.ValidationError as exc:
-        raise JobValidationError(_from_pydantic(exc), subject=subject) from None
-    errors = validate_job(job)
+        errors = [FieldError(wire_path(e.field, group), e.message) for e in _from_pydantic(exc)]
+        raise JobValidationError(errors, subject=subject) from None
+    errors = [FieldError(wire_path(e.field, group), e.message) for e in validate_job(job)]
     if errors:
         raise JobValidationError(errors, subject=subject)
     return job
+
+
+def _unsupported(document: Mapping[str, Any], plugin: KindAPI) -> list[FieldError]:
+    """KubeDL's fields kubedl-py does not implement, refused by name (not as unknown fields)."""
+    spec = document.get("spec")
+    if not isinstance(spec, Mapping):
+        return []
+    errors = [FieldError(f"spec.{key}", why) for key, why in KUBEDL_ONLY_SPEC_FIELDS.items() if key in spec]
+    specs = spec.get(plugin.framework.replica_specs_field)
+    if isinstance(specs, Mapping):
+        for replica_type, replica in specs.items():
+            if isinstance(replica, Mapping):
+                errors += [
+                    FieldError(f"spec.{plugin.framework.replica_specs_field}.{replica_type}.{key}", why)
+                    for key, why in KUBEDL_ONLY_REPLICA_FIELDS.items()
+                    if key in replica
+                ]
+    return errors
+
+
+def _normalise_replica_types(document: dict[str, Any], framework: Framework) -> list[FieldError]:
+    """Replica types in any letter case (``worker``, ``ps``) become the canonical ones (``Worker``, ``PS``), in
+    place, as both peers' defaulting does; the same type twice in different cases is an error."""
+    spec = document.get("spec")
+    field = framework.replica_specs_field
+    if not isinstance(spec, dict) or not isinstance(spec.get(field), Mapping):
+        return []
+    canonical = {t.lower(): t for t in framework.replica_types}
+    renamed: dict[str, Any] = {}
+    errors: list[FieldError] = []
+    for key, value in spec[field].items():
+        name = canonical.get(str(key).lower(), key)
+        if name in renamed:
+            errors.append(
+                FieldError(f"spec.{field}.{key}", f"is {name} again in another letter case: keep one of them")
+            )
+            continue
+        renamed[name] = value
+    spec[field] = renamed
+    return errors
 
 
 def validate_job(job: Job) -> list[FieldError]:
@@ -136,7 +206,8 @@ def _check_replica_types(job: Job) -> list[FieldError]:
     errors = []
     for replica_type in job.replica_specs:
         if replica_type not in allowed:
-            hint = next((t for t in allowed if t.lower() == replica_type.lower()), None)
+            close = difflib.get_close_matches(replica_type.lower(), [t.lower() for t in allowed], n=1, cutoff=0.6)
+            hint = next((t for t in allowed if close and t.lower() == close[0]), None)
             fix = f"did you mean {hint!r}?" if hint else f"use one of {', '.join(allowed)}"
             errors.append(FieldError(f"{path}.{replica_type}", f"unknown replica type for {job.kind}; {fix}"))
     return errors

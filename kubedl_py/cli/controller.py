@@ -52,6 +52,7 @@ def controller_options(args: argparse.Namespace) -> ControllerOptions:
         gang_scheduler=args.gang_scheduler,
         gang_scheduler_name=args.gang_scheduler_name,
         rdma_defaults=rdma_defaults(args.rdma_defaults) if args.rdma_defaults else None,
+        kubeflow_api=args.kubeflow_api,
     )
 
 

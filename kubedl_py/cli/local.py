@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 import sys
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -22,7 +23,7 @@ import yaml
 
 from kubedl_py.api.crd import all_crds
 from kubedl_py.cli.errors import EXIT_USAGE
-from kubedl_py.controllers.setup import ControllerOptions, build_manager
+from kubedl_py.controllers.setup import ControllerOptions, build_manager, served_resources
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import AlreadyExists
 from kubedl_py.kube.manager import Manager
@@ -59,10 +60,11 @@ def _serve(args: argparse.Namespace) -> int:
         install=not args.no_controller,
         bridge=args.bridge,
         pod_cidr=args.pod_cidr,
+        kubeflow_api=args.kubeflow_api,
     )
     if args.no_controller:
         return asyncio.run(run_local_up(options))
-    controller = EmbeddedController()
+    controller = EmbeddedController(kubeflow_api=args.kubeflow_api)
     return asyncio.run(run_local_up(options, on_ready=controller.start, on_stop=controller.stop))
 
 
@@ -139,7 +141,8 @@ def _server_of(path: Path) -> str | None:
 class EmbeddedController:
     """The controller inside ``local up``: install the CRDs, then reconcile over HTTP like anywhere else."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, kubeflow_api: bool = False) -> None:
+        self.kubeflow_api = kubeflow_api
         self.manager: Manager | None = None
         self.task: asyncio.Task[None] | None = None
 
@@ -147,13 +150,15 @@ class EmbeddedController:
         if isinstance(cluster, LocalCluster):
             # The real control plane's cluster installs the CRDs as an operator would; the embedded one here.
             async with KubeClient(configuration=cluster.configuration) as admin:
-                for crd in all_crds():
+                for crd in all_crds(kubeflow=self.kubeflow_api):
                     with contextlib.suppress(AlreadyExists):  # --data-dir restart: keep the stored CRD
                         await admin.create(_CRDS, crd)
         # On the real control plane: the rendered ServiceAccount's token, so the shipped RBAC applies.
         client = await cluster.controller_client()
         await client.open()
-        manager = self.manager = build_manager(client, ControllerOptions())
+        options = ControllerOptions(kubeflow_api=self.kubeflow_api)
+        options = replace(options, served=await served_resources(client, options.groups))
+        manager = self.manager = build_manager(client, options)
 
         async def run() -> None:
             try:

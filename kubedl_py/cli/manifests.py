@@ -29,6 +29,7 @@ def run_manifests(args: argparse.Namespace) -> int:
         crds_only=args.crds_only,
         controller_args=extra,
         gang_scheduler=args.gang_scheduler,
+        kubeflow_api=args.kubeflow_api,
     )
     sys.stdout.write(render_manifests(options))
     return 0

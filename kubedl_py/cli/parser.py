@@ -116,6 +116,11 @@ def _add_local(sub: Subcommands) -> None:
         help="do not install the CRDs nor run the training-job controller (with --control-plane kubernetes: "
         "nor its ServiceAccount and RBAC, so `kubectl apply -f deploy/kubedl-py.yaml` installs it in-cluster)",
     )
+    up.add_argument(
+        "--kubeflow-api",
+        action="store_true",
+        help="also install the kinds in kubeflow.org/v1 (the Training Operator's layout) and reconcile them",
+    )
     up.set_defaults(handler=Handler("local", "run_local_up_command"))
 
 
@@ -165,6 +170,11 @@ def _add_controller(sub: Subcommands) -> None:
         default=None,
         help="YAML with the shape of spec.rdma: defaults for jobs that have a spec.rdma block",
     )
+    p.add_argument(
+        "--kubeflow-api",
+        action="store_true",
+        help="also reconcile the kinds in kubeflow.org/v1 whose CRDs are installed (`manifests --kubeflow-api`)",
+    )
     p.set_defaults(handler=Handler("controller", "run_controller"))
 
 
@@ -178,6 +188,12 @@ def _add_manifests(sub: Subcommands) -> None:
         choices=GANG_SCHEDULERS,
         default=None,
         help="also grant access to this gang scheduler's PodGroups and pass the flag to the controller",
+    )
+    p.add_argument(
+        "--kubeflow-api",
+        action="store_true",
+        help="also the kinds in kubeflow.org/v1 (CRDs in the Training Operator's layout, RBAC, controller flag); "
+        "not on a cluster where the Training Operator runs: it owns those CRDs",
     )
     p.set_defaults(handler=Handler("manifests", "run_manifests"))
 

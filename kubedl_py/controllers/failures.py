@@ -4,9 +4,10 @@
   ``backoffLimit``. A pod that nonetheless ends Failed (eviction, node loss) is recreated.
 - ``Never``: a failed replica fails the job.
 - ``ExitCode``: the pod runs with ``restartPolicy: Never``; the controller recreates it when the failure is
-  retryable — exit codes that mean "killed by a signal" (130 SIGINT, 137 SIGKILL, 143 SIGTERM) or 138
-  (SIGUSR1: the user asks for a retry), or a reason of OOMKilled, Evicted, Killed — and fails the job
-  on any other exit code. Recreations count toward ``backoffLimit`` too.
+  retryable — every exit by a signal (128+n: 134 SIGABRT from the NCCL watchdog, 137 SIGKILL, 139 SIGSEGV,
+  143 SIGTERM, 138 SIGUSR1 as a user's "retry me"...), as the Training Operator decides (KubeDL retries only
+  130, 137, 138 and 143), or a pod reason of OOMKilled, Evicted, Killed — and fails the job on exit codes
+  1-127, the program's own errors. Recreations count toward ``backoffLimit`` too.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-RETRYABLE_EXIT_CODES = frozenset({130, 137, 138, 143})
+#: exit codes from 128 up mean "killed by signal n = code - 128": retryable (the Training Operator's rule)
+FIRST_SIGNAL_EXIT_CODE = 128
+#: KubeDL's narrower list, kept for the comparison in docs/migration.md
+KUBEDL_RETRYABLE_EXIT_CODES = frozenset({130, 137, 138, 143})
 RETRYABLE_REASONS = frozenset({"OOMKilled", "Evicted", "Killed", "NodeLost", "Preempting", "DeletionByPodGC"})
 
 
@@ -53,5 +57,5 @@ def classify(pod: dict[str, Any], container: str | None) -> Failure:
     reason = terminated.get("reason") or pod_reason or "Error"
     if reason in RETRYABLE_REASONS:
         return Failure(True, exit_code, reason, f"container {reason} (exit code {exit_code})")
-    retryable = exit_code in RETRYABLE_EXIT_CODES
+    retryable = isinstance(exit_code, int) and exit_code >= FIRST_SIGNAL_EXIT_CODE
     return Failure(retryable, exit_code, reason, f"exited with code {exit_code}")

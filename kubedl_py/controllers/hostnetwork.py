@@ -65,7 +65,7 @@ class HostNetwork:
         self.allocator = allocator
         self.recorder = recorder
         self.client = client
-        #: jobs waiting for free ports, by kind -> keys; woken when a host-network pod goes away
+        #: jobs waiting for free ports, by "<apiVersion> <kind>" -> keys; woken when a host-network pod goes away
         self._waiting: dict[str, set[str]] = {}
         self._enqueue: dict[str, Callable[[str], None]] = {}
         #: the network mode (host?) each job asked for when its change was last refused with an event
@@ -73,8 +73,9 @@ class HostNetwork:
 
     # ----------------------------------------------------------------------- the cluster-wide pod watch
 
-    def register(self, kind: str, enqueue: Callable[[str], None]) -> None:
-        self._enqueue[kind] = enqueue
+    def register(self, api_version: str, kind: str, enqueue: Callable[[str], None]) -> None:
+        """The work queue of the jobs of one kind in one API group (a kind is served in two)."""
+        self._enqueue[f"{api_version} {kind}"] = enqueue
 
     def on_pod(self, pod: Object) -> None:
         """Informer handler (add/update) of every host-network pod in the cluster."""
@@ -167,7 +168,7 @@ class HostNetworkStep:
             except PortsExhausted:
                 for (rtype, index), port in chosen.items():
                     network.allocator.release(f"{job.namespace}/{replica_name(job.name, rtype, index)}", port)
-                network._waiting.setdefault(job.kind, set()).add(seen.key)
+                network._waiting.setdefault(f"{job.api_version} {job.kind}", set()).add(seen.key)
                 return False
         network._stop_waiting(seen.key)
         for (rtype, index), port in chosen.items():

@@ -40,6 +40,7 @@ from typing import Any
 from kubedl_py.api import Framework, JobValidationError, RdmaSpec, TrainingJob, parse_job, with_defaults
 from kubedl_py.api import constants as c
 from kubedl_py.api.defaults import default_container_index
+from kubedl_py.api.groups import KUBEDL, OWN_MANAGERS, condition_reason, group_of
 from kubedl_py.controllers import status as st
 from kubedl_py.controllers.addressing import Addressing, replica_name
 from kubedl_py.controllers.failures import classify
@@ -58,7 +59,7 @@ from kubedl_py.controllers.observation import (
     slot_of,
 )
 from kubedl_py.controllers.ownership import owner_reference
-from kubedl_py.controllers.pods import addressing_for, build_pod, build_service
+from kubedl_py.controllers.pods import addressing_for, build_pod, build_service, type_selector
 from kubedl_py.controllers.refusals import Outcome, Refusal, classify_refusal
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
@@ -71,6 +72,18 @@ logger = logging.getLogger(__name__)
 
 Object = dict[str, Any]
 Job = TrainingJob
+
+
+def reaches_backoff_limit(restarts: int, limit: int) -> bool:
+    """The job fails when its restarts reach ``backoffLimit`` (so a limit of N allows N-1 restarts), and on
+    any restart with a limit of 0: how the Training Operator and KubeDL count (``restarts >= limit``)."""
+    return restarts >= max(limit, 1)
+
+
+def _reason(job: Job, word: str, specific: str | None = None) -> str:
+    """A condition reason in the job's API group's words (``groups.condition_reason``)."""
+    return condition_reason(job.api_group, job.kind, word, specific)
+
 
 # How many pod/Service writes one reconcile keeps in flight.
 WRITE_CONCURRENCY = 32
@@ -102,7 +115,7 @@ class JobReconciler:
         hostnetwork: HostNetwork,
         recorder: EventRecorder,
         options: ReconcilerOptions | None = None,
-        on_transition: Callable[[str, str], None] | None = None,
+        on_transition: Callable[[str, str, str], None] | None = None,
     ) -> None:
         self.client = client
         self.framework = framework
@@ -114,7 +127,7 @@ class JobReconciler:
         self.recorder = recorder
         self.options = options or ReconcilerOptions()
         self.expectations = Expectations()
-        self._on_transition = on_transition or (lambda kind, condition: None)
+        self._on_transition = on_transition or (lambda kind, condition, namespace: None)
         self._writes = asyncio.Semaphore(WRITE_CONCURRENCY)
         self.podgroups = PodGroups(client, recorder, self.options.gang)
         #: resourceVersion of each job after our last status write (read-your-writes on a lagging cache)
@@ -151,6 +164,11 @@ class JobReconciler:
             await self._fail_invalid(raw, status, problems)
             return Result()
 
+        manager = job.run_policy.managed_by
+        if manager and manager not in OWN_MANAGERS:
+            # Another controller's job (MultiKueue dispatches it to a worker cluster): not ours to touch.
+            logger.debug("%s: managed by %s; left alone", key, manager)
+            return Result()
         seen = self._observe(raw, job, status, now)
         if st.is_finished(status):
             await self._finish(seen)
@@ -210,7 +228,13 @@ class JobReconciler:
     async def _run(self, seen: Observation) -> None:
         job, status = seen.job, seen.status
         if st.get_condition(status, st.CREATED) is None:
-            st.set_condition(status, st.CREATED, reason="JobCreated", message=f"{job.kind} {seen.key} is created.")
+            message = f"{job.kind} {seen.key} is created."
+            st.set_condition(status, st.CREATED, reason=_reason(job, "Created"), message=message)
+        if job.run_policy.suspend:
+            await self._suspend(seen)
+            return
+        if st.is_true(status, st.SUSPENDED):
+            await self._resume(seen)
         if not status.get("startTime"):
             status["startTime"] = st.timestamp(seen.now)
 
@@ -233,6 +257,42 @@ class JobReconciler:
             await self.recorder.warning(seen.raw, failure.reason, failure.event)
             return
         await network.settle()
+
+    async def _suspend(self, seen: Observation) -> None:
+        """``suspend: true`` (what Kueue sets while a job waits for quota): no pods, no Services, no PodGroup;
+        the job is ``Suspended`` and no longer ``Running``. Finished pods go too, as with the Training
+        Operator: a resumed job starts from scratch."""
+        job, status = seen.job, seen.status
+        await self._gather(self._delete_pod(r.pod) for r in seen.replicas.values() if r.pod is not None)
+        await self._gather(
+            self._delete_pod(pod)
+            for pod in seen.surplus
+            if not (pod.get("metadata") or {}).get("deletionTimestamp")
+            and not self.expectations.pending_delete(str((pod.get("metadata") or {}).get("uid")))
+        )
+        for replica in seen.replicas.values():
+            if replica.pod is not None:
+                replica.pod, replica.terminating = None, True
+        await self._gather(self._delete_service(job.namespace, name) for name in seen.services)
+        await self.podgroups.release(seen)
+        message = f"{job.kind} {seen.key} is suspended."
+        if st.is_true(status, st.RUNNING):
+            st.set_condition(status, st.RUNNING, true=False, reason=_reason(job, "Suspended"), message=message)
+        if not st.is_true(status, st.SUSPENDED):
+            st.set_condition(status, st.SUSPENDED, reason=_reason(job, "Suspended"), message=message)
+            await self.recorder.normal(seen.raw, _reason(job, "Suspended"), message)
+            logger.info("%s: suspended", seen.key)
+
+    async def _resume(self, seen: Observation) -> None:
+        """``suspend`` back to false: ``Suspended`` turns False and the job starts with a fresh ``startTime``,
+        so ``activeDeadlineSeconds`` counts from the resumption (the Training Operator's rule)."""
+        job, status = seen.job, seen.status
+        message = f"{job.kind} {seen.key} is resumed."
+        st.set_condition(status, st.SUSPENDED, true=False, reason=_reason(job, "Resumed"), message=message)
+        status["startTime"] = st.timestamp(seen.now)
+        self.podgroups.forget(seen.key)
+        await self.recorder.normal(seen.raw, _reason(job, "Resumed"), message)
+        logger.info("%s: resumed", seen.key)
 
     def _deadline_passed(self, seen: Observation) -> bool:
         deadline = seen.job.run_policy.active_deadline_seconds
@@ -259,12 +319,12 @@ class JobReconciler:
         if limit is None:
             return False
         restarts = self._restarts(seen)
-        if restarts <= limit:
+        if not reaches_backoff_limit(restarts, limit):
             return False
         self._set_failed(
             seen,
             "BackoffLimitExceeded",
-            f"{seen.job.kind} {seen.key} has restarted {restarts} times, over backoffLimit {limit}.",
+            f"{seen.job.kind} {seen.key} has restarted {restarts} times, reaching backoffLimit {limit}.",
         )
         return True
 
@@ -308,17 +368,17 @@ class JobReconciler:
                     event=f"{who} {failure.description}{why}",
                 )
             restarts = self._restarts(seen) + 1
-            if limit is not None and restarts > limit:
+            if limit is not None and reaches_backoff_limit(restarts, limit):
                 message = (
-                    f"{job.kind} {seen.key}: {who} {failure.description}; {restarts} restarts would exceed "
+                    f"{job.kind} {seen.key}: {who} {failure.description}; {restarts} restarts would reach "
                     f"backoffLimit {limit}."
                 )
                 raise JobFailure("BackoffLimitExceeded", message)
             # Count the replacement before deleting, so a crash in between can only over-count.
             self._count_restart(seen, replica)
             message = f"{who} {failure.description}; replacing pod {replica_name(job.name, *slot_of(replica))}."
-            st.set_condition(seen.status, st.RESTARTING, reason="JobRestarting", message=message)
-            self._on_transition(job.kind, st.RESTARTING)
+            st.set_condition(seen.status, st.RESTARTING, reason=_reason(job, "Restarting"), message=message)
+            self._on_transition(job.kind, st.RESTARTING, job.namespace)
             await self.recorder.normal(seen.raw, "JobRestarting", message)
             await self._delete_pod(replica.pod)
             replica.pod, replica.terminating = None, True
@@ -523,15 +583,23 @@ class JobReconciler:
                 for key in ("succeeded", "failed"):
                     counts[key] = max(counts[key], int(entry.get(key) or 0))
             entry.update(counts)
+            selector = type_selector(seen.job, replica_type)
+            if selector:
+                # What the Training Operator reports (an HPA or a dashboard finds the pods of a type by it).
+                entry["labelSelector"] = {"matchLabels": selector}
+                entry["selector"] = ",".join(f"{key}={value}" for key, value in sorted(selector.items()))
 
     def _update_conditions(self, seen: Observation) -> None:
         job, status = seen.job, seen.status
         if controller_for(job.kind).succeeded(job, seen.pods_by_type()):
             st.set_condition(
-                status, st.SUCCEEDED, reason="JobSucceeded", message=f"{job.kind} {seen.key} successfully completed."
+                status,
+                st.SUCCEEDED,
+                reason=_reason(job, "Succeeded"),
+                message=f"{job.kind} {seen.key} successfully completed.",
             )
             status["completionTime"] = st.timestamp(seen.now)
-            self._on_transition(job.kind, st.SUCCEEDED)
+            self._on_transition(job.kind, st.SUCCEEDED, job.namespace)
             return
         slots = list(seen.replicas.values())
         all_up = bool(slots) and all(r.pod is not None and r.phase in ("Running", "Succeeded") for r in slots)
@@ -539,13 +607,14 @@ class JobReconciler:
         if restarting:
             return  # Restarting was set when the replacement started; stays until all are up again
         if all_up and not st.is_true(status, st.RUNNING):
-            st.set_condition(status, st.RUNNING, reason="JobRunning", message=f"{job.kind} {seen.key} is running.")
-            self._on_transition(job.kind, st.RUNNING)
+            message = f"{job.kind} {seen.key} is running."
+            st.set_condition(status, st.RUNNING, reason=_reason(job, "Running"), message=message)
+            self._on_transition(job.kind, st.RUNNING, job.namespace)
 
     def _set_failed(self, seen: Observation, reason: str, message: str) -> None:
-        if st.set_condition(seen.status, st.FAILED, reason=reason, message=message):
+        if st.set_condition(seen.status, st.FAILED, reason=_reason(seen.job, "Failed", reason), message=message):
             seen.status["completionTime"] = st.timestamp(seen.now)
-            self._on_transition(seen.job.kind, st.FAILED)
+            self._on_transition(seen.job.kind, st.FAILED, seen.job.namespace)
             logger.info("%s: failed (%s): %s", seen.key, reason, message)
 
     async def _write_status(self, seen: Observation) -> None:
@@ -575,7 +644,9 @@ class JobReconciler:
         meta = raw.get("metadata") or {}
         key = f"{meta.get('namespace')}/{meta.get('name')}"
         message = f"{self.framework.kind} {key} is invalid: " + "; ".join(problems)
-        changed = st.set_condition(status, st.FAILED, reason="InvalidSpec", message=message)
+        group = group_of(raw.get("apiVersion")) or KUBEDL
+        reason = condition_reason(group, self.framework.kind, "Failed", "InvalidSpec")
+        changed = st.set_condition(status, st.FAILED, reason=reason, message=message)
         if not changed:
             return
         status.setdefault("completionTime", st.timestamp())
@@ -585,7 +656,7 @@ class JobReconciler:
             await self.client.patch_status(
                 self.resource, str(meta.get("name")), {"status": status}, namespace=meta.get("namespace")
             )
-        self._on_transition(self.framework.kind, st.FAILED)
+        self._on_transition(self.framework.kind, st.FAILED, str(meta.get("namespace") or ""))
 
     # --------------------------------------------------------------------------------------------- writes
 
@@ -608,7 +679,10 @@ class JobReconciler:
         try:
             await self.client.create(resource, body, namespace=meta["namespace"])
         except errors.AlreadyExists:
-            pass  # an earlier reconcile (or one racing a lagging cache) already made it
+            # Usually an earlier reconcile (or one racing a lagging cache) made it; but it may be the job's
+            # own pod made by the controller we replace, which our informers do not see (no label of ours).
+            if resource in (PODS, SERVICES):
+                await self._adopt(resource, body)
         except (errors.Invalid, errors.BadRequest, errors.Forbidden, errors.NotFound) as exc:
             refusal = classify_refusal(exc)
             if refusal.outcome is not Outcome.GONE:
@@ -616,6 +690,30 @@ class JobReconciler:
             # The namespace is going away, or the job was deleted: nothing to do.
             logger.info("%s/%s: not created: %s", meta["namespace"], meta["name"], exc)
         return None
+
+    async def _adopt(self, resource: Resource, body: Object) -> None:
+        """Adopt a pod or Service of this job that lacks our labels: one made by KubeDL or the Training
+        Operator before kubedl-py took over the job (same group, kind and uid). It gets our labels, so the
+        informers see it and the job counts it; it keeps running. One owned by anything else is left alone
+        (a previous job of the same name, on its way out)."""
+        meta = body["metadata"]
+        name, namespace = meta["name"], meta["namespace"]
+        try:
+            existing = await self.client.get(resource, name, namespace=namespace)
+        except errors.NotFound:
+            return
+        found = existing.get("metadata") or {}
+        if (found.get("labels") or {}).get(c.LABEL_CONTROLLER) == c.CONTROLLER_NAME:
+            return  # ours already: the cache is behind
+        owner_uid = meta["ownerReferences"][0]["uid"]
+        controller = next((ref for ref in found.get("ownerReferences") or [] if ref.get("controller")), None)
+        if controller is None or controller.get("uid") != owner_uid:
+            logger.info("%s/%s %s exists and belongs to another owner; not adopted", namespace, name, resource.kind)
+            return
+        patch = {"metadata": {"labels": meta["labels"]}}
+        with contextlib.suppress(errors.NotFound):
+            await self.client.patch(resource, name, patch, namespace=namespace)
+            logger.info("%s/%s: adopted %s made by another controller", namespace, name, resource.kind)
 
     async def _delete_pod(self, pod: Object) -> None:
         meta = pod.get("metadata") or {}

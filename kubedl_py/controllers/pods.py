@@ -16,6 +16,7 @@ from typing import Any
 from kubedl_py.api import RdmaSpec, TrainingJob
 from kubedl_py.api import constants as c
 from kubedl_py.api.defaults import default_container_index, training_port
+from kubedl_py.api.groups import peer_labels
 from kubedl_py.controllers.addressing import Addressing, replica_name
 from kubedl_py.controllers.gang import Gang, apply_gang
 from kubedl_py.controllers.ownership import owner_reference
@@ -30,16 +31,25 @@ ANNOTATION_PRIOR_RESTARTS = f"{c.GROUP}/prior-restarts"
 
 
 def replica_labels(job: TrainingJob, replica_type: str, index: int) -> dict[str, str]:
-    """The contract labels; ``job-role: master`` on the kind's master replica (PyTorch's Master, TF's Chief)."""
+    """The contract labels; ``job-role: master`` on the kind's master replica (PyTorch's Master, TF's Chief).
+    A kubeflow.org job's objects carry the Training Operator's labels too (``groups.peer_labels``)."""
+    master = replica_type in job.framework.master_types
     labels = {
         c.LABEL_CONTROLLER: c.CONTROLLER_NAME,
         c.LABEL_JOB_NAME: job.name,
         c.LABEL_REPLICA_TYPE: replica_type.lower(),
         c.LABEL_REPLICA_INDEX: str(index),
     }
-    if replica_type in job.framework.master_types:
+    if master:
         labels[c.LABEL_JOB_ROLE] = "master"
+    labels.update(peer_labels(job.api_group, job.kind, job.name, replica_type, index, master=master))
     return labels
+
+
+def type_selector(job: TrainingJob, replica_type: str) -> dict[str, str]:
+    """The peer's labels that select every pod of one replica type (empty in training.kubedl.io)."""
+    labels = peer_labels(job.api_group, job.kind, job.name, replica_type, 0, master=False)
+    return {key: value for key, value in labels.items() if not key.endswith(("/replica-index", "/job-role"))}
 
 
 def service_ports(job: TrainingJob, replica_type: str) -> int:
@@ -133,7 +143,7 @@ def build_service(job: TrainingJob, replica_type: str, index: int, addressing: A
     """The Service of one replica: headless in normal mode, a ClusterIP port-forward in host mode."""
     name = replica_name(job.name, replica_type, index)
     labels = replica_labels(job, replica_type, index)
-    selector = {key: value for key, value in labels.items() if key != c.LABEL_JOB_ROLE}
+    selector = {key: value for key, value in labels.items() if not key.endswith("/job-role")}
     port = addressing.service_port(replica_type)
     host_port = addressing.host_ports.get((replica_type, index))
     spec: dict[str, Any] = {"selector": selector}

@@ -12,15 +12,18 @@ What is cached, and why it is enough:
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kubedl_py.api import RdmaSpec, all_kinds
 from kubedl_py.api import constants as c
+from kubedl_py.api.groups import GROUPS, KUBEDL, ApiGroup
 from kubedl_py.controllers.gang import Gang, GangSchedulerKind
 from kubedl_py.controllers.hostnetwork import HostNetwork
 from kubedl_py.controllers.job import JobReconciler, ReconcilerOptions
 from kubedl_py.controllers.ports import DEFAULT_RANGE, HostPortAllocator
+from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.informer import OWNER_INDEX, Handler, InformerSettings, by_owner_uid
 from kubedl_py.kube.leader import LeaderElectionSettings
@@ -54,6 +57,15 @@ class ControllerOptions:
     gang_scheduler_name: str | None = None
     #: ``--rdma-defaults``: defaults under every job's ``spec.rdma`` (jobs without one are untouched)
     rdma_defaults: RdmaSpec | None = None
+    #: ``--kubeflow-api``: also reconcile the kinds in kubeflow.org/v1 (those whose CRDs are installed)
+    kubeflow_api: bool = False
+    #: the (group, plural) pairs served by the API server, from :func:`served_resources`; None: assume all
+    served: frozenset[tuple[str, str]] | None = None
+
+    @property
+    def groups(self) -> tuple[ApiGroup, ...]:
+        """The API groups whose kinds the controller reconciles."""
+        return GROUPS if self.kubeflow_api else (KUBEDL,)
 
     @property
     def gang(self) -> Gang | None:
@@ -148,38 +160,49 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
     def on_transition(kind: str, condition: str) -> None:
         transitions.labels(kind, condition).inc()
 
+    peer_counters = _peer_counters(manager)
+    groups = options.groups
     for plugin in all_kinds():
         framework = plugin.framework
-        resource = Resource(plugin.group, plugin.version, framework.plural, framework.kind)
-        jobs = manager.informer(resource, namespace=options.namespace)
-        reconciler = JobReconciler(
-            client=client,
-            framework=framework,
-            resource=resource,
-            jobs=jobs,
-            pods=pods,
-            services=services,
-            hostnetwork=hostnetwork,
-            recorder=recorder,
-            options=ReconcilerOptions(
-                cluster_domain=options.cluster_domain, gang=options.gang, rdma_defaults=options.rdma_defaults
-            ),
-            on_transition=on_transition,
-        )
-        controller = manager.add_controller(framework.plural, reconciler)
-        controller.watch(jobs)
-        controller.watch(pods, map=owner_key(framework.kind, api_version=resource.api_version))
-        controller.watch(services, map=owner_key(framework.kind, api_version=resource.api_version))
-        expectations = reconciler.expectations
-        pods.add_handler(
-            Handler(
-                on_add=expectations.observed,
-                on_update=lambda _old, new, e=expectations: e.observed(new),  # type: ignore[misc]
-                on_delete=expectations.observed_delete,
+        for group in groups:
+            if group not in plugin.groups:
+                continue
+            resource = Resource(group.group, group.version, framework.plural, framework.kind)
+            if options.served is not None and (group.group, framework.plural) not in options.served:
+                logger.info("%s is not installed; its jobs are not reconciled", resource)
+                continue
+            count = _transition_counter(on_transition, peer_counters if group.kind_reasons else None)
+            jobs = manager.informer(resource, namespace=options.namespace)
+            reconciler = JobReconciler(
+                client=client,
+                framework=framework,
+                resource=resource,
+                jobs=jobs,
+                pods=pods,
+                services=services,
+                hostnetwork=hostnetwork,
+                recorder=recorder,
+                options=ReconcilerOptions(
+                    cluster_domain=options.cluster_domain, gang=options.gang, rdma_defaults=options.rdma_defaults
+                ),
+                on_transition=count,
             )
-        )
-        hostnetwork.register(framework.kind, controller.enqueue)
-        jobs.add_handler(Handler(on_add=lambda obj: transitions_created(obj, on_transition)))
+            # ``pytorchjobs`` as before (the metrics' controller label), ``pytorchjobs.kubeflow.org`` beside it
+            name = framework.plural if group is KUBEDL else f"{framework.plural}.{group.group}"
+            controller = manager.add_controller(name, reconciler)
+            controller.watch(jobs)
+            controller.watch(pods, map=owner_key(framework.kind, api_version=resource.api_version))
+            controller.watch(services, map=owner_key(framework.kind, api_version=resource.api_version))
+            expectations = reconciler.expectations
+            pods.add_handler(
+                Handler(
+                    on_add=expectations.observed,
+                    on_update=lambda _old, new, e=expectations: e.observed(new),  # type: ignore[misc]
+                    on_delete=expectations.observed_delete,
+                )
+            )
+            hostnetwork.register(resource.api_version, framework.kind, controller.enqueue)
+            jobs.add_handler(Handler(on_add=lambda obj, f=count: transitions_created(obj, f)))  # type: ignore[misc]
     return manager
 
 
@@ -187,12 +210,62 @@ def transitions_created(obj: Object, on_transition: Any) -> None:
     """Count a job as created the first time it is seen without a Created condition."""
     conditions = (obj.get("status") or {}).get("conditions") or []
     if not any(cond.get("type") == "Created" for cond in conditions):
-        on_transition(obj.get("kind", ""), "Created")
+        namespace = (obj.get("metadata") or {}).get("namespace") or ""
+        on_transition(obj.get("kind", ""), "Created", namespace)
+
+
+#: the Training Operator's metric per transition (pkg/common/metrics.go): what its users' dashboards chart
+_PEER_METRICS = {
+    "Created": ("training_operator_jobs_created_total", "Counts number of jobs created"),
+    "Succeeded": ("training_operator_jobs_successful_total", "Counts number of jobs successfully finished"),
+    "Failed": ("training_operator_jobs_failed_total", "Counts number of jobs failed"),
+    "Restarting": ("training_operator_jobs_restarted_total", "Counts number of jobs restarted"),
+}
+
+
+def _peer_counters(manager: Manager) -> dict[str, Any]:
+    return {
+        condition: manager.metrics.counter(name, text, ["job_namespace", "framework"], prefixed=False)
+        for condition, (name, text) in _PEER_METRICS.items()
+    }
+
+
+def _transition_counter(
+    ours: Callable[[str, str], None], peer: dict[str, Any] | None
+) -> Callable[[str, str, str], None]:
+    """Count a transition in our metric and, for kubeflow.org jobs, in the Training Operator's too."""
+
+    def count(kind: str, condition: str, namespace: str = "") -> None:
+        ours(kind, condition)
+        if peer is not None and condition in peer:
+            framework = kind.removesuffix("Job").lower()
+            peer[condition].labels(namespace, framework).inc()
+
+    return count
+
+
+async def served_resources(client: KubeClient, groups: tuple[ApiGroup, ...]) -> frozenset[tuple[str, str]]:
+    """The (group, plural) pairs the API server serves in ``groups`` (discovery), so the controller watches
+    only kinds whose CRDs are installed: a cluster may have kubedl-py's kubeflow.org kinds only in part."""
+    served: set[tuple[str, str]] = set()
+    for group in groups:
+        try:
+            listing = await client.request("GET", f"/apis/{group.api_version}")
+        except errors.NotFound:
+            continue
+        for entry in listing.get("resources") or []:
+            name = str(entry.get("name") or "")
+            if "/" not in name:
+                served.add((group.group, name))
+    return frozenset(served)
 
 
 async def run_controller(client: KubeClient, options: ControllerOptions, *, manager: Manager | None = None) -> None:
     """Run until ``manager.stop()`` (the CLI calls it on SIGTERM/SIGINT)."""
-    manager = manager or build_manager(client, options)
+    if manager is None:
+        if options.served is None:
+            options = replace(options, served=await served_resources(client, options.groups))
+        manager = build_manager(client, options)
     scope = f"namespace {options.namespace}" if options.namespace else "all namespaces"
     logger.info(
         "kubedl-py controller: %s, %d workers, host ports %d-%d%s%s%s",

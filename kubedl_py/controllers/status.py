@@ -1,11 +1,11 @@
 """Job status as a small state machine over conditions, on the wire form (a dict) the API returns.
 
-Conditions: ``Created`` (stays True), then ``Running``, ``Restarting`` while a retry is under way, and
-finally ``Succeeded`` or ``Failed``. Setting one True moves it to the end of the list, so the printer
-column ``.status.conditions[-1:].type`` shows the current state, and turns off the ones it replaces
-(Running <-> Restarting; a final state turns off both). ``lastTransitionTime`` moves only when a
-condition's status changes; ``lastUpdateTime`` when its reason or message does. Functions return whether
-anything changed, so a settled job costs no status write.
+Conditions: ``Created`` (stays True), then ``Running``, ``Restarting`` while a retry is under way,
+``Suspended`` while ``suspend`` is true, and finally ``Succeeded`` or ``Failed``. Setting one True moves it
+to the end of the list, so the printer column ``.status.conditions[-1:].type`` shows the current state,
+and turns off the ones it replaces (Running <-> Restarting; a final state turns off all three).
+``lastTransitionTime`` moves only when a condition's status changes; ``lastUpdateTime`` when its reason or
+message does. Functions return whether anything changed, so a settled job costs no status write.
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ RUNNING = "Running"
 RESTARTING = "Restarting"
 SUCCEEDED = "Succeeded"
 FAILED = "Failed"
+SUSPENDED = "Suspended"
 FINAL = (SUCCEEDED, FAILED)
 
 _REPLACES = {
     RUNNING: (RESTARTING,),
     RESTARTING: (RUNNING,),
-    SUCCEEDED: (RUNNING, RESTARTING),
-    FAILED: (RUNNING, RESTARTING),
+    SUCCEEDED: (RUNNING, RESTARTING, SUSPENDED),
+    FAILED: (RUNNING, RESTARTING, SUSPENDED),
 }
 
 

@@ -85,10 +85,13 @@ class Metrics:
             registry=self.registry,
         )
 
-    def counter(self, name: str, documentation: str, labelnames: Sequence[str] = ()) -> Counter:
-        """A counter named ``<prefix>_<name>``; asking again for the same name returns the same counter."""
+    def counter(
+        self, name: str, documentation: str, labelnames: Sequence[str] = (), *, prefixed: bool = True
+    ) -> Counter:
+        """A counter named ``<prefix>_<name>`` (``name`` as given with ``prefixed=False``: another project's
+        metric name kept for its users' dashboards); asking again for the same name returns the same one."""
         metric = self._get_or_create(
-            name, lambda full: Counter(full, documentation, list(labelnames), registry=self.registry)
+            name, lambda full: Counter(full, documentation, list(labelnames), registry=self.registry), prefixed
         )
         if not isinstance(metric, Counter):
             raise TypeError(f"metric {name!r} already exists and is not a counter")
@@ -104,9 +107,9 @@ class Metrics:
         return metric
 
     def _get_or_create(
-        self, name: str, make: Callable[[str], Counter | Gauge | Histogram]
+        self, name: str, make: Callable[[str], Counter | Gauge | Histogram], prefixed: bool = True
     ) -> Counter | Gauge | Histogram:
-        full = f"{self.prefix}_{name}"
+        full = f"{self.prefix}_{name}" if prefixed else name
         with self._lock:
             if full not in self._custom:
                 self._custom[full] = make(full)

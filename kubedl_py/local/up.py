@@ -55,6 +55,8 @@ class LocalUpOptions:
     #: the process/container runtimes' pod network (None: kubedl0 and 10.244.0.0/16)
     bridge: str | None = None
     pod_cidr: str | None = None
+    #: also install the kinds in kubeflow.org/v1 (``--kubeflow-api``)
+    kubeflow_api: bool = False
 
 
 def build_cluster(options: LocalUpOptions) -> UpCluster:
@@ -80,12 +82,14 @@ def build_cluster(options: LocalUpOptions) -> UpCluster:
         )
     from kubedl_py.local.kubernetes.cluster import KubernetesCluster, KubernetesClusterOptions
     from kubedl_py.local.kubernetes.controlplane import ControlPlaneOptions
+    from kubedl_py.templates import ManifestOptions
 
     kubernetes = KubernetesClusterOptions(
         control_plane=ControlPlaneOptions(port=options.port),
         nodes=options.nodes,
         runtime=options.runtime,
         install=options.install,
+        manifests=ManifestOptions(kubeflow_api=options.kubeflow_api),
     )
     if options.bridge is not None:
         kubernetes.bridge = options.bridge

@@ -6,15 +6,15 @@ into ``crds.yaml.j2`` verbatim, so the installed schema is always the one the co
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 
 import jinja2
 import yaml
 
 from kubedl_py._version import __version__
-from kubedl_py.api import constants as c
 from kubedl_py.api.crd import all_crds
+from kubedl_py.api.groups import KUBEDL, KUBEFLOW
 from kubedl_py.api.kinds import all_kinds
 
 #: The image ``make image`` builds (kubedl_py/local/image.py tags it with this name): the manifests of a release
@@ -34,6 +34,8 @@ class ManifestOptions:
     controller_args: tuple[str, ...] = field(default_factory=tuple)
     # Extra API groups the controller must reach (PodGroups with a gang scheduler).
     gang_scheduler: str | None = None
+    #: also serve the kinds in kubeflow.org/v1: their CRDs, RBAC, and the controller's ``--kubeflow-api``
+    kubeflow_api: bool = False
 
 
 def _environment() -> jinja2.Environment:
@@ -71,11 +73,16 @@ def render_manifests(options: ManifestOptions | None = None) -> str:
     env.filters["to_yaml"] = _dump
     env.filters["add_suffix"] = lambda text, suffix: f"{text}{suffix}"
     names = ("crds.yaml.j2",) if options.crds_only else TEMPLATES
+    served = [KUBEDL, KUBEFLOW] if options.kubeflow_api else [KUBEDL]
+    if options.kubeflow_api and "--kubeflow-api" not in options.controller_args:
+        options = replace(options, controller_args=(*options.controller_args, "--kubeflow-api"))
     context = {
         "options": options,
-        "crds": all_crds(),
-        "group": c.GROUP,
-        "plurals": [plugin.framework.plural for plugin in all_kinds()],
+        "crds": all_crds(kubeflow=options.kubeflow_api),
+        "groups": [
+            {"group": group.group, "plurals": [p.framework.plural for p in all_kinds() if group in p.groups]}
+            for group in served
+        ],
         "owned": _owned_rules(),
     }
     parts = [env.get_template(name).render(**context).strip("\n") for name in names]

@@ -29,6 +29,6 @@ async def api(api_tier: str, request: pytest.FixtureRequest) -> AsyncIterator[Ku
         return
     assert api_tier == EMBEDDED
     async with LocalCluster(nodes=0) as cluster, KubeClient(configuration=cluster.configuration) as kube:
-        for crd in all_crds():
+        for crd in all_crds(kubeflow=True):
             await kube.create(CRDS, crd)
         yield kube

@@ -60,7 +60,7 @@ def test_defaults_fill_only_unset_fields_and_leave_the_original_alone() -> None:
     worker = defaulted.spec.pytorch_replica_specs["Worker"]
     assert (worker.replicas, worker.restart_policy) == (1, "OnFailure")
     assert defaulted.spec.clean_pod_policy == "All"
-    assert defaulted.spec.nproc_per_node == 1
+    assert defaulted.spec.nproc_per_node == "auto"  # torchrun picks one process per GPU (else per CPU)
 
 
 def test_tf_defaults() -> None:

@@ -56,8 +56,8 @@ def test_wrong_kind_is_named() -> None:
 
 
 def test_wrong_api_version_is_named() -> None:
-    errors = errors_of({**pytorch(), "apiVersion": "kubeflow.org/v1"})
-    assert "training.kubedl.io/v1alpha1" in errors["apiVersion"]
+    errors = errors_of({**pytorch(), "apiVersion": "kubeflow.org/v2"})
+    assert "use training.kubedl.io/v1alpha1 or kubeflow.org/v1" in errors["apiVersion"]
 
 
 def test_not_a_mapping() -> None:
@@ -108,8 +108,8 @@ def test_total_replicas_bounded() -> None:
 
 
 def test_unknown_replica_type_suggests_the_right_one() -> None:
-    errors = errors_of(pytorch(Master=replica(1), worker=replica(2)))
-    assert "did you mean 'Worker'" in errors["spec.pytorchReplicaSpecs.worker"]
+    errors = errors_of(pytorch(Master=replica(1), Wroker=replica(2)))
+    assert "did you mean 'Worker'" in errors["spec.pytorchReplicaSpecs.Wroker"]
     errors = errors_of(tfjob(Learner=replica(1)))
     assert "use one of PS, Worker, Chief, Master, Evaluator" in errors["spec.tfReplicaSpecs.Learner"]
 

@@ -23,14 +23,15 @@ def failed_pod(
     return {"status": status}
 
 
-@pytest.mark.parametrize("code", [130, 137, 138, 143])
+# Every exit by a signal (128 + n), as the Training Operator: 134 is SIGABRT from the NCCL watchdog, 139 SIGSEGV.
+@pytest.mark.parametrize("code", [128, 130, 134, 137, 138, 139, 143, 255])
 def test_signal_exit_codes_are_retryable(code: int) -> None:
     failure = classify(failed_pod(code), "tensorflow")
     assert failure.retryable
     assert failure.exit_code == code
 
 
-@pytest.mark.parametrize("code", [1, 2, 127, 139])
+@pytest.mark.parametrize("code", [1, 2, 126, 127])
 def test_program_errors_are_not(code: int) -> None:
     failure = classify(failed_pod(code, "Error"), "tensorflow")
     assert not failure.retryable

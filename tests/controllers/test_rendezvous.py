@@ -109,7 +109,7 @@ def test_pytorch_env_master_and_workers() -> None:
         "PYTHONUNBUFFERED": "1",
         "PET_MASTER_ADDR": "ddp-master-0",
         "PET_MASTER_PORT": "23456",
-        "PET_NPROC_PER_NODE": "1",
+        "PET_NPROC_PER_NODE": "auto",  # unset nprocPerNode: torchrun decides, as with the Training Operator
         "PET_NNODES": "3",
         "PET_NODE_RANK": "0",
     }

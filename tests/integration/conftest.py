@@ -53,7 +53,7 @@ async def eventually(
 
 
 async def install_crds(kube: KubeClient) -> None:
-    for crd in all_crds():
+    for crd in all_crds(kubeflow=True):
         await kube.create(CRDS, crd)
     for plural in (c.PYTORCH_PLURAL, c.TF_PLURAL):
         resource = Resource(c.GROUP, c.VERSION, plural, "")

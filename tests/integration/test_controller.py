@@ -130,9 +130,12 @@ async def test_exit_code_policy_retries_signals_until_backoff_limit(kube: Kube, 
     failed = await wait_condition(kube, TFJOBS, "retry", "Failed", within=30)
     cond = condition(failed, "Failed")
     assert cond is not None and cond["reason"] == "BackoffLimitExceeded", cond
-    assert failed["status"]["replicaStatuses"]["Worker"]["restarts"] == 2
-    # PS once, the worker once plus two replacements: the limit stops the third.
-    assert len(controller.cluster.request_log.find(verb="create", resource="pods", status=201)) == 4
+    # The job fails when its restarts reach the limit (the Training Operator's and KubeDL's count): with
+    # backoffLimit 2, one replacement is made and the second failure, which would be restart 2, ends the job.
+    assert failed["status"]["replicaStatuses"]["Worker"]["restarts"] == 1
+    assert "2 restarts would reach backoffLimit 2" in cond["message"]
+    # PS once, the worker once plus one replacement.
+    assert len(controller.cluster.request_log.find(verb="create", resource="pods", status=201)) == 3
     events = await events_for(kube, "retry")
     assert sum(1 for e in events if e["reason"] == "JobRestarting") >= 1
 

@@ -18,13 +18,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
 from kubedl_py.api import constants as c
 from kubedl_py.api.common import JobStatus, KubeModel, ObjectMeta, ReplicaSpec, RunPolicy
 from kubedl_py.api.errors import FieldError
+from kubedl_py.api.groups import GROUPS, KUBEDL, ApiGroup, group_of, to_wire
+
+#: the apiVersions a kind's model reads (which ones a kind is served in: ``KindAPI.groups``)
+ServedIn = Literal["training.kubedl.io/v1alpha1", "kubeflow.org/v1"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,19 @@ class Framework:
     short_names: tuple[str, ...] = ()
     #: replica types with exactly one pod (PyTorch's Master, TF's Chief): the pod labelled ``job-role: master``
     master_types: tuple[str, ...] = ()
+    #: the Training Operator's defaults where they differ from ours, for jobs in kubeflow.org (None: the same)
+    kubeflow_restart_policy: str | None = None
+    kubeflow_clean_pod_policy: str | None = None
+
+    def restart_policy_for(self, group: ApiGroup) -> str:
+        if group.name == "kubeflow" and self.kubeflow_restart_policy is not None:
+            return self.kubeflow_restart_policy
+        return self.default_restart_policy
+
+    def clean_pod_policy_for(self, group: ApiGroup) -> str:
+        if group.name == "kubeflow" and self.kubeflow_clean_pod_policy is not None:
+            return self.kubeflow_clean_pod_policy
+        return self.default_clean_pod_policy
 
     @property
     def singular(self) -> str:
@@ -86,13 +103,18 @@ class TrainingJob(KubeModel):
         return self.metadata.namespace or "default"
 
     @property
+    def api_group(self) -> ApiGroup:
+        """The API group the job was written for (its layout, labels and reasons: ``groups.py``)."""
+        return group_of(self.api_version) or KUBEDL
+
+    @property
     def host_network(self) -> bool:
         annotations = self.metadata.annotations or {}
         return annotations.get(c.ANNOTATION_NETWORK_MODE) == c.NETWORK_MODE_HOST
 
     def to_dict(self) -> dict[str, Any]:
         """The wire form, with apiVersion and kind first as kubectl prints them."""
-        body = self.model_dump(by_alias=True, exclude_none=True, mode="json")
+        body = to_wire(self.model_dump(by_alias=True, exclude_none=True, mode="json"), self.api_group)
         ordered: dict[str, Any] = {
             key: body.pop(key) for key in ("apiVersion", "kind", "metadata", "spec") if key in body
         }
@@ -127,7 +149,9 @@ class KindAPI:
       each ``{"rule": ..., "message": ...}``; the generic "known replica types" rule is added for every kind;
     - ``controller``: the dotted module of the controller half (default ``kubedl_py.controllers.kinds.<name>``);
     - ``owned_resources``: (API group, resource) of the objects its jobs own besides pods and Services (the
-      install manifests grant the controller those, e.g. MPI's ``("", "configmaps")``).
+      install manifests grant the controller those, e.g. MPI's ``("", "configmaps")``);
+    - ``kubeflow``: the kind is also served in ``kubeflow.org/v1`` (opt-in at install), because the Training
+      Operator v1 has it; same model, the Training Operator's layout (``groups.py``).
     """
 
     name: str
@@ -137,6 +161,7 @@ class KindAPI:
     cel_rules: tuple[Mapping[str, str], ...] = ()
     controller: str = ""
     owned_resources: tuple[tuple[str, str], ...] = ()
+    kubeflow: bool = False
 
     @property
     def framework(self) -> Framework:
@@ -158,6 +183,11 @@ class KindAPI:
     @property
     def version(self) -> str:
         return self.api_version.partition("/")[2]
+
+    @property
+    def groups(self) -> tuple[ApiGroup, ...]:
+        """The API groups the kind is served in: its own, and kubeflow.org when the Training Operator has it."""
+        return GROUPS if self.kubeflow else (KUBEDL,)
 
     @property
     def controller_module(self) -> str:

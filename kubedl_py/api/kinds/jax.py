@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Literal
 
 from kubedl_py.api.common import ReplicaSpec, RunPolicy
-from kubedl_py.api.kinds.base import Framework, KindAPI, TrainingJob
+from kubedl_py.api.kinds.base import Framework, KindAPI, ServedIn, TrainingJob
 
 JAX = Framework(
     kind="JAXJob",
@@ -32,9 +32,9 @@ class JAXJobSpec(RunPolicy):
 class JAXJob(TrainingJob):
     FRAMEWORK = JAX
 
-    api_version: Literal["training.kubedl.io/v1alpha1"] = "training.kubedl.io/v1alpha1"
+    api_version: ServedIn = "training.kubedl.io/v1alpha1"
     kind: Literal["JAXJob"] = "JAXJob"
     spec: JAXJobSpec
 
 
-KIND = KindAPI(name="jax", model=JAXJob)
+KIND = KindAPI(kubeflow=True, name="jax", model=JAXJob)

@@ -19,7 +19,7 @@ from pydantic import Field
 
 from kubedl_py.api.common import ReplicaSpec, RunPolicy
 from kubedl_py.api.errors import FieldError
-from kubedl_py.api.kinds.base import Framework, KindAPI, TrainingJob
+from kubedl_py.api.kinds.base import Framework, KindAPI, ServedIn, TrainingJob
 
 MPI = Framework(
     kind="MPIJob",
@@ -35,6 +35,7 @@ MPI = Framework(
     default_clean_pod_policy="Running",
     short_names=("mpij",),
     master_types=("Launcher",),
+    kubeflow_clean_pod_policy="None",
 )
 
 MPIImplementation = Literal["OpenMPI", "Intel", "MPICH"]
@@ -46,12 +47,14 @@ class MPIJobSpec(RunPolicy):
     mpi_implementation: MPIImplementation | None = None
     run_launcher_as_worker: bool | None = None
     ssh_auth_mount_path: str | None = None
+    #: the Training Operator v1's name of the framework container (default ``mpi``)
+    main_container: str | None = None
 
 
 class MPIJob(TrainingJob):
     FRAMEWORK = MPI
 
-    api_version: Literal["training.kubedl.io/v1alpha1"] = "training.kubedl.io/v1alpha1"
+    api_version: ServedIn = "training.kubedl.io/v1alpha1"
     kind: Literal["MPIJob"] = "MPIJob"
     spec: MPIJobSpec
 
@@ -95,6 +98,7 @@ def defaults(job: MPIJob) -> None:
 
 KIND = KindAPI(
     name="mpi",
+    kubeflow=True,
     model=MPIJob,
     validate=validate,
     defaults=defaults,

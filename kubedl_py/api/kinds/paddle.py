@@ -8,13 +8,13 @@ The API half of the kind (see ``base.py``), with the Training Operator v1's name
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from kubedl_py.api.common import KubeModel, ReplicaSpec, RunPolicy
 from kubedl_py.api.errors import FieldError
-from kubedl_py.api.kinds.base import Framework, KindAPI, TrainingJob
+from kubedl_py.api.kinds.base import Framework, KindAPI, ServedIn, TrainingJob
 
 PADDLE = Framework(
     kind="PaddleJob",
@@ -35,6 +35,8 @@ class PaddleElasticPolicy(KubeModel):
     min_replicas: Annotated[int, Field(ge=1)] | None = None
     max_replicas: Annotated[int, Field(ge=1)] | None = None
     max_restarts: Annotated[int, Field(ge=0)] | None = None
+    #: the Training Operator's HPA metrics: accepted so its job files apply; kubedl-py makes no HPA
+    metrics: list[dict[str, Any]] | None = None
 
 
 class PaddleJobSpec(RunPolicy):
@@ -45,7 +47,7 @@ class PaddleJobSpec(RunPolicy):
 class PaddleJob(TrainingJob):
     FRAMEWORK = PADDLE
 
-    api_version: Literal["training.kubedl.io/v1alpha1"] = "training.kubedl.io/v1alpha1"
+    api_version: ServedIn = "training.kubedl.io/v1alpha1"
     kind: Literal["PaddleJob"] = "PaddleJob"
     spec: PaddleJobSpec
 
@@ -70,4 +72,4 @@ def defaults(job: PaddleJob) -> None:
             elastic.max_replicas = elastic.min_replicas
 
 
-KIND = KindAPI(name="paddle", model=PaddleJob, validate=validate, defaults=defaults)
+KIND = KindAPI(kubeflow=True, name="paddle", model=PaddleJob, validate=validate, defaults=defaults)

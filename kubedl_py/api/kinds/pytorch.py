@@ -6,18 +6,19 @@ one Master at most; a workers-only job is allowed (Worker 0 then hosts the rende
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from kubedl_py.api.common import KubeModel, ReplicaSpec, RunPolicy
 from kubedl_py.api.errors import FieldError
-from kubedl_py.api.kinds.base import Framework, KindAPI, TrainingJob
+from kubedl_py.api.kinds.base import Framework, KindAPI, ServedIn, TrainingJob
 
 #: ``elasticPolicy.rdzvBackend`` when unset: torchrun's built-in backend, no etcd needed
 DEFAULT_RDZV_BACKEND = "c10d"
-#: ``nprocPerNode`` when unset: one process per pod, so WORLD_SIZE equals the pod count
-DEFAULT_NPROC_PER_NODE = 1
+#: ``nprocPerNode`` when unset: torchrun's ``auto`` (one process per GPU, else per CPU), as the Training
+#: Operator sets it; a fixed 1 would silently start one process on an 8-GPU pod
+DEFAULT_NPROC_PER_NODE = "auto"
 # torchrun accepts an integer or one of these words for --nproc-per-node.
 NPROC_WORDS = ("auto", "cpu", "gpu")
 NprocPerNode = Annotated[int, Field(ge=1)] | Annotated[str, Field(pattern=r"^(auto|cpu|gpu|[1-9][0-9]*)$")]
@@ -51,6 +52,12 @@ class ElasticPolicy(KubeModel):
     rdzv_id: str | None = None
     rdzv_conf: list[RdzvConf] | None = None
     max_restarts: Annotated[int, Field(ge=0)] | None = None
+    #: the Training Operator's deprecated per-policy process count (use ``nprocPerNode``)
+    n_proc_per_node: Annotated[int, Field(ge=1)] | None = None
+    #: torchrun ``--standalone``: accepted so Training Operator files apply (the rendezvous is set either way)
+    standalone: bool | None = None
+    #: the Training Operator's HPA metrics: accepted so its job files apply; kubedl-py makes no HPA
+    metrics: list[dict[str, Any]] | None = None
 
 
 class PyTorchJobSpec(RunPolicy):
@@ -62,7 +69,7 @@ class PyTorchJobSpec(RunPolicy):
 class PyTorchJob(TrainingJob):
     FRAMEWORK = PYTORCH
 
-    api_version: Literal["training.kubedl.io/v1alpha1"] = "training.kubedl.io/v1alpha1"
+    api_version: ServedIn = "training.kubedl.io/v1alpha1"
     kind: Literal["PyTorchJob"] = "PyTorchJob"
     spec: PyTorchJobSpec
 
@@ -81,6 +88,13 @@ def validate(job: PyTorchJob) -> list[FieldError]:
             )
         )
     elastic = job.spec.elastic_policy
+    if elastic is not None and elastic.n_proc_per_node is not None and job.spec.nproc_per_node is not None:
+        errors.append(
+            FieldError(
+                "spec.elasticPolicy.nProcPerNode",
+                "is the deprecated form of spec.nprocPerNode, which is set too: remove elasticPolicy.nProcPerNode",
+            )
+        )
     if elastic is not None:
         worker = specs.get("Worker")
         if worker is None or (worker.replicas if worker.replicas is not None else 1) < 1:
@@ -106,6 +120,9 @@ def validate(job: PyTorchJob) -> list[FieldError]:
 
 
 def defaults(job: PyTorchJob) -> None:
+    elastic = job.spec.elastic_policy
+    if job.spec.nproc_per_node is None and elastic is not None and elastic.n_proc_per_node is not None:
+        job.spec.nproc_per_node = elastic.n_proc_per_node
     if job.spec.nproc_per_node is None:
         job.spec.nproc_per_node = DEFAULT_NPROC_PER_NODE
     if job.spec.elastic_policy is not None and job.spec.elastic_policy.rdzv_backend is None:
@@ -114,6 +131,7 @@ def defaults(job: PyTorchJob) -> None:
 
 KIND = KindAPI(
     name="pytorch",
+    kubeflow=True,
     model=PyTorchJob,
     validate=validate,
     defaults=defaults,

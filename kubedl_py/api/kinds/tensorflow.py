@@ -10,7 +10,7 @@ from typing import Literal
 
 from kubedl_py.api.common import ReplicaSpec, RunPolicy
 from kubedl_py.api.errors import FieldError
-from kubedl_py.api.kinds.base import Framework, KindAPI, TrainingJob
+from kubedl_py.api.kinds.base import Framework, KindAPI, ServedIn, TrainingJob
 
 TENSORFLOW = Framework(
     kind="TFJob",
@@ -24,18 +24,22 @@ TENSORFLOW = Framework(
     default_clean_pod_policy="Running",
     short_names=("tfj",),
     master_types=("Chief", "Master"),
+    kubeflow_restart_policy="Never",
+    kubeflow_clean_pod_policy="None",
 )
 
 
 class TFJobSpec(RunPolicy):
     tf_replica_specs: dict[str, ReplicaSpec]
     success_policy: Literal["", "AllWorkers"] | None = None
+    #: the Training Operator's "tolerate failed Workers": accepted so its job files apply, not acted on
+    enable_dynamic_worker: bool | None = None
 
 
 class TFJob(TrainingJob):
     FRAMEWORK = TENSORFLOW
 
-    api_version: Literal["training.kubedl.io/v1alpha1"] = "training.kubedl.io/v1alpha1"
+    api_version: ServedIn = "training.kubedl.io/v1alpha1"
     kind: Literal["TFJob"] = "TFJob"
     spec: TFJobSpec
 
@@ -73,6 +77,7 @@ def defaults(job: TFJob) -> None:
 
 KIND = KindAPI(
     name="tensorflow",
+    kubeflow=True,
     model=TFJob,
     validate=validate,
     defaults=defaults,

@@ -11,7 +11,7 @@ from typing import Literal
 
 from kubedl_py.api.common import ReplicaSpec, RunPolicy
 from kubedl_py.api.errors import FieldError
-from kubedl_py.api.kinds.base import Framework, KindAPI, TrainingJob
+from kubedl_py.api.kinds.base import Framework, KindAPI, ServedIn, TrainingJob
 
 XGBOOST = Framework(
     kind="XGBoostJob",
@@ -35,7 +35,7 @@ class XGBoostJobSpec(RunPolicy):
 class XGBoostJob(TrainingJob):
     FRAMEWORK = XGBOOST
 
-    api_version: Literal["training.kubedl.io/v1alpha1"] = "training.kubedl.io/v1alpha1"
+    api_version: ServedIn = "training.kubedl.io/v1alpha1"
     kind: Literal["XGBoostJob"] = "XGBoostJob"
     spec: XGBoostJobSpec
 
@@ -54,6 +54,7 @@ def validate(job: XGBoostJob) -> list[FieldError]:
 
 KIND = KindAPI(
     name="xgboost",
+    kubeflow=True,
     model=XGBoostJob,
     validate=validate,
     cel_rules=(

@@ -141,7 +141,7 @@ class KubernetesCluster:
             await self.control_plane.start()
             if self.options.install:
                 async with KubeClient(kubeconfig=self.admin_kubeconfig) as kube:
-                    await install_crds(kube)
+                    await install_crds(kube, all_crds(kubeflow=self.options.manifests.kubeflow_api))
                     await apply(kube, manifest_documents(self.options.manifests, kinds=CONTROLLER_IDENTITY_KINDS))
             if self.options.fault_proxy:
                 self.proxy = FaultProxy(
