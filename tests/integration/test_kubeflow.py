@@ -336,3 +336,76 @@ async def test_pods_of_a_job_taken_over_from_kubedl_are_adopted(cluster: Env, ku
         assert pod["metadata"]["uid"] == uid  # the same pod, adopted, not replaced
         assert pod["metadata"]["labels"][c.LABEL_CONTROLLER] == c.CONTROLLER_NAME
         assert pod["metadata"]["labels"]["job-name"] == "moved"  # KubeDL's labels stay
+
+
+def _kf_job(kind: str, field: str, replicas: dict[str, tuple[int, str]], **spec: Any) -> dict[str, Any]:
+    """A job as the Training Operator's examples write it: ``replicas`` maps type -> (count, container)."""
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": kind,
+        "metadata": {"name": kind.lower().removesuffix("job") + "-kf"},
+        "spec": {
+            "runPolicy": {"cleanPodPolicy": "None"},
+            field: {
+                rtype: {
+                    "replicas": count,
+                    "restartPolicy": "OnFailure",
+                    "template": {"spec": {"containers": [container(name)]}},
+                }
+                for rtype, (count, name) in replicas.items()
+            },
+            **spec,
+        },
+    }
+
+
+KF_KINDS = [
+    ("tfjobs", _kf_job("TFJob", "tfReplicaSpecs", {"PS": (1, "tensorflow"), "Worker": (2, "tensorflow")})),
+    ("mpijobs", _kf_job("MPIJob", "mpiReplicaSpecs", {"Launcher": (1, "mpi"), "Worker": (2, "mpi")}, slotsPerWorker=1)),
+    ("xgboostjobs", _kf_job("XGBoostJob", "xgbReplicaSpecs", {"Master": (1, "xgboost"), "Worker": (2, "xgboost")})),
+    ("paddlejobs", _kf_job("PaddleJob", "paddleReplicaSpecs", {"Master": (1, "paddle"), "Worker": (2, "paddle")})),
+    ("jaxjobs", _kf_job("JAXJob", "jaxReplicaSpecs", {"Worker": (3, "jax")})),
+]
+
+
+@pytest.mark.parametrize(("plural", "job"), KF_KINDS, ids=[plural for plural, _ in KF_KINDS])
+async def test_every_training_operator_kind_is_served_in_its_group(
+    kube: Kube, kf_controller: RunningController, plural: str, job: dict[str, Any]
+) -> None:
+    resource = Resource(KUBEFLOW.group, KUBEFLOW.version, plural, job["kind"])
+    await kube.create(resource, copy.deepcopy(job), namespace=kube.ns)
+    name = job["metadata"]["name"]
+
+    async def all_pods() -> list[dict[str, Any]] | None:
+        pods = await kf_pods(kube, name)
+        return pods if len(pods) == 3 else None
+
+    pods = await eventually(all_pods, within=30, what=f"the three pods of {job['kind']} {name}")
+    for pod in pods:
+        labels = pod["metadata"]["labels"]
+        assert labels[f"{TO}/operator-name"] == f"{job['kind'].lower()}-controller"
+        rtype, index = labels[f"{TO}/replica-type"], labels[f"{TO}/replica-index"]
+        assert pod["metadata"]["name"] == f"{name}-{rtype}-{index}"
+        owner = pod["metadata"]["ownerReferences"][0]
+        assert (owner["apiVersion"], owner["kind"]) == ("kubeflow.org/v1", job["kind"])
+    created = await wait_condition(kube, resource, name, "Created")
+    assert condition(created, "Created")["reason"] == f"{job['kind']}Created"  # type: ignore[index]
+
+
+@pytest.mark.nodes(1)
+async def test_a_kubedl_job_file_applies_unchanged(kube: Kube, kf_controller: RunningController) -> None:
+    document = yaml.safe_load((ROOT / "examples" / "kubedl" / "tfjob-ps-worker.yaml").read_text())
+    stored = await kube.create(Resource(c.GROUP, c.VERSION, "tfjobs", "TFJob"), document, namespace=kube.ns)
+    assert stored["spec"]["backoffLimit"] == 3  # inline, as KubeDL keeps it
+    listed = await eventually(
+        lambda: _pods_with(kube, "mnist", 3), within=30, what="the KubeDL TFJob's three pods (host network)"
+    )
+    for pod in listed:
+        assert pod["spec"]["hostNetwork"] is True
+        tf_config = yaml.safe_load(env_of(pod)["TF_CONFIG"])
+        assert sorted(tf_config["cluster"]) == ["ps", "worker"]
+
+
+async def _pods_with(kube: Kube, job: str, count: int) -> list[dict[str, Any]] | None:
+    listed = await kube.list(PODS, namespace=kube.ns, label_selector=f"{c.LABEL_JOB_NAME}={job}")
+    return listed.items if len(listed.items) == count else None
