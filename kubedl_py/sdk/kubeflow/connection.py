@@ -1,0 +1,148 @@
+"""The asyncio half of the Kubeflow-compatible client: one connection pool, which group serves a kind, and
+the calls that need more than one request (waiting on a watch, following logs).
+
+Why apart from :mod:`.client`: everything here runs on the client's private event loop
+(:class:`~kubedl_py.sdk.kubeflow.runner.LoopThread`); the blocking client only hands coroutines over and
+turns results and errors into what the Kubeflow SDK returns and raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kubedl_py.api.groups import KUBEDL, KUBEFLOW, ApiGroup
+from kubedl_py.kube import errors as kerrors
+from kubedl_py.kube.client import ClientSettings, KubeClient
+from kubedl_py.kube.resources import Resource
+from kubedl_py.sdk.config import ResolvedConfig
+from kubedl_py.sdk.errors import ConfigurationError
+from kubedl_py.sdk.kubeflow import constants
+from kubedl_py.sdk.pods import container_of
+from kubedl_py.sdk.watching import list_watch
+
+__all__ = ["Connection", "WatchItem", "job_resource"]
+
+#: what :meth:`Connection.watch_job` puts on its queue: ("job", object), ("gone", None) or ("error", exception)
+WatchItem = tuple[str, Any]
+
+
+def job_resource(kind: str, group: ApiGroup) -> Resource:
+    return Resource(group.group, group.version, constants.JOB_PARAMETERS[kind]["plural"], kind)
+
+
+class Connection:
+    """A lazily opened :class:`KubeClient` and the answers of API discovery, on the client's loop."""
+
+    def __init__(self, config: ResolvedConfig, configuration: Any, settings: ClientSettings) -> None:
+        self.config = config
+        self.settings = settings
+        self._configuration = configuration
+        self._kube: KubeClient | None = None
+        #: plural -> whether kubeflow.org/v1 serves it (asked once per client)
+        self._kubeflow_serves: dict[str, bool] = {}
+
+    async def kube(self) -> KubeClient:
+        if self._kube is None:
+            kube = KubeClient(
+                kubeconfig=self.config.kubeconfig,
+                context=self.config.context,
+                configuration=self._configuration,
+                in_cluster=self.config.in_cluster or None,
+                settings=self.settings,
+            )
+            try:
+                await kube.open()
+            except Exception as exc:
+                raise ConfigurationError(f"cannot load the cluster configuration: {exc}") from exc
+            self._kube = kube
+        return self._kube
+
+    async def close(self) -> None:
+        if self._kube is not None:
+            kube, self._kube = self._kube, None
+            await kube.close()
+
+    async def group(self, kind: str, fixed: ApiGroup | None) -> ApiGroup:
+        """The group to talk to about ``kind``: ``fixed`` when the client was given one, else kubeflow.org
+        when the cluster serves the kind there (discovery), else training.kubedl.io."""
+        if fixed is not None:
+            return fixed
+        plural = constants.JOB_PARAMETERS[kind]["plural"]
+        if plural not in self._kubeflow_serves:
+            kube = await self.kube()
+            try:
+                found = await kube.request("GET", f"/apis/{KUBEFLOW.group}/{KUBEFLOW.version}")
+            except kerrors.NotFound:
+                found = {}
+            names = {str(r.get("name")) for r in found.get("resources") or [] if isinstance(r, Mapping)}
+            self._kubeflow_serves[plural] = plural in names
+        return KUBEFLOW if self._kubeflow_serves[plural] else KUBEDL
+
+    async def resource(self, kind: str, fixed: ApiGroup | None) -> Resource:
+        return job_resource(kind, await self.group(kind, fixed))
+
+    # ------------------------------------------------------------------------------------ waiting
+
+    async def watch_job(self, resource: Resource, name: str, namespace: str, out: queue.Queue[WatchItem]) -> None:
+        """Put every state of the job on ``out`` as it changes, until cancelled (list, then watch)."""
+        try:
+            events = list_watch(
+                await self.kube(), resource, namespace, self.settings.retry, field_selector=f"metadata.name={name}"
+            )
+            async with contextlib.aclosing(events):
+                async for event in events:
+                    if event.type == "SYNC":
+                        items = event.object["items"]
+                        out.put(("job", items[0]) if items else ("gone", None))
+                    elif event.type == "DELETED":
+                        out.put(("gone", None))
+                    else:
+                        out.put(("job", event.object))
+        except Exception as exc:
+            out.put(("error", exc))
+
+    # -------------------------------------------------------------------------------------- logs
+
+    async def read_logs(self, pods: Sequence[Mapping[str, Any]], namespace: str, container: str) -> dict[str, str]:
+        """The log of each pod so far; a pod whose log cannot be read raises naming it."""
+        kube = await self.kube()
+        logs: dict[str, str] = {}
+        for pod in pods:
+            name = str(pod["metadata"]["name"])
+            try:
+                logs[name] = await kube.read_log(name, namespace=namespace, container=container_of(pod, container))
+            except kerrors.KubeError as exc:
+                raise PodLogError(namespace, name, exc) from exc
+        return logs
+
+    async def follow_logs(self, pods: Sequence[Mapping[str, Any]], namespace: str, container: str) -> dict[str, str]:
+        """Every pod's log, printed line by line as ``[Pod <name>]: <line>`` while it is written, until each
+        pod's container has ended; returns the logs as :meth:`read_logs` does."""
+        kube = await self.kube()
+        logs: dict[str, list[str]] = {}
+
+        async def one(pod: Mapping[str, Any]) -> None:
+            name = str(pod["metadata"]["name"])
+            lines = logs.setdefault(name, [])
+            try:
+                stream = kube.stream_log(name, namespace=namespace, container=container_of(pod, container))
+                async with contextlib.aclosing(stream):
+                    async for line in stream:
+                        print(f"[Pod {name}]: {line}")
+                        lines.append(line)
+            except kerrors.KubeError as exc:
+                raise PodLogError(namespace, name, exc) from exc
+
+        await asyncio.gather(*(one(pod) for pod in pods))
+        return {name: "".join(f"{line}\n" for line in lines) for name, lines in logs.items()}
+
+
+class PodLogError(Exception):
+    """A pod's log could not be read (the client reports it as the Kubeflow SDK does)."""
+
+    def __init__(self, namespace: str, pod: str, cause: BaseException) -> None:
+        super().__init__(f"Failed to read logs for pod {namespace}/{pod}. Error: {cause}")

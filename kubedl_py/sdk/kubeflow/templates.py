@@ -1,0 +1,188 @@
+"""The jobs ``create_job`` builds from a function or an image, as the Kubeflow training SDK 1.9 builds them.
+
+Why a copy of its rules (``kubeflow.training.utils.utils``): a script that says
+``create_job(name=..., train_func=train, num_workers=3)`` must get the same job here: a ``Master`` plus
+``num_workers - 1`` Workers for PyTorch, the function's source run by ``torchrun`` or ``python -u`` through
+``bash -c``, the pip install prelude, the Istio opt-out annotation, ``gpu`` meaning ``nvidia.com/gpu``. The
+jobs are built as dicts in the Training Operator's layout (``runPolicy: {}``); the client puts them in the
+layout of the group it talks to.
+"""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from kubedl_py.sdk.kubeflow import constants
+from kubedl_py.sdk.kubeflow.objects import camel, serialize
+
+__all__ = [
+    "command_for_function",
+    "container_spec",
+    "pip_install_script",
+    "pod_template_spec",
+    "pytorchjob_template",
+    "tfjob_template",
+]
+
+
+def pip_install_script(packages_to_install: Sequence[str], pip_index_url: str) -> str:
+    """The shell prelude that installs ``packages_to_install`` before the function runs."""
+    packages = " ".join(str(package) for package in packages_to_install)
+    return textwrap.dedent(
+        f"""
+        if ! [ -x "$(command -v pip)" ]; then
+            python -m ensurepip || python -m ensurepip --user || apt-get install python-pip
+        fi
+
+        PIP_DISABLE_PIP_VERSION_CHECK=1 python -m pip install --quiet \
+        --no-warn-script-location --index-url {pip_index_url} {packages}
+        """
+    )
+
+
+def command_for_function(
+    train_func: Callable[..., Any],
+    entrypoint: str,
+    train_func_parameters: Mapping[str, Any] | None = None,
+    packages_to_install: Sequence[str] | None = None,
+    pip_index_url: str = constants.DEFAULT_PIP_INDEX_URL,
+) -> tuple[list[str], list[str]]:
+    """``(command, args)`` of a container that writes the function's source to a file and runs it."""
+    if not callable(train_func):
+        raise ValueError(f"Training function must be callable, got function type: {type(train_func)}")
+    code = textwrap.dedent(inspect.getsource(train_func))
+    name = getattr(train_func, "__name__", "train")
+    call = f"{name}()" if train_func_parameters is None else f"{name}({train_func_parameters})"
+    code = f"{code}\n{call}\n"
+    script = textwrap.dedent(
+        """
+                program_path=$(mktemp -d)
+                read -r -d '' SCRIPT << EOM\n
+                {func_code}
+                EOM
+                printf "%s" \"$SCRIPT\" > \"$program_path/ephemeral_script.py\"
+                {entrypoint} \"$program_path/ephemeral_script.py\""""
+    ).format(func_code=code, entrypoint=entrypoint)
+    if packages_to_install is not None:
+        script = pip_install_script(packages_to_install, pip_index_url) + script
+    return list(constants.DEFAULT_COMMAND), [script]
+
+
+def _env(env_vars: Mapping[str, str] | Sequence[Any]) -> list[Any]:
+    if isinstance(env_vars, Mapping):
+        return [{"name": key, "value": value} for key, value in env_vars.items()]
+    # The Kubeflow SDK takes V1EnvVar models or dicts of V1EnvVar's keyword arguments (snake_case).
+    return [
+        {camel(key): value for key, value in item.items()} if isinstance(item, Mapping) else serialize(item)
+        for item in env_vars
+    ]
+
+
+def _resources(resources: Mapping[str, Any] | Any) -> Any:
+    if not isinstance(resources, Mapping):
+        return serialize(resources)
+    amounts = {key.lower(): value for key, value in resources.items()}
+    if "gpu" in amounts:
+        amounts["nvidia.com/gpu"] = amounts.pop("gpu")
+    return {"requests": dict(amounts), "limits": dict(amounts)}
+
+
+def container_spec(
+    name: str,
+    base_image: str,
+    *,
+    command: list[str] | None = None,
+    args: list[str] | None = None,
+    resources: Any = None,
+    volume_mounts: Sequence[Any] | None = None,
+    env_vars: Mapping[str, str] | Sequence[Any] | None = None,
+) -> dict[str, Any]:
+    """The training container: ``resources`` a dict (``cpu``, ``memory``, ``gpu``: requests = limits) or a
+    ``V1ResourceRequirements``; ``env_vars`` a dict or a list of ``V1EnvVar``."""
+    container: dict[str, Any] = {"name": name, "image": base_image}
+    if command is not None:
+        container["command"] = command
+    if args is not None:
+        container["args"] = args
+    if volume_mounts:
+        container["volumeMounts"] = serialize(list(volume_mounts))
+    if env_vars:
+        container["env"] = _env(env_vars)
+    if resources is not None:
+        container["resources"] = _resources(resources)
+    return container
+
+
+def pod_template_spec(containers: list[dict[str, Any]], volumes: Sequence[Any] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": containers}
+    if volumes:
+        spec["volumes"] = serialize(list(volumes))
+    return {"metadata": {"annotations": {constants.ISTIO_SIDECAR_INJECTION: "false"}}, "spec": spec}
+
+
+def _job(
+    api_version: str,
+    kind: str,
+    name: str,
+    namespace: str,
+    *,
+    labels: Mapping[str, str] | None,
+    annotations: Mapping[str, str] | None,
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if labels is not None:
+        metadata["labels"] = dict(labels)
+    if annotations is not None:
+        metadata["annotations"] = dict(annotations)
+    return {"apiVersion": api_version, "kind": kind, "metadata": metadata, "spec": {"runPolicy": {}}}
+
+
+def pytorchjob_template(
+    api_version: str,
+    name: str,
+    *,
+    namespace: str,
+    num_workers: int,
+    worker_pod_template_spec: dict[str, Any],
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    num_procs_per_worker: int | str | None = None,
+) -> dict[str, Any]:
+    """One Master and ``num_workers - 1`` Workers on the same template (the Master gives RANK 0)."""
+    job = _job(api_version, constants.PYTORCHJOB_KIND, name, namespace, labels=labels, annotations=annotations)
+    spec = job["spec"]
+    if num_procs_per_worker is not None:
+        spec["nprocPerNode"] = str(num_procs_per_worker)
+    specs: dict[str, Any] = {constants.REPLICA_TYPE_MASTER: {"replicas": 1, "template": worker_pod_template_spec}}
+    if num_workers > 1:
+        specs[constants.REPLICA_TYPE_WORKER] = {"replicas": num_workers - 1, "template": worker_pod_template_spec}
+    spec["pytorchReplicaSpecs"] = specs
+    return job
+
+
+def tfjob_template(
+    api_version: str,
+    name: str,
+    *,
+    namespace: str,
+    pod_template_spec: dict[str, Any],
+    num_workers: int,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    num_chief_replicas: int | None = None,
+    num_ps_replicas: int | None = None,
+) -> dict[str, Any]:
+    """Chief, PS and Worker replicas (each only when its number is given) on the same template."""
+    job = _job(api_version, constants.TFJOB_KIND, name, namespace, labels=labels, annotations=annotations)
+    specs: dict[str, Any] = {}
+    if num_chief_replicas is not None:
+        specs[constants.REPLICA_TYPE_CHIEF] = {"replicas": num_chief_replicas, "template": pod_template_spec}
+    if num_ps_replicas is not None:
+        specs[constants.REPLICA_TYPE_PS] = {"replicas": num_ps_replicas, "template": pod_template_spec}
+    if num_workers is not None:
+        specs[constants.REPLICA_TYPE_WORKER] = {"replicas": num_workers, "template": pod_template_spec}
+    job["spec"]["tfReplicaSpecs"] = specs
+    return job
