@@ -13,7 +13,6 @@ The client is blocking, as the Kubeflow one is; its requests run on a private ev
 
 from __future__ import annotations
 
-import datetime
 import logging
 import queue
 import time
@@ -24,13 +23,13 @@ from typing import Any, TypeVar
 from kubedl_py.api import constants as kubedl_constants
 from kubedl_py.api.groups import GROUPS, KUBEDL, KUBEFLOW, ApiGroup, group_of
 from kubedl_py.api.validation import parse_job
-from kubedl_py.kube import errors as kerrors
 from kubedl_py.kube.client import ClientSettings
 from kubedl_py.kube.resources import EVENTS, PODS, Resource
 from kubedl_py.sdk.config import ResolvedConfig, resolve_config
 from kubedl_py.sdk.errors import ConfigurationError
 from kubedl_py.sdk.kubeflow import constants, templates
-from kubedl_py.sdk.kubeflow.connection import Connection, PodLogError, WatchItem, job_resource
+from kubedl_py.sdk.kubeflow.connection import Connection, PodLogError, WatchItem, async_configuration, job_resource
+from kubedl_py.sdk.kubeflow.events import events_by_subject
 from kubedl_py.sdk.kubeflow.objects import Objects, in_group_layout, serialize
 from kubedl_py.sdk.kubeflow.runner import LoopThread
 
@@ -75,43 +74,8 @@ def _api_group(name: str | None) -> ApiGroup | None:
     )
 
 
-def _async_configuration(configuration: Any) -> Any:
-    """A kubernetes-asyncio ``Configuration`` for the one given (the Kubeflow SDK takes the sync client's)."""
-    from kubernetes_asyncio.client import Configuration
-
-    if isinstance(configuration, Configuration):
-        return configuration
-    converted = Configuration(host=configuration.host)
-    for attr in (
-        "api_key",
-        "api_key_prefix",
-        "username",
-        "password",
-        "ssl_ca_cert",
-        "cert_file",
-        "key_file",
-        "verify_ssl",
-        "assert_hostname",
-        "tls_server_name",
-        "proxy",
-        "proxy_headers",
-    ):
-        if hasattr(configuration, attr) and hasattr(converted, attr):
-            setattr(converted, attr, getattr(configuration, attr))
-    return converted
-
-
 def _has_condition(conditions: Iterable[Any], condition_type: str) -> bool:
     return any(c.type == condition_type and c.status == constants.CONDITION_STATUS_TRUE for c in conditions)
-
-
-def _time(value: Any) -> datetime.datetime | None:
-    if isinstance(value, str) and value:
-        try:
-            return datetime.datetime.fromisoformat(value)
-        except ValueError:
-            return None
-    return None
 
 
 class TrainingClient:
@@ -152,7 +116,7 @@ class TrainingClient:
             except ConfigurationError:
                 default_namespace = constants.DEFAULT_NAMESPACE
             config = ResolvedConfig(None, None, namespace or default_namespace)
-            configuration = _async_configuration(client_configuration)
+            configuration = async_configuration(client_configuration)
         else:
             config = resolve_config(config_file, context, namespace)
             configuration = None
@@ -269,7 +233,8 @@ class TrainingClient:
                 f"Volumes and VolumeMounts must be the same length: {len(volumes or [])} vs. {len(volume_mounts or [])}"
             )
         if job is None and (train_func is not None or base_image is not None):
-            body = self._built_job(
+            body = templates.job_from_function(
+                api_version=lambda: self._group(job_kind).api_version,
                 name=name,
                 namespace=namespace,
                 labels=labels,
@@ -312,115 +277,9 @@ class TrainingClient:
         kube = await self._connection.kube()
         await kube.create(resource, body, namespace=namespace)
 
-    def _built_job(
-        self,
-        *,
-        name: str | None,
-        namespace: str,
-        labels: dict[str, str] | None,
-        annotations: dict[str, str] | None,
-        job_kind: str,
-        base_image: str | None,
-        train_func: Callable[..., Any] | None,
-        parameters: dict[str, Any] | None,
-        num_workers: int | None,
-        num_procs_per_worker: int | str | None,
-        resources_per_worker: Any,
-        num_chief_replicas: int | None,
-        num_ps_replicas: int | None,
-        packages_to_install: list[str] | None,
-        pip_index_url: str,
-        env_vars: dict[str, str] | list[Any] | None,
-        volumes: list[Any] | None,
-        volume_mounts: list[Any] | None,
-    ) -> dict[str, Any]:
-        """The job ``create_job`` makes from a function or an image (the Kubeflow SDK's rules and errors)."""
-        if name is None:
-            raise ValueError("Job name must be set to configure Job from function or image")
-        if num_workers is None or num_workers < 1:
-            raise ValueError(f"At least one Worker for {job_kind} must be set")
-        image = base_image if base_image is not None else constants.JOB_PARAMETERS[job_kind]["base_image"]
-        command: list[str] | None = None
-        args: list[str] | None = None
-        if train_func is not None:
-            torch = job_kind == constants.PYTORCHJOB_KIND and (num_workers > 1 or num_procs_per_worker is not None)
-            command, args = templates.command_for_function(
-                train_func,
-                constants.ENTRYPOINT_TORCH if torch else constants.ENTRYPOINT_PYTHON,
-                parameters,
-                packages_to_install,
-                pip_index_url,
-            )
-        container = templates.container_spec(
-            constants.JOB_PARAMETERS[job_kind]["container"],
-            image,
-            command=command,
-            args=args,
-            resources=resources_per_worker,
-            env_vars=env_vars,
-            volume_mounts=volume_mounts,
-        )
-        pod_template = templates.pod_template_spec([container], volumes)
-        api_version = self._group(job_kind).api_version
-        if job_kind == constants.TFJOB_KIND:
-            if num_procs_per_worker is not None:
-                raise ValueError(f"num_procs_per_worker can't be set for {constants.TFJOB_KIND}")
-            return templates.tfjob_template(
-                api_version,
-                name,
-                namespace=namespace,
-                pod_template_spec=pod_template,
-                num_workers=num_workers,
-                labels=labels,
-                annotations=annotations,
-                num_chief_replicas=num_chief_replicas,
-                num_ps_replicas=num_ps_replicas,
-            )
-        if job_kind == constants.PYTORCHJOB_KIND:
-            if num_chief_replicas is not None or num_ps_replicas is not None:
-                raise ValueError(f"num_chief_replicas and num_ps_replicas can't be set for {constants.PYTORCHJOB_KIND}")
-            return templates.pytorchjob_template(
-                api_version,
-                name,
-                namespace=namespace,
-                num_workers=num_workers,
-                worker_pod_template_spec=pod_template,
-                labels=labels,
-                annotations=annotations,
-                num_procs_per_worker=num_procs_per_worker,
-            )
-        raise ValueError(
-            f"Job kind {job_kind} can't be created using function or image. Number of Workers must be set."
-        )
-
     def _check_queue_exists(self, queue_name: str, namespace: str) -> bool | None:
         """Whether Kueue's LocalQueue exists (only warned about when it does not, as the Kubeflow SDK does)."""
-
-        async def get() -> bool | None:
-            kube = await self._connection.kube()
-            path = f"/apis/kueue.x-k8s.io/v1beta1/namespaces/{namespace}/localqueues/{queue_name}"
-            try:
-                await kube.request("GET", path)
-                return True
-            except kerrors.NotFound:
-                logger.warning(
-                    "Queue '%s' does not exist in namespace '%s'. The job will be created but may not be managed "
-                    "by Kueue.",
-                    queue_name,
-                    namespace,
-                )
-                return False
-            except kerrors.ServerError as exc:
-                raise ConnectionError("Kueue webhook or admission controller is not responding.") from exc
-            except kerrors.KubeError as exc:
-                logger.warning(
-                    "Failed to validate Kueue queue '%s': %s. The job will be created but may not be managed by Kueue.",
-                    queue_name,
-                    exc,
-                )
-                return None
-
-        return self._runner.run(get())
+        return self._runner.run(self._connection.queue_exists(queue_name, namespace))
 
     def train(self, name: str, *args: Any, **kwargs: Any) -> None:
         """Not supported: the Kubeflow SDK's LLM fine-tuning (a PVC, its storage initializer and Hugging Face
@@ -756,30 +615,14 @@ class TrainingClient:
     def _events(
         self, name: str, namespace: str, job_kind: str, pods: list[dict[str, Any]], timeout: float | None
     ) -> dict[str, list[str]]:
-        what = f"get {job_kind}: {namespace}/{name}"
-        job = self._call(self._get(job_kind, name, namespace), timeout, what)
+        job = self._call(self._get(job_kind, name, namespace), timeout, f"get {job_kind}: {namespace}/{name}")
 
         async def listed() -> list[dict[str, Any]]:
             kube = await self._connection.kube()
             return (await kube.list(EVENTS, namespace=namespace)).items
 
-        subjects = [(job_kind, name, _time((job.get("metadata") or {}).get("creationTimestamp")))]
-        subjects += [
-            (constants.POD_KIND, str(pod["metadata"]["name"]), _time(pod["metadata"].get("creationTimestamp")))
-            for pod in pods
-        ]
-        events: dict[str, list[str]] = {}
-        for event in self._call(listed(), timeout, f"list events in namespace: {namespace}"):
-            involved = event.get("involvedObject") or {}
-            created = _time((event.get("metadata") or {}).get("creationTimestamp"))
-            for kind, subject, since in subjects:
-                if involved.get("kind") != kind or involved.get("name") != subject or created is None:
-                    continue
-                if since is not None and created < since:
-                    continue
-                line = f"{created.strftime('%Y-%m-%d %H:%M:%S')} {event.get('message', '')}"
-                events.setdefault(f"{kind.lower()}/{subject}", []).append(line)
-        return events
+        events = self._call(listed(), timeout, f"list events in namespace: {namespace}")
+        return events_by_subject(job, pods, events)
 
     # ------------------------------------------------------------------------------ update, delete
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import queue
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -24,7 +25,9 @@ from kubedl_py.sdk.kubeflow import constants
 from kubedl_py.sdk.pods import container_of
 from kubedl_py.sdk.watching import list_watch
 
-__all__ = ["Connection", "WatchItem", "job_resource"]
+__all__ = ["Connection", "PodLogError", "WatchItem", "async_configuration", "job_resource"]
+
+logger = logging.getLogger(__name__)
 
 #: what :meth:`Connection.watch_job` puts on its queue: ("job", object), ("gone", None) or ("error", exception)
 WatchItem = tuple[str, Any]
@@ -32,6 +35,32 @@ WatchItem = tuple[str, Any]
 
 def job_resource(kind: str, group: ApiGroup) -> Resource:
     return Resource(group.group, group.version, constants.JOB_PARAMETERS[kind]["plural"], kind)
+
+
+def async_configuration(configuration: Any) -> Any:
+    """A kubernetes-asyncio ``Configuration`` for the one given (the Kubeflow SDK takes the sync client's)."""
+    from kubernetes_asyncio.client import Configuration
+
+    if isinstance(configuration, Configuration):
+        return configuration
+    converted = Configuration(host=configuration.host)
+    for attr in (
+        "api_key",
+        "api_key_prefix",
+        "username",
+        "password",
+        "ssl_ca_cert",
+        "cert_file",
+        "key_file",
+        "verify_ssl",
+        "assert_hostname",
+        "tls_server_name",
+        "proxy",
+        "proxy_headers",
+    ):
+        if hasattr(configuration, attr) and hasattr(converted, attr):
+            setattr(converted, attr, getattr(configuration, attr))
+    return converted
 
 
 class Connection:
@@ -84,6 +113,31 @@ class Connection:
 
     async def resource(self, kind: str, fixed: ApiGroup | None) -> Resource:
         return job_resource(kind, await self.group(kind, fixed))
+
+    async def queue_exists(self, queue_name: str, namespace: str) -> bool | None:
+        """Whether Kueue's LocalQueue ``queue_name`` exists: True, False (404, warned), None (unknown, warned);
+        a 5xx is Kueue's webhook not answering (``ConnectionError``), as the Kubeflow SDK says."""
+        kube = await self.kube()
+        path = f"/apis/kueue.x-k8s.io/v1beta1/namespaces/{namespace}/localqueues/{queue_name}"
+        try:
+            await kube.request("GET", path)
+            return True
+        except kerrors.NotFound:
+            logger.warning(
+                "Queue '%s' does not exist in namespace '%s'. The job will be created but may not be managed by Kueue.",
+                queue_name,
+                namespace,
+            )
+            return False
+        except kerrors.ServerError as exc:
+            raise ConnectionError("Kueue webhook or admission controller is not responding.") from exc
+        except kerrors.KubeError as exc:
+            logger.warning(
+                "Failed to validate Kueue queue '%s': %s. The job will be created but may not be managed by Kueue.",
+                queue_name,
+                exc,
+            )
+            return None
 
     # ------------------------------------------------------------------------------------ waiting
 

@@ -21,6 +21,7 @@ from kubedl_py.sdk.kubeflow.objects import camel, serialize
 __all__ = [
     "command_for_function",
     "container_spec",
+    "job_from_function",
     "pip_install_script",
     "pod_template_spec",
     "pytorchjob_template",
@@ -186,3 +187,83 @@ def tfjob_template(
         specs[constants.REPLICA_TYPE_WORKER] = {"replicas": num_workers, "template": pod_template_spec}
     job["spec"]["tfReplicaSpecs"] = specs
     return job
+
+
+def job_from_function(
+    *,
+    api_version: Callable[[], str],
+    name: str | None,
+    namespace: str,
+    labels: dict[str, str] | None,
+    annotations: dict[str, str] | None,
+    job_kind: str,
+    base_image: str | None,
+    train_func: Callable[..., Any] | None,
+    parameters: dict[str, Any] | None,
+    num_workers: int | None,
+    num_procs_per_worker: int | str | None,
+    resources_per_worker: Any,
+    num_chief_replicas: int | None,
+    num_ps_replicas: int | None,
+    packages_to_install: list[str] | None,
+    pip_index_url: str,
+    env_vars: dict[str, str] | list[Any] | None,
+    volumes: list[Any] | None,
+    volume_mounts: list[Any] | None,
+) -> dict[str, Any]:
+    """The job ``create_job`` makes from a function or an image, with the Kubeflow SDK's rules and errors;
+    ``api_version`` is asked only once the arguments are known to be right."""
+    if name is None:
+        raise ValueError("Job name must be set to configure Job from function or image")
+    if num_workers is None or num_workers < 1:
+        raise ValueError(f"At least one Worker for {job_kind} must be set")
+    image = base_image if base_image is not None else constants.JOB_PARAMETERS[job_kind]["base_image"]
+    command: list[str] | None = None
+    args: list[str] | None = None
+    if train_func is not None:
+        torch = job_kind == constants.PYTORCHJOB_KIND and (num_workers > 1 or num_procs_per_worker is not None)
+        command, args = command_for_function(
+            train_func,
+            constants.ENTRYPOINT_TORCH if torch else constants.ENTRYPOINT_PYTHON,
+            parameters,
+            packages_to_install,
+            pip_index_url,
+        )
+    container = container_spec(
+        constants.JOB_PARAMETERS[job_kind]["container"],
+        image,
+        command=command,
+        args=args,
+        resources=resources_per_worker,
+        env_vars=env_vars,
+        volume_mounts=volume_mounts,
+    )
+    pod_template = pod_template_spec([container], volumes)
+    if job_kind == constants.TFJOB_KIND:
+        if num_procs_per_worker is not None:
+            raise ValueError(f"num_procs_per_worker can't be set for {constants.TFJOB_KIND}")
+        return tfjob_template(
+            api_version(),
+            name,
+            namespace=namespace,
+            pod_template_spec=pod_template,
+            num_workers=num_workers,
+            labels=labels,
+            annotations=annotations,
+            num_chief_replicas=num_chief_replicas,
+            num_ps_replicas=num_ps_replicas,
+        )
+    if job_kind == constants.PYTORCHJOB_KIND:
+        if num_chief_replicas is not None or num_ps_replicas is not None:
+            raise ValueError(f"num_chief_replicas and num_ps_replicas can't be set for {constants.PYTORCHJOB_KIND}")
+        return pytorchjob_template(
+            api_version(),
+            name,
+            namespace=namespace,
+            num_workers=num_workers,
+            worker_pod_template_spec=pod_template,
+            labels=labels,
+            annotations=annotations,
+            num_procs_per_worker=num_procs_per_worker,
+        )
+    raise ValueError(f"Job kind {job_kind} can't be created using function or image. Number of Workers must be set.")
