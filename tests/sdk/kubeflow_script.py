@@ -5,6 +5,8 @@ The script knows nothing of which client it drives: it takes a ``TrainingClient`
 update, delete -- and the error cases a script relies on. It returns what it saw as plain data with the job's
 name replaced by ``<job>``, so runs against either API group and either SDK compare with ``==``.
 
+``import_kubeflow_training`` gives the real Kubeflow SDK, or skips saying why it cannot be had.
+
 It blocks: run it in a worker thread (``asyncio.to_thread``), since the test's event loop serves the cluster.
 """
 
@@ -12,10 +14,41 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import importlib
 import io
+import os
+import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
+
+import pytest
+
+_NAMESPACE_FILE: Final = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def import_kubeflow_training() -> Any:
+    """The real Kubeflow SDK, or a skip naming why it cannot be imported.
+
+    Its import reads the service account's namespace file whenever ``/var/run/secrets/kubernetes.io`` exists
+    (``utils.get_default_target_namespace()`` as a default argument); on a machine that has that directory
+    but is no pod (no namespace file, no ``KUBERNETES_SERVICE_HOST``) it raises FileNotFoundError. The test
+    passes a kubeconfig and a namespace, so for the import only that directory is taken for what it is here:
+    not a pod's."""
+    try:
+        return importlib.import_module("kubeflow.training")
+    except ImportError as exc:
+        pytest.skip(f"the Kubeflow training SDK is not installed (pip install kubeflow-training): {exc!r}")
+    except FileNotFoundError as exc:
+        if exc.filename != _NAMESPACE_FILE or os.environ.get("KUBERNETES_SERVICE_HOST"):
+            pytest.skip(f"the Kubeflow training SDK cannot be imported here: {exc!r}")
+    for module in [m for m in sys.modules if m.startswith("kubeflow.training")]:
+        del sys.modules[module]  # the failed import left its submodules, unbound from the package
+    isdir = os.path.isdir
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os.path, "isdir", lambda p: p != "/var/run/secrets/kubernetes.io/" and isdir(p))
+        return importlib.import_module("kubeflow.training")
+
 
 #: how often the real Kubeflow SDK polls in these runs (it sleeps this long between reads)
 POLL = 0.2
@@ -47,7 +80,7 @@ def _gone(client: Any, name: str) -> bool:
 
 
 def run_script(
-    client: Any, job: Any, failing_job: Any, name: str, failing_name: str, train: Callable[[], None]
+    client: Any, job: Any, *, name: str, failing_job: Any, failing_name: str, train: Callable[[], None]
 ) -> dict[str, Any]:
     """Drive ``client`` through a job's life; ``job`` succeeds, ``failing_job`` fails, ``train`` is a function
     for the builder path. Returns what was seen, with names made ``<job>``."""
@@ -158,7 +191,9 @@ def run_script(
         ),
         "expected failure": client.wait_for_job_conditions(
             failing_name, expected_conditions={"Failed"}, wait_timeout=WAIT, polling_interval=POLL
-        ).status.conditions[-1].type,
+        )
+        .status.conditions[-1]
+        .type,
     }
 
     built = f"{name}-fn"

@@ -6,46 +6,19 @@ in ``training.kubedl.io/v1alpha1``, and through the real ``kubeflow.training.Tra
 from __future__ import annotations
 
 import asyncio
-import importlib
-import os
-import sys
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 
 from kubedl_py.local import EXIT_CODE, RUN_SECONDS
-from kubedl_py.sdk.kubeflow import objects
 from kubedl_py.sdk.kubeflow import TrainingClient as KubedlTrainingClient
+from kubedl_py.sdk.kubeflow import objects
 from tests.integration.conftest import Env, Kube, RunningController, fast_options
-from tests.sdk.kubeflow_script import run_script
+from tests.sdk.kubeflow_script import import_kubeflow_training, run_script
 
 KUBEFLOW = "kubeflow.org/v1"
 KUBEDL = "training.kubedl.io/v1alpha1"
-_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-
-def import_kubeflow_training() -> Any:
-    """The real Kubeflow SDK, or a skip naming why it cannot be imported.
-
-    Its import reads the service account's namespace file whenever ``/var/run/secrets/kubernetes.io`` exists
-    (``utils.get_default_target_namespace()`` as a default argument); on a machine that has that directory
-    but is no pod (no namespace file, no ``KUBERNETES_SERVICE_HOST``) it raises FileNotFoundError. The test
-    passes a kubeconfig and a namespace, so for the import only that directory is taken for what it is here:
-    not a pod's."""
-    try:
-        return importlib.import_module("kubeflow.training")
-    except ImportError as exc:
-        pytest.skip(f"the Kubeflow training SDK is not installed (pip install kubeflow-training): {exc!r}")
-    except FileNotFoundError as exc:
-        if exc.filename != _NAMESPACE_FILE or os.environ.get("KUBERNETES_SERVICE_HOST"):
-            pytest.skip(f"the Kubeflow training SDK cannot be imported here: {exc!r}")
-    for module in [m for m in sys.modules if m.startswith("kubeflow.training")]:
-        del sys.modules[module]  # the failed import left its submodules, unbound from the package
-    isdir = os.path.isdir
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(os.path, "isdir", lambda p: p != "/var/run/secrets/kubernetes.io/" and isdir(p))
-        return importlib.import_module("kubeflow.training")
 
 
 @pytest.fixture
@@ -87,7 +60,7 @@ def job_dict(api_version: str, name: str, *, code: int = 0) -> dict[str, Any]:
             "restartPolicy": "Never",
             "template": {
                 "metadata": {"annotations": ending(code, seconds)},
-                "spec": {"containers": [{"name": "pytorch", "image": "busybox", "command": ["python", "train.py"]}]},
+                "spec": {"containers": [{"name": "pytorch", "image": "busybox", "command": ["train"]}]},
             },
         }
 
@@ -110,7 +83,9 @@ def job_model(api_version: str, name: str, *, code: int = 0) -> Any:
             restart_policy="Never",
             template=V1PodTemplateSpec(
                 metadata=V1ObjectMeta(annotations=ending(code, seconds)),
-                spec=V1PodSpec(containers=[V1Container(name="pytorch", image="busybox", command=["python", "train.py"])]),
+                spec=V1PodSpec(
+                    containers=[V1Container(name="pytorch", image="busybox", command=["python", "train.py"])]
+                ),
             ),
         )
 
@@ -213,9 +188,7 @@ def assert_as_expected(seen: dict[str, Any]) -> None:
     assert seen.keys() == EXPECTED.keys()
 
 
-async def test_one_script_both_api_groups(
-    cluster: Env, kubeflow_controller: RunningController, returned: str
-) -> None:
+async def test_one_script_both_api_groups(cluster: Env, kubeflow_controller: RunningController, returned: str) -> None:
     """kubedl-py's drop-in runs the script for a kubeflow.org job and a training.kubedl.io job alike, with
     job objects built as dicts (views returned) or as Kubeflow models (Kubeflow models returned)."""
     build = job_dict if returned == "views" else job_model
@@ -224,7 +197,7 @@ async def test_one_script_both_api_groups(
         with KubedlTrainingClient(config_file=str(cluster.kubeconfig_path), api_group=group) as client:
             assert client.namespace == cluster.namespace
             job, failing = build(api_version, name), build(api_version, f"{name}-bad", code=3)
-            return run_script(client, job, failing, name, f"{name}-bad", train)
+            return run_script(client, job, name=name, failing_job=failing, failing_name=f"{name}-bad", train=train)
 
     kubeflow = await asyncio.to_thread(script, KUBEFLOW, "kubeflow", "kf")
     assert_as_expected(kubeflow)
@@ -233,9 +206,7 @@ async def test_one_script_both_api_groups(
     assert kubedl == kubeflow
 
 
-async def test_the_real_kubeflow_sdk_runs_the_same_script(
-    cluster: Env, kubeflow_controller: RunningController
-) -> None:
+async def test_the_real_kubeflow_sdk_runs_the_same_script(cluster: Env, kubeflow_controller: RunningController) -> None:
     """``from kubeflow.training import TrainingClient`` against kubedl-py serving kubeflow.org/v1: the script
     sees what it sees through kubedl-py's client, so switching is one import."""
     kf = import_kubeflow_training()
@@ -243,6 +214,6 @@ async def test_the_real_kubeflow_sdk_runs_the_same_script(
     def script() -> dict[str, Any]:
         client = kf.TrainingClient(config_file=str(cluster.kubeconfig_path), namespace=cluster.namespace)
         job, failing = job_model(KUBEFLOW, "real"), job_model(KUBEFLOW, "real-bad", code=3)
-        return run_script(client, job, failing, "real", "real-bad", train)
+        return run_script(client, job, name="real", failing_job=failing, failing_name="real-bad", train=train)
 
     assert_as_expected(await asyncio.to_thread(script))

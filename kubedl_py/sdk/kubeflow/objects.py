@@ -63,6 +63,8 @@ _MAP_FIELDS: Final = frozenset(
 )
 #: string fields the kubernetes models read as datetimes (besides every ``*Time`` and ``*Timestamp``)
 _TIME_FIELDS: Final = frozenset({"time", "startedAt", "finishedAt"})
+#: words the OpenAPI generator escapes besides Python 3's keywords (``V1Probe._exec``)
+_PY2_KEYWORDS: Final = frozenset({"exec", "print"})
 _MODEL_ATTRIBUTES: Final = frozenset({"openapi_types", "attribute_map", "discriminator"})
 
 
@@ -71,7 +73,7 @@ def snake(name: str) -> str:
     ``nProcPerNode`` -> ``n_proc_per_node``, ``podIPs`` -> ``pod_i_ps``, ``exec`` -> ``_exec``."""
     step = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
     attr = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", step).lower()
-    return f"_{attr}" if keyword.iskeyword(attr) else attr
+    return f"_{attr}" if keyword.iskeyword(attr) or attr in _PY2_KEYWORDS else attr
 
 
 def camel(attr: str) -> str:
