@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from kubedl_py.kube.resources import Resource
 from kubedl_py.local import EXIT_CODE, RUN_SECONDS
 from kubedl_py.sdk.kubeflow import TrainingClient as KubedlTrainingClient
 from kubedl_py.sdk.kubeflow import objects
@@ -217,3 +218,22 @@ async def test_the_real_kubeflow_sdk_runs_the_same_script(cluster: Env, kubeflow
         return run_script(client, job, name="real", failing_job=failing, failing_name="real-bad", train=train)
 
     assert_as_expected(await asyncio.to_thread(script))
+
+
+async def test_without_an_api_group_the_client_uses_kubeflow_org_where_served(
+    cluster: Env, kube: Kube, kubeflow_controller: RunningController
+) -> None:
+    """``api_group=None``: discovery finds kubeflow.org/v1 serving pytorchjobs, so a job without an apiVersion
+    goes there, and its pods are found by the Training Operator's labels."""
+
+    def script() -> tuple[str, list[str]]:
+        with KubedlTrainingClient(config_file=str(cluster.kubeconfig_path)) as client:
+            body = job_dict(KUBEFLOW, "auto")
+            del body["apiVersion"]
+            client.create_job(body)
+            done = client.wait_for_job_conditions("auto", wait_timeout=60, polling_interval=0.2)
+            return done.api_version, client.get_job_pod_names("auto")
+
+    assert await asyncio.to_thread(script) == (KUBEFLOW, ["auto-master-0", "auto-worker-0"])
+    stored = await kube.get(Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob"), "auto", namespace=kube.ns)
+    assert stored["metadata"]["uid"]

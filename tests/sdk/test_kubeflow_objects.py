@@ -438,3 +438,31 @@ def test_jobs_built_from_a_function_are_the_kubeflow_sdks(client: Any, monkeypat
 
 def train(parameters: dict[str, Any]) -> None:
     print("training with", parameters)
+
+
+async def test_without_kubeflow_org_the_client_uses_training_kubedl_io(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Discovery: where kubeflow.org/v1 is not served (404), or not for the kind, training.kubedl.io is used."""
+    from kubedl_py.kube.errors import NotFound
+    from kubedl_py.sdk.config import ResolvedConfig
+    from kubedl_py.sdk.kubeflow.connection import Connection
+
+    answers: list[Any] = [NotFound("no such group", status=404), {"resources": [{"name": "tfjobs"}]}]
+
+    class Kube:
+        async def request(self, method: str, path: str) -> Any:
+            assert (method, path) == ("GET", "/apis/kubeflow.org/v1")
+            answer = answers.pop(0)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
+    async def kube() -> Any:
+        return Kube()
+
+    for served in (False, True):
+        connection = Connection(ResolvedConfig(None, None, "default"), None, ClientSettings())
+        monkeypatch.setattr(connection, "kube", kube)
+        assert (await connection.group("PyTorchJob", None)).name == "kubedl"
+        assert (await connection.group("PyTorchJob", None)).name == "kubedl", "asked once per client"
+        if served:
+            assert (await connection.group("TFJob", None)).name == "kubeflow"

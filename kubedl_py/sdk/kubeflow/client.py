@@ -149,8 +149,6 @@ class TrainingClient:
             return self._runner.run(coro, timeout)
         except TimeoutError:
             raise TimeoutError(f"Timeout to {what}") from None
-        except (ValueError, TypeError):
-            raise
         except Exception as exc:
             raise RuntimeError(f"Failed to {what}. Error: {exc}") from exc
 

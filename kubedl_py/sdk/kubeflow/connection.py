@@ -71,11 +71,18 @@ class Connection:
         self.settings = settings
         self._configuration = configuration
         self._kube: KubeClient | None = None
-        #: plural -> whether kubeflow.org/v1 serves it (asked once per client)
-        self._kubeflow_serves: dict[str, bool] = {}
+        self._opening: asyncio.Lock | None = None
+        #: the resources kubeflow.org/v1 serves (asked once per client)
+        self._kubeflow_serves: set[str] | None = None
 
     async def kube(self) -> KubeClient:
-        if self._kube is None:
+        if self._kube is not None:
+            return self._kube
+        if self._opening is None:  # made on the loop: a lock binds to the loop that first waits on it
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if self._kube is not None:
+                return self._kube
             kube = KubeClient(
                 kubeconfig=self.config.kubeconfig,
                 context=self.config.context,
@@ -100,16 +107,15 @@ class Connection:
         when the cluster serves the kind there (discovery), else training.kubedl.io."""
         if fixed is not None:
             return fixed
-        plural = constants.JOB_PARAMETERS[kind]["plural"]
-        if plural not in self._kubeflow_serves:
+        if self._kubeflow_serves is None:
             kube = await self.kube()
             try:
                 found = await kube.request("GET", f"/apis/{KUBEFLOW.group}/{KUBEFLOW.version}")
             except kerrors.NotFound:
                 found = {}
-            names = {str(r.get("name")) for r in found.get("resources") or [] if isinstance(r, Mapping)}
-            self._kubeflow_serves[plural] = plural in names
-        return KUBEFLOW if self._kubeflow_serves[plural] else KUBEDL
+            resources = found.get("resources") or []
+            self._kubeflow_serves = {str(r.get("name")) for r in resources if isinstance(r, Mapping)}
+        return KUBEFLOW if constants.JOB_PARAMETERS[kind]["plural"] in self._kubeflow_serves else KUBEDL
 
     async def resource(self, kind: str, fixed: ApiGroup | None) -> Resource:
         return job_resource(kind, await self.group(kind, fixed))
