@@ -141,6 +141,8 @@ def _lay_out_run_policy(spec: Schema, group: ApiGroup) -> None:
     if group.run_policy_field is not None:
         for key in policy:
             del properties[key]
+        # Stored as ``runPolicy: {}`` when omitted: the Kubeflow SDK's models refuse a job without it.
+        nested["default"] = {}
     properties[group.run_policy_field or "runPolicy"] = nested
 
 

@@ -80,7 +80,7 @@ class _Embedded:
     async def start(self) -> None:
         await self.cluster.start()
         async with KubeClient(configuration=self.cluster.configuration) as kube:
-            for crd in all_crds():
+            for crd in all_crds(kubeflow=True):  # as on the real cluster of the session
                 await kube.create(CRDS, crd)
 
 

@@ -158,7 +158,7 @@ async def _embedded(session: aiohttp.ClientSession, tmp_path: Path) -> AsyncIter
     namespace = f"f-{uuid.uuid4().hex[:10]}"
     async with LocalCluster(nodes=0) as local:
         async with KubeClient(configuration=local.configuration) as kube:
-            for crd in all_crds():
+            for crd in all_crds(kubeflow=True):  # as on the real cluster of the session
                 await kube.create(CRDS, crd)
             await create_namespace(kube, namespace)
         yield Server(

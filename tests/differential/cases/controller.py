@@ -112,7 +112,7 @@ async def _(t: Tier) -> None:
     await t.patch(
         grouped(t, "pytorchjobs", "job", "status"), {"metadata": {"resourceVersion": rv}, "status": {"startTime": None}}
     )
-    await t.kubectl("get", "pytorchjob", "job")
+    await t.kubectl("get", "pytorchjob.training.kubedl.io", "job")
 
 
 @case("controller-kubectl-wait-job-condition")
@@ -125,8 +125,8 @@ async def _(t: Tier) -> None:
         {"status": {"conditions": [{"type": "Succeeded", "status": "True", "reason": "JobSucceeded"}]}},
         "application/merge-patch+json",
     )
-    await t.kubectl("wait", "--for=condition=Succeeded", "pytorchjob/job", "--timeout=30s")
-    await t.kubectl("wait", "--for=condition=Failed", "pytorchjob/job", "--timeout=1s")
+    await t.kubectl("wait", "--for=condition=Succeeded", "pytorchjob.training.kubedl.io/job", "--timeout=30s")
+    await t.kubectl("wait", "--for=condition=Failed", "pytorchjob.training.kubedl.io/job", "--timeout=1s")
 
 
 @case("controller-recreate-terminating-pod", nodes=True)
@@ -234,7 +234,7 @@ async def _(t: Tier) -> None:
         "count": 1,
     }
     await t.post(core(t, "events"), event)
-    await t.kubectl("describe", "pytorchjob", "job", out=lambda s: s.split("Events:")[1])
+    await t.kubectl("describe", "pytorchjob.training.kubedl.io", "job", out=lambda s: s.split("Events:")[1])
 
 
 @case("controller-node-read")

@@ -143,15 +143,15 @@ async def _(t: Tier) -> None:
         headers={"Accept": "application/json;as=Table;g=meta.k8s.io;v=v1"},
         keep=lambda b: ({c["name"]: c["type"] for c in b["columnDefinitions"]}, [r["cells"][:2] for r in b["rows"]]),
     )
-    await t.kubectl("get", "pytorchjobs")
-    await t.kubectl("get", "pytorchjob", "tab", "-o", "wide")
+    await t.kubectl("get", "pytorchjobs.training.kubedl.io")
+    await t.kubectl("get", "pytorchjob.training.kubedl.io", "tab", "-o", "wide")
 
 
 @case("crd-kubectl-describe")
 async def _(t: Tier) -> None:
     """kubectl describe of a PyTorchJob."""
     await make(t, grouped(t, "pytorchjobs"), pytorchjob("d"))
-    await t.kubectl("describe", "pytorchjob", "d")
+    await t.kubectl("describe", "pytorchjob.training.kubedl.io", "d")
 
 
 @case("crd-missing-and-not-found")

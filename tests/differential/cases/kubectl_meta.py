@@ -22,9 +22,9 @@ async def _(t: Tier) -> None:
 @case("kubectl-explain-pytorchjob")
 async def _(t: Tier) -> None:
     """explain of our CRD, top and nested (the schema's descriptions)."""
-    await t.kubectl("explain", "pytorchjobs")
-    await t.kubectl("explain", "pytorchjobs.spec.pytorchReplicaSpecs")
-    await t.kubectl("explain", "tfjobs.spec", "--recursive")
+    await t.kubectl("explain", "pytorchjobs", "--api-version=training.kubedl.io/v1alpha1")
+    await t.kubectl("explain", "pytorchjobs.spec.pytorchReplicaSpecs", "--api-version=training.kubedl.io/v1alpha1")
+    await t.kubectl("explain", "tfjobs.spec", "--recursive", "--api-version=training.kubedl.io/v1alpha1")
 
 
 @case("kubectl-explain-errors")

@@ -156,7 +156,7 @@ spec:
             image: pytorch/pytorch:2.3.0
 """
     await t.kubectl("apply", "--server-side", "-f", "-", stdin=manifest)
-    await t.kubectl("get", "pytorchjob", "ssa", "-o", "jsonpath={.spec}", out=_json)
+    await t.kubectl("get", "pytorchjob.training.kubedl.io", "ssa", "-o", "jsonpath={.spec}", out=_json)
     await t.kubectl("apply", "--server-side", "-f", "-", stdin=manifest.replace("replicas: 1", "replicas: 2"))
 
 
@@ -194,7 +194,7 @@ spec:
     await t.kubectl("apply", "-f", "-", stdin=manifest)
     await t.kubectl("apply", "-f", "-", stdin=manifest.replace("replicas: 2", "replicas: 4"))
     await t.kubectl("apply", "-f", "-", stdin=manifest.replace("replicas: 1", "replicas: 2"))
-    await t.kubectl("get", "pytorchjobs")
+    await t.kubectl("get", "pytorchjobs.training.kubedl.io")
 
 
 @case("kubectl-patch-strategic-pod")
@@ -238,12 +238,14 @@ async def _(t: Tier) -> None:
     from tests.differential.cases.common import pytorchjob
 
     await make(t, f"/apis/{GROUP}/v1alpha1/namespaces/{t.ns}/pytorchjobs", pytorchjob("pj"))
-    await t.kubectl("patch", "pytorchjob", "pj", "--type=merge", "-p", '{"spec":{"backoffLimit":3}}')
-    await t.kubectl("patch", "pytorchjob", "pj", "-p", '{"spec":{"backoffLimit":4}}')
+    await t.kubectl("patch", "pytorchjob.training.kubedl.io", "pj", "--type=merge", "-p", '{"spec":{"backoffLimit":3}}')
+    await t.kubectl("patch", "pytorchjob.training.kubedl.io", "pj", "-p", '{"spec":{"backoffLimit":4}}')
     await t.kubectl(
         "patch", "pytorchjob", "pj", "--type=json", "-p", '[{"op":"replace","path":"/spec/backoffLimit","value":5}]'
     )
-    await t.kubectl("get", "pytorchjob", "pj", "-o", "jsonpath={.spec.backoffLimit} {.metadata.generation}")
+    await t.kubectl(
+        "get", "pytorchjob.training.kubedl.io", "pj", "-o", "jsonpath={.spec.backoffLimit} {.metadata.generation}"
+    )
 
 
 @case("kubectl-patch-status-subresource")
@@ -264,7 +266,9 @@ async def _(t: Tier) -> None:
     await t.kubectl(
         "patch", "pytorchjob", "pj", "--type=merge", "-p", '{"status":{"startTime":"2020-01-01T00:00:00Z"}}'
     )
-    await t.kubectl("get", "pytorchjob", "pj", "-o", "jsonpath={.status} {.metadata.generation}", out=lambda s: s)
+    await t.kubectl(
+        "get", "pytorchjob.training.kubedl.io", "pj", "-o", "jsonpath={.status} {.metadata.generation}", out=lambda s: s
+    )
 
 
 @case("kubectl-patch-missing-and-noop")
