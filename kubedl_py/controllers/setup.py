@@ -59,7 +59,8 @@ class ControllerOptions:
     rdma_defaults: RdmaSpec | None = None
     #: ``--kubeflow-api``: also reconcile the kinds in kubeflow.org/v1 (those whose CRDs are installed)
     kubeflow_api: bool = False
-    #: the (group, plural) pairs served by the API server, from :func:`served_resources`; None: assume all
+    #: the (group, plural) pairs served by the API server, from :func:`served_resources`; None: assume all.
+    #: Only kubeflow.org kinds missing here are skipped.
     served: frozenset[tuple[str, str]] | None = None
 
     @property
@@ -168,7 +169,10 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
             if group not in plugin.groups:
                 continue
             resource = Resource(group.group, group.version, framework.plural, framework.kind)
-            if options.served is not None and (group.group, framework.plural) not in options.served:
+            # Only kubeflow.org is filtered by what is installed: it is optional, in part or whole. Our own
+            # kinds are always watched, so a controller started before its CRDs are served waits for them.
+            installed = options.served is None or (group.group, framework.plural) in options.served
+            if group is not KUBEDL and not installed:
                 logger.info("%s is not installed; its jobs are not reconciled", resource)
                 continue
             count = _transition_counter(on_transition, peer_counters if group.kind_reasons else None)

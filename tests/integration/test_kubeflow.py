@@ -409,3 +409,27 @@ async def test_a_kubedl_job_file_applies_unchanged(kube: Kube, kf_controller: Ru
 async def _pods_with(kube: Kube, job: str, count: int) -> list[dict[str, Any]] | None:
     listed = await kube.list(PODS, namespace=kube.ns, label_selector=f"{c.LABEL_JOB_NAME}={job}")
     return listed.items if len(listed.items) == count else None
+
+
+async def test_only_installed_kubeflow_kinds_are_watched(cluster: Env, kube: Kube) -> None:
+    """Discovery decides which kubeflow.org kinds the controller watches (a cluster may have them in part);
+    its own group is always watched, so a controller that starts before its CRDs waits for them."""
+    from kubedl_py.api.groups import GROUPS
+    from kubedl_py.controllers.setup import build_manager, served_resources
+
+    async with cluster.controller_client() as client:
+        served = await served_resources(client, GROUPS)
+        assert {("kubeflow.org", "pytorchjobs"), ("training.kubedl.io", "tfjobs")} <= served
+        partial = frozenset(pair for pair in served if pair != ("kubeflow.org", "tfjobs"))
+        manager = build_manager(client, fast_options(kubeflow_api=True, served=partial))
+        names = {controller.name for controller in manager.controllers}
+        assert "pytorchjobs.kubeflow.org" in names and "tfjobs.kubeflow.org" not in names
+        native_only = build_manager(client, fast_options(kubeflow_api=True, served=frozenset()))
+        assert {controller.name for controller in native_only.controllers} == {
+            "pytorchjobs",
+            "tfjobs",
+            "mpijobs",
+            "xgboostjobs",
+            "paddlejobs",
+            "jaxjobs",
+        }
