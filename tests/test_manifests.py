@@ -125,3 +125,28 @@ def test_manifests_pin_the_image_of_this_release() -> None:
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert container["image"] == f"kubedl-py:{kubedl_py.__version__}"
     assert version("kubedl-py") == kubedl_py.__version__
+
+
+def test_kubeflow_api_adds_its_crds_rbac_and_the_controller_flag() -> None:
+    docs = _docs(render_manifests(ManifestOptions(kubeflow_api=True)))
+    crds = [doc["metadata"]["name"] for doc in docs if doc["kind"] == "CustomResourceDefinition"]
+    kubeflow = sorted(name for name in crds if name.endswith(".kubeflow.org"))
+    assert kubeflow == sorted(f"{k.framework.plural}.kubeflow.org" for k in KINDS)
+    assert len(crds) == 2 * len(KINDS)
+    role = next(doc for doc in docs if doc["kind"] == "ClusterRole")
+    grants = {
+        (g, r): set(rule["verbs"]) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+    }
+    assert grants[("kubeflow.org", "tfjobs")] == {"get", "list", "watch", "delete"}
+    assert grants[("kubeflow.org", "tfjobs/status")] == {"get", "update", "patch"}
+    deployment = next(doc for doc in docs if doc["kind"] == "Deployment")
+    assert "--kubeflow-api" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    # Without the flag, nothing of kubeflow.org (a cluster running the Training Operator owns those CRDs).
+    assert "kubeflow.org" not in render_manifests()
+    result = subprocess.run(
+        [sys.executable, "-m", "kubedl_py.cli", "manifests", "--crds-only", "--kubeflow-api"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert result.stdout == render_manifests(ManifestOptions(crds_only=True, kubeflow_api=True))

@@ -32,7 +32,7 @@ from kubedl_py.sdk.errors import (
     JobTimeoutError,
     translated,
 )
-from kubedl_py.sdk.kinds import RESOURCES, canonical_kind, kind_names, to_model
+from kubedl_py.sdk.kinds import RESOURCES, canonical_kind, kind_names, resource_for, to_model
 from kubedl_py.sdk.logs import LogFollower, read_log
 from kubedl_py.sdk.pods import container_status, pod_order, replica_selector
 from kubedl_py.sdk.views import (
@@ -160,7 +160,7 @@ class AsyncTrainingClient:
         body["metadata"]["namespace"] = ns
         kube = await self._client()
         with translated():
-            created = await kube.create(RESOURCES[job.kind], body, namespace=ns)
+            created = await kube.create(resource_for(job), body, namespace=ns)
         logger.debug("created %s %s/%s", job.kind, ns, created["metadata"]["name"])
         return to_model(created)
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from kubedl_py.api import constants as c
+from kubedl_py.api.groups import KUBEDL, group_of, to_internal
 from kubedl_py.api.jobs import JOB_MODELS, Job
 from kubedl_py.api.kinds import KindAPI, all_kinds
 from kubedl_py.kube.resources import Resource
@@ -69,7 +70,16 @@ def canonical_kind(kind: str | None) -> str | None:
     return canonical
 
 
+def resource_for(job: Job) -> Resource:
+    """The API resource of ``job`` in the group it was written for (training.kubedl.io or kubeflow.org)."""
+    group = job.api_group
+    framework = job.framework
+    return Resource(group.group, group.version, framework.plural, framework.kind)
+
+
 def to_model(obj: Mapping[str, Any]) -> Job:
-    """A job from the server's answer (already validated when created; status may be anything)."""
+    """A job from the server's answer (already validated when created; status may be anything), in either
+    API group: a kubeflow.org job's ``runPolicy`` is lifted into the one model, as ``parse_job`` does."""
     model = JOB_MODELS[str(obj.get("kind"))]
-    return model.model_validate(dict(obj))
+    body, _ = to_internal(obj, group_of(obj.get("apiVersion")) or KUBEDL)
+    return model.model_validate(body)

@@ -433,3 +433,14 @@ async def test_only_installed_kubeflow_kinds_are_watched(cluster: Env, kube: Kub
             "paddlejobs",
             "jaxjobs",
         }
+
+
+async def test_the_native_sdk_submits_a_kubeflow_job_file_to_its_group(cluster: Env, kube: Kube) -> None:
+    from kubedl_py.sdk import AsyncTrainingClient
+
+    path = ROOT / "examples" / "kubeflow" / "pytorchjob-nccl-rdma.yaml"
+    async with AsyncTrainingClient(kubeconfig=cluster.kubeconfig_path) as sdk:
+        [job] = await sdk.submit(path)
+    assert job.api_group is KUBEFLOW and job.run_policy.backoff_limit == 3
+    stored = await kube.get(KF_PYTORCHJOBS, job.name, namespace=kube.ns)
+    assert stored["spec"]["runPolicy"]["backoffLimit"] == 3
