@@ -266,6 +266,17 @@ async def controller(cluster: Env, kube: Kube) -> AsyncIterator[RunningControlle
         await running.stop()
 
 
+@pytest.fixture
+async def kubeflow_controller(cluster: Env, kube: Kube) -> AsyncIterator[RunningController]:
+    """The controller serving both API groups (``--kubeflow-api``)."""
+    running = RunningController(cluster, fast_options(namespace=cluster.namespace, kubeflow_api=True))
+    await running.start()
+    try:
+        yield running
+    finally:
+        await running.stop()
+
+
 # ------------------------------------------------------------------------------------------ job helpers
 
 

@@ -5,7 +5,6 @@ refused by name, and the running pods of a job taken over from another controlle
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,16 +37,6 @@ KF_TFJOBS = Resource(KUBEFLOW.group, KUBEFLOW.version, "tfjobs", "TFJob")
 TO = "training.kubeflow.org"
 
 
-@pytest.fixture
-async def kf_controller(cluster: Env, kube: Kube) -> AsyncIterator[RunningController]:
-    running = RunningController(cluster, fast_options(namespace=cluster.namespace, kubeflow_api=True))
-    await running.start()
-    try:
-        yield running
-    finally:
-        await running.stop()
-
-
 def any_condition(job: dict[str, Any] | None, kind: str) -> dict[str, Any]:
     """The condition of ``kind`` whatever its status (``condition`` finds only True ones)."""
     found = [cond for cond in ((job or {}).get("status") or {}).get("conditions") or [] if cond["type"] == kind]
@@ -73,7 +62,9 @@ async def kf_pods(kube: Kube, job: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.nodes(1)
-async def test_a_training_operator_job_file_applies_unchanged(kube: Kube, kf_controller: RunningController) -> None:
+async def test_a_training_operator_job_file_applies_unchanged(
+    kube: Kube, kubeflow_controller: RunningController
+) -> None:
     document = yaml.safe_load((ROOT / "examples" / "kubeflow" / "pytorchjob-nccl-rdma.yaml").read_text())
     await kube.create(KF_PYTORCHJOBS, copy.deepcopy(document), namespace=kube.ns)
     name = document["metadata"]["name"]
@@ -127,7 +118,7 @@ async def test_a_training_operator_job_file_applies_unchanged(kube: Kube, kf_con
 
 
 async def test_kubeflow_job_runs_to_success_with_the_training_operator_names(
-    kube: Kube, kf_controller: RunningController
+    kube: Kube, kubeflow_controller: RunningController
 ) -> None:
     job = kf_pytorchjob(
         "kf-ok",
@@ -144,14 +135,16 @@ async def test_kubeflow_job_runs_to_success_with_the_training_operator_names(
     )
     pods = await kf_pods(kube, "kf-ok")
     assert [p["metadata"]["name"] for p in pods] == ["kf-ok-master-0", "kf-ok-worker-0", "kf-ok-worker-1"]
-    assert kf_controller.manager is not None
-    metrics = kf_controller.manager.metrics
+    assert kubeflow_controller.manager is not None
+    metrics = kubeflow_controller.manager.metrics
     labels = {"job_namespace": kube.ns, "framework": "pytorch"}
     assert metrics.value("training_operator_jobs_created_total", labels) == 1
     assert metrics.value("training_operator_jobs_successful_total", labels) == 1
 
 
-async def test_suspend_removes_the_pods_and_resume_starts_afresh(kube: Kube, kf_controller: RunningController) -> None:
+async def test_suspend_removes_the_pods_and_resume_starts_afresh(
+    kube: Kube, kubeflow_controller: RunningController
+) -> None:
     job = kf_pytorchjob("sus", run_policy={"suspend": True, "activeDeadlineSeconds": 600})
     await kube.create(KF_PYTORCHJOBS, job, namespace=kube.ns)
     suspended = await wait_condition(kube, KF_PYTORCHJOBS, "sus", "Suspended")
@@ -202,7 +195,7 @@ async def test_suspend_removes_the_pods_and_resume_starts_afresh(kube: Kube, kf_
     assert condition(back, "Running")["status"] == "True"  # type: ignore[index]
 
 
-async def test_suspend_works_in_kubedls_group_too(kube: Kube, kf_controller: RunningController) -> None:
+async def test_suspend_works_in_kubedls_group_too(kube: Kube, kubeflow_controller: RunningController) -> None:
     job = {
         "apiVersion": c.API_VERSION,
         "kind": "PyTorchJob",
@@ -220,7 +213,9 @@ async def test_suspend_works_in_kubedls_group_too(kube: Kube, kf_controller: Run
     )
 
 
-async def test_jobs_managed_by_another_controller_are_left_alone(kube: Kube, kf_controller: RunningController) -> None:
+async def test_jobs_managed_by_another_controller_are_left_alone(
+    kube: Kube, kubeflow_controller: RunningController
+) -> None:
     other = kf_pytorchjob("elsewhere", run_policy={"managedBy": "kueue.x-k8s.io/multikueue"})
     ours = kf_pytorchjob("here", run_policy={"managedBy": "kubeflow.org/training-operator"})
     await kube.create(KF_PYTORCHJOBS, other, namespace=kube.ns)
@@ -253,7 +248,7 @@ async def test_kubedl_only_fields_are_refused_by_name(kube: Kube, field: str, wh
 
 
 async def test_a_kubeflow_tfjob_with_lower_case_types_gets_its_tf_config(
-    kube: Kube, kf_controller: RunningController
+    kube: Kube, kubeflow_controller: RunningController
 ) -> None:
     body = {
         "metadata": {"name": "tf"},
@@ -370,7 +365,7 @@ KF_KINDS = [
 
 @pytest.mark.parametrize(("plural", "job"), KF_KINDS, ids=[plural for plural, _ in KF_KINDS])
 async def test_every_training_operator_kind_is_served_in_its_group(
-    kube: Kube, kf_controller: RunningController, plural: str, job: dict[str, Any]
+    kube: Kube, kubeflow_controller: RunningController, plural: str, job: dict[str, Any]
 ) -> None:
     resource = Resource(KUBEFLOW.group, KUBEFLOW.version, plural, job["kind"])
     await kube.create(resource, copy.deepcopy(job), namespace=kube.ns)
@@ -393,7 +388,7 @@ async def test_every_training_operator_kind_is_served_in_its_group(
 
 
 @pytest.mark.nodes(1)
-async def test_a_kubedl_job_file_applies_unchanged(kube: Kube, kf_controller: RunningController) -> None:
+async def test_a_kubedl_job_file_applies_unchanged(kube: Kube, kubeflow_controller: RunningController) -> None:
     document = yaml.safe_load((ROOT / "examples" / "kubedl" / "tfjob-ps-worker.yaml").read_text())
     stored = await kube.create(Resource(c.GROUP, c.VERSION, "tfjobs", "TFJob"), document, namespace=kube.ns)
     assert stored["spec"]["backoffLimit"] == 3  # inline, as KubeDL keeps it

@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from kubedl_py.sdk import AsyncTrainingClient
-from tests.integration.conftest import Env, cluster, controller, kube, tier
+from tests.integration.conftest import Env, cluster, controller, kube, kubeflow_controller, tier
 
-__all__ = ["client", "cluster", "controller", "kube", "tier"]
+__all__ = ["client", "cluster", "controller", "kube", "kubeflow_controller", "tier"]
 
 
 @pytest.fixture

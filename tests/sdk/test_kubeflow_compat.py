@@ -6,7 +6,7 @@ in ``training.kubedl.io/v1alpha1``, and through the real ``kubeflow.training.Tra
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,22 +15,11 @@ from kubedl_py.kube.resources import Resource
 from kubedl_py.local import EXIT_CODE, RUN_SECONDS
 from kubedl_py.sdk.kubeflow import TrainingClient as KubedlTrainingClient
 from kubedl_py.sdk.kubeflow import objects
-from tests.integration.conftest import Env, Kube, RunningController, fast_options
+from tests.integration.conftest import Env, Kube, RunningController
 from tests.sdk.kubeflow_script import import_kubeflow_training, run_script
 
 KUBEFLOW = "kubeflow.org/v1"
 KUBEDL = "training.kubedl.io/v1alpha1"
-
-
-@pytest.fixture
-async def kubeflow_controller(cluster: Env, kube: Kube) -> AsyncIterator[RunningController]:
-    """The controller serving both API groups (``--kubeflow-api``)."""
-    running = RunningController(cluster, fast_options(namespace=cluster.namespace, kubeflow_api=True))
-    await running.start()
-    try:
-        yield running
-    finally:
-        await running.stop()
 
 
 @pytest.fixture(params=["views", "kubeflow-models"])
