@@ -65,6 +65,11 @@ class RealCluster:
         return KubeClient(kubeconfig=self.admin_kubeconfig)
 
 
+#: what the session's real cluster is installed with (both API groups, as ``manifests --kubeflow-api``); a test
+#: that changes the controller's ClusterRole puts back exactly this
+SESSION_MANIFESTS = ManifestOptions(kubeflow_api=True)
+
+
 @pytest.fixture(scope="session")
 def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
     require_tier(KUBERNETES)
@@ -72,7 +77,7 @@ def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealClust
     # No nodes of its own (one cordoned spare keeps the agent up): each test brings the nodes it needs.
     cluster = KubernetesCluster(
         # Both API groups, as ``manifests --kubeflow-api`` installs them: a test's controller chooses which it serves.
-        KubernetesClusterOptions(fault_proxy=True, nodes=0, manifests=ManifestOptions(kubeflow_api=True))
+        KubernetesClusterOptions(fault_proxy=True, nodes=0, manifests=SESSION_MANIFESTS)
     )
     try:
         loop.run(cluster.start(), timeout=1200)  # the first run may build the binaries

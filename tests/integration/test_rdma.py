@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from kubedl_py.controllers.gang import Gang
 from kubedl_py.kube.errors import AlreadyExists, Invalid, NotFound
 from kubedl_py.kube.resources import PODS, Resource
 from kubedl_py.local.kubernetes.install import apply, manifest_documents
-from kubedl_py.templates import ManifestOptions
+from tests.conftest import SESSION_MANIFESTS
 from tests.integration.conftest import (
     CRDS,
     PYTORCHJOBS,
@@ -51,7 +52,9 @@ async def start(cluster: Env, **options: Any) -> RunningController:
     scheduler = options.get("gang_scheduler")
     if scheduler is not None and cluster.real is not None:
         async with cluster.client() as kube:
-            await apply(kube, manifest_documents(ManifestOptions(gang_scheduler=scheduler), kinds=("ClusterRole",)))
+            await apply(
+                kube, manifest_documents(replace(SESSION_MANIFESTS, gang_scheduler=scheduler), kinds=("ClusterRole",))
+            )
     running = RunningController(cluster, fast_options(namespace=cluster.namespace, **options))
     await running.start()
     return running
@@ -63,7 +66,7 @@ async def rendered_cluster_role(cluster: Env) -> AsyncIterator[None]:
     yield
     if cluster.real is not None:
         async with cluster.client() as kube:
-            await apply(kube, manifest_documents(kinds=("ClusterRole",)))
+            await apply(kube, manifest_documents(SESSION_MANIFESTS, kinds=("ClusterRole",)))
 
 
 def podgroup_crd(resource: Resource) -> dict[str, Any]:
@@ -200,6 +203,7 @@ async def test_required_placement_packs_the_job_into_one_block(cluster: Env, kub
                     ]
                 }
             }
+        _on_block_nodes(spread)
         await kube.create(PYTORCHJOBS, spread, namespace=kube.ns)
         nodes = await eventually(lambda: _nodes(kube, "spread", 4), what="spread pods bound")
         assert {block_of(cluster)[n] for n in nodes} == {"a", "b"}
@@ -210,6 +214,7 @@ async def test_required_placement_packs_the_job_into_one_block(cluster: Env, kub
                 replicas={"Master": replica(1, run_seconds=30), "Worker": replica(5, run_seconds=30)},
                 placement={"topologyKey": BLOCK, "mode": mode},
             )
+            _on_block_nodes(job)
             await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
             nodes = await eventually(lambda name=name: _nodes(kube, name, 6), what=f"{name} pods bound")  # type: ignore[misc]
             assert len({block_of(cluster)[n] for n in nodes}) == 1, nodes
@@ -222,6 +227,15 @@ async def test_required_placement_packs_the_job_into_one_block(cluster: Env, kub
             assert key in pod["spec"]["affinity"]["podAffinity"]
     finally:
         await running.stop()
+
+
+def _on_block_nodes(job: dict[str, Any]) -> None:
+    """Keep the job on this test's nodes (those with a block label): the real tier's cluster is shared by the
+    session, and another suite's node (the differential suite's) is schedulable too."""
+    term = {"matchExpressions": [{"key": BLOCK, "operator": "Exists"}]}
+    for spec in job["spec"]["pytorchReplicaSpecs"].values():
+        affinity = spec["template"]["spec"].setdefault("affinity", {})
+        affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
 
 
 async def _nodes(kube: Kube, job: str, count: int) -> list[str] | None:

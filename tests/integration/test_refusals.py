@@ -13,6 +13,7 @@ import pytest
 
 from kubedl_py.kube.resources import NAMESPACES, Resource
 from kubedl_py.local.kubernetes.install import apply, manifest_documents
+from tests.conftest import SESSION_MANIFESTS
 from tests.integration.conftest import (
     PYTORCHJOBS,
     Env,
@@ -126,5 +127,5 @@ async def test_rbac_is_enforced_on_the_controller(cluster: Env, kube: Kube, cont
         assert await pods_of(kube, "denied") == []
     finally:
         # Shared by the session: put back exactly what the manifests render.
-        await apply(kube, manifest_documents(kinds=("ClusterRole",)))
+        await apply(kube, manifest_documents(SESSION_MANIFESTS, kinds=("ClusterRole",)))
     await wait_condition(kube, PYTORCHJOBS, "denied", "Succeeded", within=60)
