@@ -24,7 +24,7 @@ from kubedl_py.kube.errors import AlreadyExists
 from kubedl_py.kube.resources import Resource
 from kubedl_py.local.kubernetes.install import apply, manifest_documents
 from kubedl_py.templates import render_manifests
-from tests.conftest import CRDS
+from tests.conftest import CRDS, SESSION_MANIFESTS
 from tests.integration.conftest import (
     Env,
     Kube,
@@ -118,13 +118,13 @@ async def relay_installed(cluster: Env, kube: Kube) -> Any:
 
     await eventually(served, what="relayjobs served")
     if cluster.real is not None:
-        await apply(kube, manifest_documents(kinds=("ClusterRole",)))
+        await apply(kube, manifest_documents(SESSION_MANIFESTS, kinds=("ClusterRole",)))
     try:
         yield
     finally:
         if cluster.real is not None:
             with registry_without_relay():
-                await apply(kube, manifest_documents(kinds=("ClusterRole",)))
+                await apply(kube, manifest_documents(SESSION_MANIFESTS, kinds=("ClusterRole",)))
 
 
 @contextlib.contextmanager
