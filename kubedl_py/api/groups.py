@@ -74,7 +74,6 @@ KUBEFLOW: Final = ApiGroup(
     category="kubeflow",
 )
 GROUPS: Final = (KUBEDL, KUBEFLOW)
-API_VERSIONS: Final = tuple(group.api_version for group in GROUPS)
 
 #: the Training Operator's ``runPolicy.managedBy`` for jobs it (and so kubedl-py, its drop-in) reconciles
 KUBEFLOW_MANAGER: Final = "kubeflow.org/training-operator"
@@ -90,13 +89,6 @@ def group_of(api_version: object) -> ApiGroup | None:
         if group.api_version == api_version:
             return group
     return None
-
-
-def by_name(name: str) -> ApiGroup:
-    for group in GROUPS:
-        if group.name == name:
-            return group
-    raise KeyError(name)
 
 
 def to_internal(document: Mapping[str, Any], group: ApiGroup) -> tuple[dict[str, Any], list[tuple[str, str]]]:

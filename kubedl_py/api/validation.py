@@ -24,7 +24,7 @@ from kubedl_py.api import constants as c
 from kubedl_py.api.common import RdmaSpec
 from kubedl_py.api.defaults import DEFAULT_REPLICAS
 from kubedl_py.api.errors import FieldError, JobValidationError
-from kubedl_py.api.groups import group_of, to_internal, wire_path
+from kubedl_py.api.groups import ApiGroup, group_of, to_internal, wire_path
 from kubedl_py.api.kinds import all_kinds, kind_api
 from kubedl_py.api.kinds.base import Framework, KindAPI, TrainingJob
 
@@ -95,12 +95,16 @@ def parse_job(data: Any, *, source: str | None = None) -> Job:
     try:
         job: Job = plugin.model.model_validate(document)
     except pydantic.ValidationError as exc:
-        errors = [FieldError(wire_path(e.field, group), e.message) for e in _from_pydantic(exc)]
-        raise JobValidationError(errors, subject=subject) from None
-    errors = [FieldError(wire_path(e.field, group), e.message) for e in validate_job(job)]
+        raise JobValidationError(_as_written(_from_pydantic(exc), group), subject=subject) from None
+    errors = _as_written(validate_job(job), group)
     if errors:
         raise JobValidationError(errors, subject=subject)
     return job
+
+
+def _as_written(errors: list[FieldError], group: ApiGroup) -> list[FieldError]:
+    """Errors found on the one model, at the paths the user wrote (``spec.runPolicy.*`` in kubeflow.org)."""
+    return [FieldError(wire_path(error.field, group), error.message) for error in errors]
 
 
 def _unsupported(document: Mapping[str, Any], plugin: KindAPI) -> list[FieldError]:

@@ -17,8 +17,6 @@ from typing import Any
 
 #: exit codes from 128 up mean "killed by signal n = code - 128": retryable (the Training Operator's rule)
 FIRST_SIGNAL_EXIT_CODE = 128
-#: KubeDL's narrower list, kept for the comparison in docs/migration.md
-KUBEDL_RETRYABLE_EXIT_CODES = frozenset({130, 137, 138, 143})
 RETRYABLE_REASONS = frozenset({"OOMKilled", "Evicted", "Killed", "NodeLost", "Preempting", "DeletionByPodGC"})
 
 

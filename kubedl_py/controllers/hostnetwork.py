@@ -58,6 +58,11 @@ def _is_live(pod: Object) -> bool:
     return not meta.get("deletionTimestamp") and phase not in ("Succeeded", "Failed")
 
 
+def _queue_of(api_version: str, kind: str) -> str:
+    """Which work queue a job is in: a kind is served in two API groups, each with its own controller."""
+    return f"{api_version} {kind}"
+
+
 class HostNetwork:
     """Shared by the reconcilers of every kind: one allocator for the whole cluster."""
 
@@ -75,7 +80,7 @@ class HostNetwork:
 
     def register(self, api_version: str, kind: str, enqueue: Callable[[str], None]) -> None:
         """The work queue of the jobs of one kind in one API group (a kind is served in two)."""
-        self._enqueue[f"{api_version} {kind}"] = enqueue
+        self._enqueue[_queue_of(api_version, kind)] = enqueue
 
     def on_pod(self, pod: Object) -> None:
         """Informer handler (add/update) of every host-network pod in the cluster."""
@@ -168,7 +173,7 @@ class HostNetworkStep:
             except PortsExhausted:
                 for (rtype, index), port in chosen.items():
                     network.allocator.release(f"{job.namespace}/{replica_name(job.name, rtype, index)}", port)
-                network._waiting.setdefault(f"{job.api_version} {job.kind}", set()).add(seen.key)
+                network._waiting.setdefault(_queue_of(job.api_version, job.kind), set()).add(seen.key)
                 return False
         network._stop_waiting(seen.key)
         for (rtype, index), port in chosen.items():

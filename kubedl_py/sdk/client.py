@@ -24,10 +24,9 @@ from kubedl_py.api.validation import JobValidationError, parse_job, validate_job
 from kubedl_py.kube import errors as kerrors
 from kubedl_py.kube.client import ClientSettings, KubeClient
 from kubedl_py.kube.resources import EVENTS, PODS, SERVICES, Resource
-from kubedl_py.sdk.config import ResolvedConfig, resolve_config
+from kubedl_py.sdk.config import LazyKube, ResolvedConfig, resolve_config
 from kubedl_py.sdk.errors import (
     AmbiguousJobError,
-    ConfigurationError,
     JobNotFoundError,
     JobTimeoutError,
     translated,
@@ -83,10 +82,8 @@ class AsyncTrainingClient:
             self.config = ResolvedConfig(None, None, namespace or "default")
         else:
             self.config = resolve_config(kubeconfig, context, namespace)
-        self._configuration = configuration
         self._settings = settings or ClientSettings()
-        self._kube: KubeClient | None = None
-        self._lock: asyncio.Lock | None = None
+        self._connection = LazyKube(self.config, configuration, self._settings)
 
     @property
     def namespace(self) -> str:
@@ -104,30 +101,10 @@ class AsyncTrainingClient:
 
     async def close(self) -> None:
         """Close the connection pool (a later call opens a new one)."""
-        if self._kube is not None:
-            kube, self._kube = self._kube, None
-            await kube.close()
+        await self._connection.close()
 
     async def _client(self) -> KubeClient:
-        if self._kube is not None:
-            return self._kube
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
-            if self._kube is None:
-                kube = KubeClient(
-                    kubeconfig=self.config.kubeconfig,
-                    context=self.config.context,
-                    configuration=self._configuration,
-                    in_cluster=self.config.in_cluster or None,
-                    settings=self._settings,
-                )
-                try:
-                    await kube.open()
-                except Exception as exc:
-                    raise ConfigurationError(f"cannot load the cluster configuration: {exc}") from exc
-                self._kube = kube
-        return self._kube
+        return await self._connection.kube()
 
     # ------------------------------------------------------------------------------------------ submit
 

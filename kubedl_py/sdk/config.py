@@ -7,6 +7,7 @@ resolved before any connection is opened, so a missing file is reported at once.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from collections.abc import Mapping, Sequence
@@ -17,7 +18,7 @@ from typing import Any, Final
 import yaml
 
 from kubedl_py.api import constants as c
-from kubedl_py.kube.client import in_cluster_available
+from kubedl_py.kube.client import ClientSettings, KubeClient, in_cluster_available
 from kubedl_py.sdk.errors import ConfigurationError
 
 _SERVICE_ACCOUNT_NAMESPACE: Final = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -103,3 +104,41 @@ def _no_cluster_message(looked: Sequence[str]) -> str:
         f"no cluster configured (no kubeconfig at {where}, not in a pod); pass --kubeconfig, set KUBECONFIG, "
         f"or start an embedded cluster with `kubedl-py local up --kubeconfig {local}`"
     )
+
+
+class LazyKube:
+    """The one :class:`KubeClient` of an SDK client, opened on first use, on the loop that uses it (a lock
+    binds to the loop that first waits on it, so it is made there too); ``close`` lets a later call reopen."""
+
+    def __init__(self, config: ResolvedConfig, configuration: Any, settings: ClientSettings) -> None:
+        self.config = config
+        self.settings = settings
+        self._configuration = configuration
+        self._kube: KubeClient | None = None
+        self._opening: asyncio.Lock | None = None
+
+    async def kube(self) -> KubeClient:
+        if self._kube is not None:
+            return self._kube
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if self._kube is None:
+                kube = KubeClient(
+                    kubeconfig=self.config.kubeconfig,
+                    context=self.config.context,
+                    configuration=self._configuration,
+                    in_cluster=self.config.in_cluster or None,
+                    settings=self.settings,
+                )
+                try:
+                    await kube.open()
+                except Exception as exc:
+                    raise ConfigurationError(f"cannot load the cluster configuration: {exc}") from exc
+                self._kube = kube
+        return self._kube
+
+    async def close(self) -> None:
+        if self._kube is not None:
+            kube, self._kube = self._kube, None
+            await kube.close()

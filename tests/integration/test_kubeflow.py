@@ -220,11 +220,16 @@ async def test_jobs_managed_by_another_controller_are_left_alone(
     ours = kf_pytorchjob("here", run_policy={"managedBy": "kubeflow.org/training-operator"})
     await kube.create(KF_PYTORCHJOBS, other, namespace=kube.ns)
     await kube.create(KF_PYTORCHJOBS, ours, namespace=kube.ns)
-    await wait_condition(kube, KF_PYTORCHJOBS, "here", "Created")
-    # Reconciled after "elsewhere" (same queue, created first): nothing was done for it.
+    # "elsewhere" was queued first; by the time "here" runs (pods made, scheduled, started) it has long been
+    # reconciled, and nothing was done for it.
+    await wait_condition(kube, KF_PYTORCHJOBS, "here", "Running", within=30)
     job = await job_state(kube, KF_PYTORCHJOBS, "elsewhere")
     assert not (job or {}).get("status")
     assert await kf_pods(kube, "elsewhere") == []
+    # Handed to us, the same job is reconciled: managedBy alone kept the controller off it.
+    patch = {"spec": {"runPolicy": {"managedBy": "kubeflow.org/training-operator"}}}
+    await kube.patch(KF_PYTORCHJOBS, "elsewhere", patch, namespace=kube.ns)
+    await wait_condition(kube, KF_PYTORCHJOBS, "elsewhere", "Created")
 
 
 @pytest.mark.parametrize(

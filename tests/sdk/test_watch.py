@@ -75,7 +75,7 @@ class FakeApi:
 
 def sdk_client(api: FakeApi) -> AsyncTrainingClient:
     client = AsyncTrainingClient(configuration=object(), settings=ClientSettings(retry=RETRY))
-    client._kube = api  # type: ignore[assignment]
+    client._connection._kube = api  # type: ignore[assignment]
     return client
 
 

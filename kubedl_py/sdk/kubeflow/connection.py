@@ -17,10 +17,9 @@ from typing import Any
 
 from kubedl_py.api.groups import KUBEDL, KUBEFLOW, ApiGroup
 from kubedl_py.kube import errors as kerrors
-from kubedl_py.kube.client import ClientSettings, KubeClient
+from kubedl_py.kube.client import ClientSettings
 from kubedl_py.kube.resources import Resource
-from kubedl_py.sdk.config import ResolvedConfig
-from kubedl_py.sdk.errors import ConfigurationError
+from kubedl_py.sdk.config import LazyKube, ResolvedConfig
 from kubedl_py.sdk.kubeflow import constants
 from kubedl_py.sdk.pods import container_of
 from kubedl_py.sdk.watching import list_watch
@@ -63,44 +62,13 @@ def async_configuration(configuration: Any) -> Any:
     return converted
 
 
-class Connection:
+class Connection(LazyKube):
     """A lazily opened :class:`KubeClient` and the answers of API discovery, on the client's loop."""
 
     def __init__(self, config: ResolvedConfig, configuration: Any, settings: ClientSettings) -> None:
-        self.config = config
-        self.settings = settings
-        self._configuration = configuration
-        self._kube: KubeClient | None = None
-        self._opening: asyncio.Lock | None = None
+        super().__init__(config, configuration, settings)
         #: the resources kubeflow.org/v1 serves (asked once per client)
         self._kubeflow_serves: set[str] | None = None
-
-    async def kube(self) -> KubeClient:
-        if self._kube is not None:
-            return self._kube
-        if self._opening is None:  # made on the loop: a lock binds to the loop that first waits on it
-            self._opening = asyncio.Lock()
-        async with self._opening:
-            if self._kube is not None:
-                return self._kube
-            kube = KubeClient(
-                kubeconfig=self.config.kubeconfig,
-                context=self.config.context,
-                configuration=self._configuration,
-                in_cluster=self.config.in_cluster or None,
-                settings=self.settings,
-            )
-            try:
-                await kube.open()
-            except Exception as exc:
-                raise ConfigurationError(f"cannot load the cluster configuration: {exc}") from exc
-            self._kube = kube
-        return self._kube
-
-    async def close(self) -> None:
-        if self._kube is not None:
-            kube, self._kube = self._kube, None
-            await kube.close()
 
     async def group(self, kind: str, fixed: ApiGroup | None) -> ApiGroup:
         """The group to talk to about ``kind``: ``fixed`` when the client was given one, else kubeflow.org
