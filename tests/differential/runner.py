@@ -23,7 +23,9 @@ import yaml
 from tests.differential.harness import CASES, Case, Outcome, Plane, Tier
 from tests.tiers import KUBERNETES, LoopThread
 
-#: how long a new namespace may take to get its default ServiceAccount (the real server refuses pods before)
+#: how long a new namespace may take to get what its controllers publish into it: the default ServiceAccount
+#: (the real server refuses pods before) and the ``kube-root-ca.crt`` ConfigMap (cases that list ConfigMaps
+#: would otherwise see it appear halfway through)
 _NAMESPACE_READY = 30.0
 
 
@@ -119,7 +121,7 @@ async def _semaphore(n: int) -> asyncio.Semaphore:
 
 
 async def create_namespace(tier: Tier, name: str, labels: dict[str, str] | None = None) -> Any:
-    """Create a namespace (unrecorded) and wait until it has its default ServiceAccount."""
+    """Create a namespace (unrecorded) and wait until it has its default ServiceAccount and root CA ConfigMap."""
     body: dict[str, Any] = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
     if labels:
         body["metadata"]["labels"] = labels
@@ -127,8 +129,9 @@ async def create_namespace(tier: Tier, name: str, labels: dict[str, str] | None 
     if reply.status != 201:
         raise RuntimeError(f"namespace {name}: {reply.status} {reply.body}")
     deadline = time.monotonic() + _NAMESPACE_READY
-    while (await tier.quiet("GET", f"/api/v1/namespaces/{name}/serviceaccounts/default")).status != 200:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"namespace {name} got no default ServiceAccount")
-        await asyncio.sleep(0.05)
+    for what in ("serviceaccounts/default", "configmaps/kube-root-ca.crt"):
+        while (await tier.quiet("GET", f"/api/v1/namespaces/{name}/{what}")).status != 200:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"namespace {name} got no {what} within {_NAMESPACE_READY:.0f} s")
+            await asyncio.sleep(0.05)
     return reply.body
