@@ -1,0 +1,180 @@
+"""Build other Go programs of the Kubernetes world (schedulers, Kueue, peer controllers) from their modules.
+
+The control plane itself is built by ``binaries.py``; this is the same idea for everything that runs beside
+it in tests and benchmarks: a published Go module, by name and pinned version, compiled once with the
+ordinary ``go`` client into ``~/.cache/kubedl-py/<name>/<version>/bin``. Nothing of theirs is committed.
+
+Why a go.mod of ours: ``replace`` directives apply only in the main module, so building another project's
+command as a dependency loses the replaces its own go.mod relies on (``k8s.io/kubernetes`` pinned through
+``k8s.io/api => k8s.io/api v0.34.1`` and the like). The go.mod written here requires the module and restates
+each of its replaces that names a published version; a replace onto a directory of the project's own
+repository cannot be restated, and :attr:`GoProgram.extra_requires` names the published module to use
+instead when a program needs one.
+
+The module's own files (CRD manifests, default configurations) are read from Go's module cache:
+:func:`module_source` gives the directory ``go mod download`` extracted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kubedl_py.local.kubernetes.binaries import (
+    BuildError,
+    Progress,
+    _commit,
+    _go_directive,
+    _go_env,
+    _locked,
+    _module_info,
+    _run,
+    _scratch,
+    _stamp,
+    _stderr,
+    _write_tools,
+    cache_root,
+    find_go,
+)
+
+
+@dataclass(frozen=True)
+class GoProgram:
+    """One published Go module and the commands built from it."""
+
+    #: the cache directory's name (``kueue``, ``scheduler-plugins``)
+    name: str
+    #: the module path, e.g. ``sigs.k8s.io/kueue``
+    module: str
+    #: the pinned version, with its ``v``
+    version: str
+    #: binary name -> package path of its ``main``
+    commands: dict[str, str]
+    #: module path -> version, required besides the module (for replaces onto the project's own directories)
+    extra_requires: dict[str, str] = field(default_factory=dict)
+    #: ``-ldflags`` of the build (version stamps)
+    ldflags: str = "-s -w"
+
+
+@dataclass(frozen=True)
+class BuiltProgram:
+    program: GoProgram
+    #: binary name -> path
+    binaries: dict[str, Path]
+
+    def __getitem__(self, command: str) -> Path:
+        return self.binaries[command]
+
+
+def program_dir(program: GoProgram) -> Path:
+    return cache_root() / program.name / program.version
+
+
+def find_program(program: GoProgram) -> BuiltProgram | None:
+    """The cached build, or None when any of its binaries is missing."""
+    bin_dir = program_dir(program) / "bin"
+    binaries = {name: bin_dir / name for name in program.commands}
+    if all(path.is_file() and os.access(path, os.X_OK) for path in binaries.values()):
+        return BuiltProgram(program, binaries)
+    return None
+
+
+def ensure_program(program: GoProgram, *, progress: Progress | None = None, go: str | None = None) -> BuiltProgram:
+    """Return the built program, compiling it first if needed (minutes cold; a lock serialises builds)."""
+    say = progress or _stderr
+    found = find_program(program)
+    if found is not None:
+        return found
+    go_cmd = go or find_go()
+    target = program_dir(program)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(target.parent / ".build.lock", say):
+        found = find_program(program)
+        if found is not None:
+            return found
+        say(f"building {program.module}@{program.version} ({', '.join(program.commands)}) into {target} (once)")
+        _build(program, go_cmd, target, say)
+    found = find_program(program)
+    if found is None:  # pragma: no cover - a build that "succeeded" but left no binary
+        raise BuildError(f"the build of {program.module} finished but its binaries are missing under {target}")
+    return found
+
+
+def module_source(program: GoProgram, *, go: str | None = None) -> Path:
+    """The module's files as ``go mod download`` extracted them (read-only), e.g. for its CRD manifests."""
+    go_cmd = go or find_go()
+    work = _scratch(program_dir(program).with_name(f"{program.version}.probe"))
+    try:
+        info = _module_info(go_cmd, f"{program.module}@{program.version}", work, _go_env(work))
+    finally:
+        for child in work.iterdir():
+            child.unlink()
+        work.rmdir()
+    return Path(info["Dir"])
+
+
+def restated_replaces(go_mod: str) -> list[str]:
+    """The ``replace`` lines of a go.mod that point at a published module version (``old [v] => new v``);
+    replaces onto local directories are left out (they exist only in that project's repository)."""
+    lines: list[str] = []
+    block = re.findall(r"^replace\s*\((.*?)^\)", go_mod, re.MULTILINE | re.DOTALL)
+    singles = re.findall(r"^replace\s+([^(\n].*)$", go_mod, re.MULTILINE)
+    for raw in [*(line for text in block for line in text.splitlines()), *singles]:
+        entry = raw.split("//", 1)[0].strip()
+        if "=>" not in entry:
+            continue
+        _, new = (part.strip() for part in entry.split("=>", 1))
+        target = new.split()
+        if len(target) == 2 and not target[0].startswith((".", "/")):
+            lines.append(entry)
+    return lines
+
+
+def _build(program: GoProgram, go: str, target: Path, say: Progress) -> None:
+    work = _scratch(target)
+    env = _go_env(work)
+    module = f"{program.module}@{program.version}"
+    say(f"[1/{len(program.commands) + 1}] resolving {module} and downloading its modules")
+    info = _module_info(go, module, work, env)
+    their_go_mod = Path(info["GoMod"]).read_text()
+    requires = {program.module: program.version, **program.extra_requires}
+    replaces = restated_replaces(their_go_mod)
+    go_mod = [
+        f"module kubedl-py.local/{program.name}-build",
+        "",
+        f"go {_go_directive(their_go_mod)}",
+        "",
+        "require (",
+        *(f"\t{name} {version}" for name, version in requires.items()),
+        ")",
+        "",
+    ]
+    if replaces:
+        go_mod += ["replace (", *(f"\t{line}" for line in replaces), ")", ""]
+    (work / "go.mod").write_text("\n".join(go_mod))
+    _write_tools(work, list(program.commands.values()))
+    _run([go, "mod", "tidy"], work, env, say, what=f"go mod tidy ({program.name})")
+    (work / "bin").mkdir()
+    for i, (name, package) in enumerate(program.commands.items(), start=2):
+        say(f"[{i}/{len(program.commands) + 1}] compiling {name}")
+        output = str(work / "bin" / name)
+        _run(
+            [go, "build", "-trimpath", "-ldflags", program.ldflags, "-o", output, package],
+            work,
+            env,
+            say,
+            what=f"compiling {name}",
+        )
+    _stamp(work, {"module": program.module, "version": program.version}, go, env)
+    (work / "go.mod.used").write_text((work / "go.mod").read_text())
+    _commit(work, target)
+
+
+def describe(built: BuiltProgram) -> str:
+    """One line for logs: what was built, from which module version."""
+    record = program_dir(built.program) / "build.json"
+    stamp = json.loads(record.read_text()) if record.is_file() else {}
+    return f"{built.program.module}@{built.program.version} ({stamp.get('go', 'go ?')})"
