@@ -27,6 +27,7 @@ from kubedl_py.api.errors import FieldError, JobValidationError
 from kubedl_py.api.groups import ApiGroup, group_of, to_internal, wire_path
 from kubedl_py.api.kinds import all_kinds, kind_api
 from kubedl_py.api.kinds.base import Framework, KindAPI, TrainingJob
+from kubedl_py.api.quantities import quantity_value
 
 Job = TrainingJob
 
@@ -154,6 +155,7 @@ def validate_job(job: Job) -> list[FieldError]:
     errors += _check_replica_types(job)
     errors += kind_api(job.kind).validate(job)
     errors += _check_totals(job)
+    errors += _check_scheduling(job)
     errors += _check_rdma(job)
     return errors
 
@@ -227,6 +229,37 @@ def _check_totals(job: Job) -> list[FieldError]:
             )
         ]
     return []
+
+
+def _check_scheduling(job: Job) -> list[FieldError]:
+    """A gang larger than the job can never be complete: its pods would wait forever for members that do
+    not exist. minResources values must be quantities (the PodGroup's API server would refuse them later,
+    where the user does not look)."""
+    policy = job.run_policy.scheduling_policy
+    if policy is None:
+        return []
+    errors: list[FieldError] = []
+    total = sum(_replicas(spec.replicas) for spec in job.replica_specs.values())
+    if policy.min_available is not None and policy.min_available > total:
+        errors.append(
+            FieldError(
+                "spec.schedulingPolicy.minAvailable",
+                f"is {policy.min_available} but the job has {total} replicas in all: the gang could never be "
+                f"complete and its pods would wait forever; set it to at most {total} (or leave it unset: all "
+                "replicas)",
+            )
+        )
+    for name, value in (policy.min_resources or {}).items():
+        try:
+            quantity_value(value)
+        except ValueError:
+            errors.append(
+                FieldError(
+                    f"spec.schedulingPolicy.minResources.{name}",
+                    f"{value!r} is not a Kubernetes quantity; write it like 8, 500m or 64Gi",
+                )
+            )
+    return errors
 
 
 def parse_rdma(data: Any, *, source: str | None = None) -> RdmaSpec:

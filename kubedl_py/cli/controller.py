@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import signal
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -20,7 +21,7 @@ from kubedl_py.api.common import RdmaSpec
 from kubedl_py.api.validation import JobValidationError, parse_rdma
 from kubedl_py.cli.errors import UsageError
 from kubedl_py.controllers.ports import parse_range
-from kubedl_py.controllers.setup import ControllerOptions, build_manager
+from kubedl_py.controllers.setup import ControllerOptions, build_manager, served_resources
 from kubedl_py.controllers.setup import run_controller as serve_controller
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.informer import InformerSettings
@@ -73,7 +74,10 @@ def run_controller(args: argparse.Namespace) -> int:
 
     async def serve() -> int:
         async with KubeClient(kubeconfig=args.kubeconfig, context=args.context) as client:
-            manager = build_manager(client, options)
+            # What is installed decides what is watched (kubeflow.org kinds, the PodGroups): discovered here,
+            # before the manager is built.
+            served = await served_resources(client, options.groups, gang=options.gang)
+            manager = build_manager(client, replace(options, served=served))
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(signum, manager.stop)

@@ -157,7 +157,7 @@ class EmbeddedController:
         client = await cluster.controller_client()
         await client.open()
         options = ControllerOptions(kubeflow_api=self.kubeflow_api)
-        options = replace(options, served=await served_resources(client, options.groups))
+        options = replace(options, served=await served_resources(client, options.groups, gang=options.gang))
         manager = self.manager = build_manager(client, options)
 
         async def run() -> None:

@@ -12,7 +12,19 @@ used and pods keep whatever scheduler their template names.
 
 The PodGroup is named after the job and owned by it (controller owner reference), created before the pods,
 and deleted when the job finishes (so a finished job's pods, kept for their logs, no longer hold a gang
-reservation); deleting the job removes it through the garbage collector.
+reservation); deleting the job removes it through the garbage collector. Its ``minResources`` is what the
+first ``minMember`` pods request (``schedulingPolicy.minResources`` overrides it): Volcano admits a group
+into its queue by it, and coscheduling rejects a group early when the cluster cannot hold it.
+
+**No half-started gang.** With Volcano, a job gets no pod before its PodGroup is admitted (phase ``Inqueue``
+or later): pods created earlier would sit Pending, visible to quota and autoscalers, for a gang the queue
+has not accepted. Coscheduling has no admission before pods exist: its Permit stage holds every pod of the
+group unbound until ``minMember`` of them fit at once, so pods are made at once and none binds early.
+
+When the API server serves the PodGroup resource at start, the controller watches the PodGroups it made
+(an informer, ``cache``): a group deleted by hand while its job runs is made again, and an admission wakes
+the job. Without it (the CRD installed later) PodGroups are found with requests, and a deleted one is noticed
+only when the job next needs pods.
 """
 
 from __future__ import annotations
@@ -20,15 +32,18 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Final, Literal
 
 from kubedl_py.api import TrainingJob
 from kubedl_py.api import constants as c
+from kubedl_py.api.quantities import format_quantity, quantity_value
 from kubedl_py.controllers.observation import Observation
 from kubedl_py.controllers.ownership import owner_reference
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.events import EventRecorder
+from kubedl_py.kube.informer import Informer
 from kubedl_py.kube.resources import Resource
 
 logger = logging.getLogger(__name__)
@@ -43,6 +58,8 @@ PLUGINS_PODGROUPS: Final = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroup
 VOLCANO_GROUP_ANNOTATION: Final = "scheduling.k8s.io/group-name"
 #: scheduler-plugins' coscheduling reads the group from this pod label
 PLUGINS_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
+#: Volcano's PodGroup phases from which its pods may be made: the queue has admitted the group
+VOLCANO_ADMITTED: Final = frozenset({"Inqueue", "Running", "Completed"})
 DEFAULT_SCHEDULER_NAMES: Final[dict[str, str]] = {
     "volcano": "volcano",
     # the name scheduler-plugins' "as a second scheduler" install gives itself
@@ -79,15 +96,70 @@ def min_member(job: TrainingJob) -> int:
     return sum(spec.replicas or 0 for spec in job.replica_specs.values())
 
 
+# Order in which replica types fill a gang's minMember (the pods a job cannot start without come first).
+_TYPE_ORDER: Final = ("Launcher", "Master", "Chief", "PS", "Scheduler", "Server", "Worker", "Evaluator")
+
+
+def pod_requests(template_spec: Object) -> dict[str, Decimal]:
+    """What one pod asks the scheduler for: the containers' requests summed (a limit stands in for a missing
+    request, as Kubernetes defaults it), or the largest init container's when that is more, plus overhead."""
+
+    def requests(container: Object) -> dict[str, Decimal]:
+        resources = container.get("resources") or {}
+        merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        values: dict[str, Decimal] = {}
+        for name, value in merged.items():
+            # Not a quantity: the API server refuses the pod itself, with a message that says why.
+            with contextlib.suppress(ValueError):
+                values[name] = quantity_value(value)
+        return values
+
+    total: dict[str, Decimal] = {}
+    for container in template_spec.get("containers") or []:
+        for name, value in requests(container).items():
+            total[name] = total.get(name, Decimal(0)) + value
+    for container in template_spec.get("initContainers") or []:
+        for name, value in requests(container).items():
+            total[name] = max(total.get(name, Decimal(0)), value)
+    for name, value in (template_spec.get("overhead") or {}).items():
+        total[name] = total.get(name, Decimal(0)) + quantity_value(value)
+    return total
+
+
+def min_resources(job: TrainingJob) -> dict[str, str]:
+    """What the first ``minMember`` pods of the job request, launcher/master/chief/PS before workers:
+    ``schedulingPolicy.minResources`` when given, else computed from the replica templates."""
+    policy = job.run_policy.scheduling_policy
+    if policy is not None and policy.min_resources:
+        return {name: str(value) for name, value in policy.min_resources.items()}
+    order = {name: i for i, name in enumerate(_TYPE_ORDER)}
+    left = min_member(job)
+    total: dict[str, Decimal] = {}
+    for replica_type in sorted(job.replica_specs, key=lambda t: (order.get(t, len(order)), t)):
+        spec = job.replica_specs[replica_type]
+        count = min(spec.replicas or 0, left)
+        left -= count
+        per_pod = pod_requests(spec.template.spec.to_dict())
+        for name, value in per_pod.items():
+            total[name] = total.get(name, Decimal(0)) + value * count
+    return {name: format_quantity(value) for name, value in sorted(total.items()) if value > 0}
+
+
 def build_podgroup(job: TrainingJob, gang: Gang, owner: Object) -> Object:
-    """The PodGroup of a job: Volcano's carries queue and priority class, scheduler-plugins' only minMember."""
+    """The PodGroup of a job: minMember and minResources; Volcano's also carries queue and priority class,
+    scheduler-plugins' the schedule timeout."""
     spec: Object = {"minMember": min_member(job)}
+    resources = min_resources(job)
+    if resources:
+        spec["minResources"] = resources
     policy = job.run_policy.scheduling_policy
     if gang.scheduler == "volcano" and policy is not None:
         if policy.queue:
             spec["queue"] = policy.queue
-        if policy.priority_class_name:
-            spec["priorityClassName"] = policy.priority_class_name
+        if policy.priority:
+            spec["priorityClassName"] = policy.priority
+    if gang.scheduler == "scheduler-plugins" and policy is not None and policy.schedule_timeout_seconds:
+        spec["scheduleTimeoutSeconds"] = policy.schedule_timeout_seconds
     return {
         "apiVersion": gang.resource.api_version,
         "kind": gang.resource.kind,
@@ -107,8 +179,8 @@ def apply_gang(pod: Object, job: TrainingJob, gang: Gang) -> None:
     metadata = pod["metadata"]
     spec.setdefault("schedulerName", gang.pod_scheduler_name)
     policy = job.run_policy.scheduling_policy
-    if policy is not None and policy.priority_class_name:
-        spec.setdefault("priorityClassName", policy.priority_class_name)
+    if policy is not None and policy.priority:
+        spec.setdefault("priorityClassName", policy.priority)
     group = podgroup_name(job)
     if gang.scheduler == "volcano":
         metadata.setdefault("annotations", {})[VOLCANO_GROUP_ANNOTATION] = group
@@ -116,47 +188,118 @@ def apply_gang(pod: Object, job: TrainingJob, gang: Gang) -> None:
         metadata.setdefault("labels", {})[PLUGINS_GROUP_LABEL] = group
 
 
-class PodGroups:
-    """The PodGroup lifecycle of the jobs of one kind: made before any pod, removed when the job ends.
+def admitted(gang: Gang, group: Object) -> bool:
+    """Whether the scheduler has admitted ``group``, so its pods may be made (see the module docstring)."""
+    if gang.scheduler != "volcano":
+        return True
+    return (group.get("status") or {}).get("phase") in VOLCANO_ADMITTED
 
-    Remembers per job (uid) whether this process made or removed its group, so each costs one create and one
-    delete per job (one more of each after a controller restart).
+
+def _owner_uids(group: Object) -> set[str]:
+    return {str(ref.get("uid")) for ref in (group.get("metadata") or {}).get("ownerReferences") or []}
+
+
+class PodGroups:
+    """The PodGroup lifecycle of the jobs of one kind: made before any pod, pods only once it is admitted,
+    made again if deleted while the job runs, removed when the job ends.
+
+    With ``cache`` (an informer of the PodGroups this controller made) a running job costs no request. Without
+    it, remembers per job (uid) what this process did, so each job costs one create and one delete (one more
+    of each after a controller restart) plus, with Volcano, a read per reconcile until the group is admitted.
     """
 
-    def __init__(self, client: KubeClient, recorder: EventRecorder, gang: Gang | None) -> None:
+    def __init__(
+        self, client: KubeClient, recorder: EventRecorder, gang: Gang | None, cache: Informer | None = None
+    ) -> None:
         self.client = client
         self.recorder = recorder
         self.gang = gang
-        #: job key -> (uid, "created" | "deleted")
+        self.cache = cache
+        #: job key -> (uid, "created" | "admitted" | "deleted")
         self._done: dict[str, tuple[str, str]] = {}
 
     def forget(self, key: str) -> None:
         self._done.pop(key, None)
 
     async def ensure(self, seen: Observation) -> bool:
-        """With a gang scheduler, make the job's PodGroup; False while it cannot be made (pods wait)."""
+        """With a gang scheduler, make the job's PodGroup; False while pods must wait (it cannot be made yet,
+        or the scheduler has not admitted it and the job has no pod yet)."""
         gang = self.gang
         uid = seen.job.metadata.uid or ""
-        if gang is None or self._done.get(seen.key, ("", ""))[0] == uid:
+        if gang is None:
             return True
+        done = self._done.get(seen.key)
+        group: Object | None
+        if self.cache is None:
+            if done == (uid, "admitted") or (done == (uid, "created") and seen.pods):
+                return True
+            group = await self._get(seen) if done == (uid, "created") else None
+        else:
+            group = self._cached(seen)
+            if group is not None and done is not None and done[1] == "deleted":
+                group = None  # the cache still shows the group this controller deleted (suspend, then resume)
+        if group is None or uid not in _owner_uids(group):
+            group, made = await self._create(seen)
+            if group is None:
+                return False
+            if made and done is not None and done[0] == uid and done[1] in ("created", "admitted"):
+                message = f"PodGroup {podgroup_name(seen.job)} was deleted while the job ran; made it again"
+                logger.info("%s: %s", seen.key, message)
+                await self.recorder.normal(seen.raw, "PodGroupRecreated", message)
+            self._done[seen.key] = (uid, "created")
+        if seen.pods or admitted(gang, group):
+            self._done[seen.key] = (uid, "admitted")
+            return True
+        logger.debug("%s: waiting for %s to admit PodGroup %s", seen.key, gang.scheduler, podgroup_name(seen.job))
+        if self.cache is None:
+            seen.want_requeue(2.0)  # nothing announces the admission without a watch
+        return False
+
+    def _cached(self, seen: Observation) -> Object | None:
+        assert self.cache is not None
+        return self.cache.get_by_key(f"{seen.job.namespace}/{podgroup_name(seen.job)}")
+
+    async def _get(self, seen: Observation) -> Object | None:
+        assert self.gang is not None
+        try:
+            return await self.client.get(self.gang.resource, podgroup_name(seen.job), namespace=seen.job.namespace)
+        except errors.NotFound:
+            return None
+
+    async def _create(self, seen: Observation) -> tuple[Object | None, bool]:
+        """Create the group (or take the existing one when it is this job's): the group and whether this call
+        made it; no group while pods must wait."""
+        gang = self.gang
+        assert gang is not None
         job = seen.job
+        uid = job.metadata.uid or ""
         body = build_podgroup(job, gang, owner_reference(job))
         try:
-            await self.client.create(gang.resource, body, namespace=job.namespace)
+            created: Object = await self.client.create(gang.resource, body, namespace=job.namespace)
+            return created, True
         except errors.AlreadyExists:
             # Ours if made before a controller restart or by a racing reconcile; but a job deleted and
             # resubmitted under the same name finds its predecessor's group, which the garbage collector
             # is about to remove: adopting it would leave the new pods waiting for a group that vanishes.
-            existing = await self.client.get(gang.resource, podgroup_name(job), namespace=job.namespace)
-            owners = {ref.get("uid") for ref in (existing.get("metadata") or {}).get("ownerReferences") or []}
+            existing = await self._get(seen)
+            if existing is None:
+                seen.backoff = True  # deleted in between: made on the next try
+                return None, False
+            owners = _owner_uids(existing)
             if not owners:
                 # Orphaned (its job deleted with propagationPolicy=Orphan): nobody will remove it; adopt it.
-                patch = {"metadata": {"ownerReferences": [owner_reference(job)]}, "spec": body["spec"]}
-                await self.client.patch(gang.resource, podgroup_name(job), patch, namespace=job.namespace)
-            elif uid not in owners:
+                # Our labels too: the PodGroup informer selects by them.
+                metadata = {"ownerReferences": [owner_reference(job)], "labels": body["metadata"]["labels"]}
+                patch = {"metadata": metadata, "spec": body["spec"]}
+                adopted: Object = await self.client.patch(
+                    gang.resource, podgroup_name(job), patch, namespace=job.namespace
+                )
+                return adopted, False
+            if uid not in owners:
                 logger.info("%s: PodGroup still belongs to a previous job of this name; waiting for it to go", seen.key)
                 seen.backoff = True
-                return False
+                return None, False
+            return existing, False
         except (errors.NotFound, errors.Forbidden) as exc:
             # The PodGroup CRD is not installed (404) or RBAC lacks it (403): the pods would wait forever
             # for a group that never comes, so none are made; retried with backoff until it works.
@@ -166,15 +309,17 @@ class PodGroups:
             )
             await self.recorder.warning(seen.raw, "PodGroupCreateFailed", message)
             seen.backoff = True
-            return False
-        self._done[seen.key] = (uid, "created")
-        return True
+            return None, False
 
     async def release(self, seen: Observation) -> None:
-        """A finished job's pods no longer need a gang reservation (once per job and controller run)."""
+        """A finished (or suspended) job's pods no longer need a gang reservation (once per job and run)."""
         gang = self.gang
         uid = seen.job.metadata.uid or ""
         if gang is None or self._done.get(seen.key) == (uid, "deleted"):
+            return
+        done = self._done.get(seen.key)
+        if self.cache is not None and self._cached(seen) is None and (done is None or done[0] != uid):
+            self._done[seen.key] = (uid, "deleted")  # none made by this run, and the cache has none
             return
         with contextlib.suppress(errors.NotFound):
             await self.client.delete(gang.resource, podgroup_name(seen.job), namespace=seen.job.namespace)

@@ -116,6 +116,7 @@ class JobReconciler:
         recorder: EventRecorder,
         options: ReconcilerOptions | None = None,
         on_transition: Callable[[str, str, str], None] | None = None,
+        podgroups: Informer | None = None,
     ) -> None:
         self.client = client
         self.framework = framework
@@ -129,7 +130,7 @@ class JobReconciler:
         self.expectations = Expectations()
         self._on_transition = on_transition or (lambda kind, condition, namespace: None)
         self._writes = asyncio.Semaphore(WRITE_CONCURRENCY)
-        self.podgroups = PodGroups(client, recorder, self.options.gang)
+        self.podgroups = PodGroups(client, recorder, self.options.gang, podgroups)
         #: resourceVersion of each job after our last status write (read-your-writes on a lagging cache)
         self._written: dict[str, str] = {}
 

@@ -60,7 +60,8 @@ class ControllerOptions:
     #: ``--kubeflow-api``: also reconcile the kinds in kubeflow.org/v1 (those whose CRDs are installed)
     kubeflow_api: bool = False
     #: the (group, plural) pairs served by the API server, from :func:`served_resources`; None: assume all.
-    #: Only kubeflow.org kinds missing here are skipped.
+    #: Only kubeflow.org kinds missing here are skipped; the gang scheduler's PodGroups are watched when
+    #: served (else found with requests: see gang.py).
     served: frozenset[tuple[str, str]] | None = None
 
     @property
@@ -144,6 +145,12 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
     )
     services = manager.informer(SERVICES, namespace=options.namespace, label_selector=OWNED_SELECTOR, indexers=indexers)
     host_pods = manager.informer(PODS, field_selector="spec.hostNetwork=true", transform=trim_host_pod)
+    gang = options.gang
+    podgroups = None
+    if gang is not None and (options.served is None or (gang.resource.group, gang.resource.plural) in options.served):
+        podgroups = manager.informer(
+            gang.resource, namespace=options.namespace, label_selector=OWNED_SELECTOR, indexers=indexers
+        )
     recorder = manager.recorder(c.CONTROLLER_NAME)
     low, high = options.host_port_range
     hostnetwork = HostNetwork(HostPortAllocator(low, high), recorder, client)
@@ -187,9 +194,10 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
                 hostnetwork=hostnetwork,
                 recorder=recorder,
                 options=ReconcilerOptions(
-                    cluster_domain=options.cluster_domain, gang=options.gang, rdma_defaults=options.rdma_defaults
+                    cluster_domain=options.cluster_domain, gang=gang, rdma_defaults=options.rdma_defaults
                 ),
                 on_transition=count,
+                podgroups=podgroups,
             )
             # ``pytorchjobs`` as before (the metrics' controller label), ``pytorchjobs.kubeflow.org`` beside it
             name = framework.plural if group is KUBEDL else f"{framework.plural}.{group.group}"
@@ -197,6 +205,8 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
             controller.watch(jobs)
             controller.watch(pods, map=owner_key(framework.kind, api_version=resource.api_version))
             controller.watch(services, map=owner_key(framework.kind, api_version=resource.api_version))
+            if podgroups is not None:
+                controller.watch(podgroups, map=owner_key(framework.kind, api_version=resource.api_version))
             expectations = reconciler.expectations
             pods.add_handler(
                 Handler(
@@ -248,19 +258,25 @@ def _transition_counter(
     return count
 
 
-async def served_resources(client: KubeClient, groups: tuple[ApiGroup, ...]) -> frozenset[tuple[str, str]]:
-    """The (group, plural) pairs the API server serves in ``groups`` (discovery), so the controller watches
-    only kinds whose CRDs are installed: a cluster may have kubedl-py's kubeflow.org kinds only in part."""
+async def served_resources(
+    client: KubeClient, groups: tuple[ApiGroup, ...], *, gang: Gang | None = None
+) -> frozenset[tuple[str, str]]:
+    """The (group, plural) pairs the API server serves in ``groups`` and the gang scheduler's group
+    (discovery), so the controller watches only what is installed: a cluster may have kubedl-py's kubeflow.org
+    kinds only in part, and a gang scheduler's CRDs may come after the controller."""
     served: set[tuple[str, str]] = set()
-    for group in groups:
+    versions = [(group.group, group.api_version) for group in groups]
+    if gang is not None:
+        versions.append((gang.resource.group, gang.resource.api_version))
+    for group_name, api_version in versions:
         try:
-            listing = await client.request("GET", f"/apis/{group.api_version}")
+            listing = await client.request("GET", f"/apis/{api_version}")
         except errors.NotFound:
             continue
         for entry in listing.get("resources") or []:
             name = str(entry.get("name") or "")
             if "/" not in name:
-                served.add((group.group, name))
+                served.add((group_name, name))
     return frozenset(served)
 
 
@@ -268,7 +284,7 @@ async def run_controller(client: KubeClient, options: ControllerOptions, *, mana
     """Run until ``manager.stop()`` (the CLI calls it on SIGTERM/SIGINT)."""
     if manager is None:
         if options.served is None:
-            options = replace(options, served=await served_resources(client, options.groups))
+            options = replace(options, served=await served_resources(client, options.groups, gang=options.gang))
         manager = build_manager(client, options)
     scope = f"namespace {options.namespace}" if options.namespace else "all namespaces"
     logger.info(

@@ -210,3 +210,21 @@ def test_multi_document_names_the_bad_document() -> None:
 def test_empty_input() -> None:
     with pytest.raises(JobValidationError, match="empty"):
         load_jobs("\n---\n")
+
+
+def test_a_gang_larger_than_the_job_is_refused_with_the_most_it_may_be() -> None:
+    document = pytorch(Master=replica(1), Worker=replica(2))
+    document["spec"]["schedulingPolicy"] = {"minAvailable": 4}
+    message = errors_of(document)["spec.schedulingPolicy.minAvailable"]
+    assert "3 replicas" in message and "at most 3" in message
+    document["spec"]["schedulingPolicy"] = {"minAvailable": 3}
+    parse_job(document)
+
+
+def test_a_gang_of_the_kubeflow_layout_is_named_where_it_is_written() -> None:
+    document = pytorch(Worker=replica(2))
+    document["apiVersion"] = "kubeflow.org/v1"
+    document["spec"]["runPolicy"] = {"schedulingPolicy": {"minAvailable": 3, "minResources": {"cpu": "lots"}}}
+    errors = errors_of(document)
+    assert "at most 2" in errors["spec.runPolicy.schedulingPolicy.minAvailable"]
+    assert "not a Kubernetes quantity" in errors["spec.runPolicy.schedulingPolicy.minResources.cpu"]

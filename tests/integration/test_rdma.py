@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
+from kubedl_py.api.groups import KUBEDL
 from kubedl_py.controllers.gang import Gang
+from kubedl_py.controllers.setup import served_resources
 from kubedl_py.kube.errors import AlreadyExists, Invalid, NotFound
 from kubedl_py.kube.resources import PODS, Resource
 from kubedl_py.local.kubernetes.install import apply, manifest_documents
@@ -22,6 +24,7 @@ from tests.integration.conftest import (
     Env,
     Kube,
     RunningController,
+    condition,
     env_of,
     events_for,
     eventually,
@@ -55,9 +58,25 @@ async def start(cluster: Env, **options: Any) -> RunningController:
             await apply(
                 kube, manifest_documents(replace(SESSION_MANIFESTS, gang_scheduler=scheduler), kinds=("ClusterRole",))
             )
+    if scheduler is not None:
+        # As `kubedl-py controller` does: what the API server serves decides whether PodGroups are watched.
+        async with cluster.client() as kube:
+            gang = Gang(scheduler, options.get("gang_scheduler_name"))
+            options["served"] = await served_resources(kube, (KUBEDL,), gang=gang)
     running = RunningController(cluster, fast_options(namespace=cluster.namespace, **options))
     await running.start()
     return running
+
+
+async def admit(kube: Kube, resource: Resource, name: str) -> None:
+    """Do what Volcano's enqueue action does when the queue has room: the PodGroup's phase becomes Inqueue."""
+    await kube.patch(resource, name, {"status": {"phase": "Inqueue"}}, namespace=kube.ns)
+
+
+async def reconciled_once(kube: Kube, name: str) -> dict[str, Any] | None:
+    """The job once a reconcile has written its status: whatever that reconcile created exists by then."""
+    job = await kube.get(PYTORCHJOBS, name, namespace=kube.ns)
+    return job if condition(job, "Created") else None
 
 
 @pytest.fixture(autouse=True)
@@ -265,7 +284,12 @@ async def test_volcano_gang_podgroup_is_owned_pods_point_at_it_and_it_goes_when_
             created["metadata"]["uid"],
             True,
         )
-        pods = await eventually(lambda: _pods(kube, "gang", 3), what="gang pods")
+        # Not admitted yet (phase unset, as Volcano leaves a group its queue has no room for): no pod at all,
+        # though the reconcile that made the group has finished.
+        await eventually(lambda: reconciled_once(kube, "gang"), what="the first reconcile's status")
+        assert await pods_of(kube, "gang") == []
+        await admit(kube, VOLCANO, "gang")
+        pods = await eventually(lambda: _pods(kube, "gang", 3), what="gang pods once admitted")
         for pod in pods:
             assert pod["spec"]["schedulerName"] == "volcano"
             assert pod["spec"]["priorityClassName"] == "high"
@@ -321,6 +345,7 @@ async def test_a_resubmitted_job_does_not_adopt_its_predecessors_podgroup(cluste
         # A real garbage collector starts watching a newly installed kind within its 30 s discovery resync.
         group = await eventually(owned_by_the_new_job, within=60, what="a PodGroup of the new job")
         assert group["spec"]["minMember"] == 3
+        await admit(kube, VOLCANO, "again")
         await eventually(lambda: _pods(kube, "again", 3), what="pods once their group is the job's own")
     finally:
         await running.stop()
@@ -348,6 +373,7 @@ async def test_an_orphaned_podgroup_of_the_jobs_name_is_adopted(cluster: Env, ku
 
         group = await eventually(adopted, what="the orphaned PodGroup owned by the job")
         assert group["spec"]["minMember"] == 3
+        await admit(kube, VOLCANO, "adopter")
         await eventually(lambda: _pods(kube, "adopter", 3), what="pods once the group is the job's")
     finally:
         await running.stop()
@@ -396,7 +422,9 @@ async def test_missing_podgroup_crd_holds_the_pods_back_with_an_event_until_it_i
         assert await pods_of(kube, "early") == []
         await install_podgroups(kube, VOLCANO)
         await eventually(lambda: podgroup(kube, VOLCANO, "early"), what="PodGroup after the CRD came", within=15)
-        await eventually(lambda: _pods(kube, "early", 3), what="pods after the PodGroup")
+        # No watch on PodGroups (the CRD came after the controller): the admission is found by reading it.
+        await admit(kube, VOLCANO, "early")
+        await eventually(lambda: _pods(kube, "early", 3), what="pods after the PodGroup is admitted")
     finally:
         await running.stop()
 
@@ -415,5 +443,79 @@ async def test_without_the_flag_no_podgroup_and_no_scheduler_fields(cluster: Env
         assert await podgroup(kube, VOLCANO, "plain") is None
         listed = await kube.list(PODS, namespace=kube.ns)
         assert len(listed.items) == 3
+    finally:
+        await running.stop()
+
+
+async def test_a_podgroup_deleted_while_its_job_runs_is_made_again(cluster: Env, kube: Kube) -> None:
+    """The PodGroup is watched, not remembered: deleted by hand while the job runs, it comes back (a new
+    object, still the job's), so the gang scheduler keeps treating the job's pods as one group."""
+    await install_podgroups(kube, PLUGINS)
+    running = await start(cluster, gang_scheduler="scheduler-plugins", gang_scheduler_name="default-scheduler")
+    try:
+        created = await kube.create(PYTORCHJOBS, pytorchjob("kept"), namespace=kube.ns)
+        await wait_condition(kube, PYTORCHJOBS, "kept", "Running")
+        first = await eventually(lambda: podgroup(kube, PLUGINS, "kept"), what="PodGroup")
+        await kube.delete(PLUGINS, "kept", namespace=kube.ns)
+
+        async def made_again() -> dict[str, Any] | None:
+            group = await podgroup(kube, PLUGINS, "kept")
+            return group if group and group["metadata"]["uid"] != first["metadata"]["uid"] else None
+
+        group = await eventually(made_again, what="the PodGroup made again")
+        assert [ref["uid"] for ref in group["metadata"]["ownerReferences"]] == [created["metadata"]["uid"]]
+        assert group["spec"]["minMember"] == 3
+        events = [e for e in await events_for(kube, "kept") if e["reason"] == "PodGroupRecreated"]
+        assert events, "no PodGroupRecreated event"
+        assert len(await pods_of(kube, "kept")) == 3  # the running pods were left alone
+    finally:
+        await running.stop()
+
+
+async def test_podgroup_min_resources_are_what_the_first_min_member_pods_request(cluster: Env, kube: Kube) -> None:
+    """minResources sums the requests (a limit where no request is given) of the minMember pods that come
+    first: the master before the workers."""
+    await install_podgroups(kube, VOLCANO)
+    running = await start(cluster, gang_scheduler="volcano")
+    try:
+        master = replica(1)
+        master["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "500m", "memory": "1Gi"}}
+        worker = replica(3)
+        worker["template"]["spec"]["containers"][0]["resources"] = {
+            "requests": {"cpu": "1"},
+            "limits": {"cpu": "2", "nvidia.com/gpu": "1"},
+        }
+        worker["template"]["spec"]["initContainers"] = [
+            {"name": "fetch", "image": "busybox", "resources": {"requests": {"memory": "512Mi"}}}
+        ]
+        job = pytorchjob("sized", replicas={"Master": master, "Worker": worker}, schedulingPolicy={"minAvailable": 3})
+        await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
+        group = await eventually(lambda: podgroup(kube, VOLCANO, "sized"), what="PodGroup")
+        # master + 2 workers: cpu 0.5 + 2 x 1; memory 1Gi + 2 x 512Mi (each worker's init container); 2 GPUs
+        assert group["spec"]["minMember"] == 3
+        assert group["spec"]["minResources"] == {"cpu": "2500m", "memory": str(2 * 2**30), "nvidia.com/gpu": "2"}
+
+        explicit = pytorchjob("told", schedulingPolicy={"minResources": {"cpu": "64", "rdma/hca": 8}})
+        await kube.create(PYTORCHJOBS, explicit, namespace=kube.ns)
+        told = await eventually(lambda: podgroup(kube, VOLCANO, "told"), what="PodGroup of the job that sets it")
+        assert told["spec"]["minResources"] == {"cpu": "64", "rdma/hca": "8"}
+    finally:
+        await running.stop()
+
+
+async def test_a_gang_larger_than_the_job_is_refused_by_name(cluster: Env, kube: Kube) -> None:
+    """minAvailable above the job's replicas could never be met: the job fails at once, naming the field, and
+    gets neither PodGroup nor pods."""
+    await install_podgroups(kube, VOLCANO)
+    running = await start(cluster, gang_scheduler="volcano")
+    try:
+        job = pytorchjob("toobig", schedulingPolicy={"minAvailable": 5})
+        await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
+        failed = await wait_condition(kube, PYTORCHJOBS, "toobig", "Failed")
+        message = condition(failed, "Failed")["message"]
+        assert "spec.schedulingPolicy.minAvailable" in message
+        assert "3 replicas" in message
+        assert await podgroup(kube, VOLCANO, "toobig") is None
+        assert await pods_of(kube, "toobig") == []
     finally:
         await running.stop()
