@@ -93,6 +93,9 @@ class PodTemplateSpec(OpenModel):
 class ReplicaSpec(KubeModel):
     replicas: Annotated[int, Field(ge=0, le=MAX_TOTAL_REPLICAS)] | None = None
     restart_policy: RestartPolicy | None = None
+    #: restarts of this replica type's pods that fail the job, counted as the job-wide ``backoffLimit`` is
+    #: (the job fails when they reach it): e.g. no restart of a parameter server, a few of the workers
+    backoff_limit: NonNegativeInt | None = None
     template: PodTemplateSpec
 
 
@@ -164,6 +167,32 @@ class Placement(KubeModel):
     mode: Literal["Preferred", "Required"] | None = None
 
 
+#: a count of replicas, or a share of them (``"75%"``)
+Share = Annotated[int, Field(ge=0)] | Annotated[str, Field(pattern=r"^(100|[1-9]?[0-9])%$")]
+
+
+class FailurePolicy(KubeModel):
+    """What a failure does to the rest of the job (docs/policies.md)."""
+
+    #: ``Replica`` (default): a failed replica's pod is replaced alone. ``Job``: every pod of the job is
+    #: replaced together, new ones only once all old ones are gone (a fresh rendezvous), one restart per time
+    restart_scope: Literal["Replica", "Job"] | None = None
+    #: fail the job when one of its pods has been Pending this long, naming the pod and why (an image that
+    #: cannot be pulled, no node that fits, a volume that cannot be mounted); unset: wait forever
+    pending_timeout_seconds: Annotated[int, Field(ge=1)] | None = None
+
+
+class CompletionPolicy(KubeModel):
+    """Success and failure by share of one replica type (docs/policies.md)."""
+
+    #: the replica type counted (default ``Worker``)
+    replica_type: str | None = None
+    #: the job succeeds once this many (or this share) of them have succeeded
+    min_succeeded: Share | None = None
+    #: this many (or this share) of them may fail for good without failing the job; one more fails it
+    max_failed: Share | None = None
+
+
 class RunPolicy(KubeModel):
     """Fields that KubeDL keeps inline in ``spec``; shared by every job kind.
 
@@ -181,6 +210,8 @@ class RunPolicy(KubeModel):
     #: who reconciles the job: unset or ``kubeflow.org/training-operator`` (kubedl-py is its drop-in) or
     #: ``kubedl.io/kubedl-py``; any other value (``kueue.x-k8s.io/multikueue``) leaves the job to that controller
     managed_by: str | None = None
+    failure_policy: FailurePolicy | None = None
+    completion_policy: CompletionPolicy | None = None
     rdma: RdmaSpec | None = None
     placement: Placement | None = None
 

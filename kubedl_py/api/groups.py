@@ -30,6 +30,9 @@ RUN_POLICY_FIELDS: Final = (
     "schedulingPolicy",
     "suspend",
     "managedBy",
+    # kubedl-py's own (docs/policies.md): under runPolicy in kubeflow.org, like the fields above
+    "failurePolicy",
+    "completionPolicy",
 )
 
 

@@ -156,6 +156,7 @@ def validate_job(job: Job) -> list[FieldError]:
     errors += kind_api(job.kind).validate(job)
     errors += _check_totals(job)
     errors += _check_scheduling(job)
+    errors += _check_completion(job)
     errors += _check_rdma(job)
     return errors
 
@@ -260,6 +261,30 @@ def _check_scheduling(job: Job) -> list[FieldError]:
                 )
             )
     return errors
+
+
+def _check_completion(job: Job) -> list[FieldError]:
+    """A completionPolicy must count a replica type the job has, with a threshold it can reach."""
+    policy = job.run_policy.completion_policy
+    if policy is None:
+        return []
+    path = "spec.completionPolicy"
+    replica_type = policy.replica_type or "Worker"
+    if replica_type not in job.replica_specs:
+        types = ", ".join(job.replica_specs)
+        return [FieldError(f"{path}.replicaType", f"{replica_type!r} is not a replica type of this job ({types})")]
+    if policy.min_succeeded is None and policy.max_failed is None:
+        return [FieldError(path, "says nothing: set minSucceeded, maxFailed or both")]
+    total = _replicas(job.replica_specs[replica_type].replicas)
+    if isinstance(policy.min_succeeded, int) and not 1 <= policy.min_succeeded <= total:
+        return [
+            FieldError(
+                f"{path}.minSucceeded",
+                f"is {policy.min_succeeded} but the job has {total} {replica_type} replicas: use 1 to {total}, or a "
+                "share such as '75%'",
+            )
+        ]
+    return []
 
 
 def parse_rdma(data: Any, *, source: str | None = None) -> RdmaSpec:

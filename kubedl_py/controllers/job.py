@@ -60,13 +60,20 @@ from kubedl_py.controllers.observation import (
 )
 from kubedl_py.controllers.ownership import owner_reference
 from kubedl_py.controllers.pods import addressing_for, build_pod, build_service, type_selector
+from kubedl_py.controllers.policies import (
+    VOLUME_EVENT_REASONS,
+    completion_of,
+    count_phase,
+    pending_cause,
+    whole_job_restart,
+)
 from kubedl_py.controllers.refusals import Outcome, Refusal, classify_refusal
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.events import EventRecorder
 from kubedl_py.kube.informer import OWNER_INDEX, Informer
 from kubedl_py.kube.manager import Result
-from kubedl_py.kube.resources import PODS, SERVICES, Resource
+from kubedl_py.kube.resources import EVENTS, PODS, SERVICES, Resource
 
 logger = logging.getLogger(__name__)
 
@@ -239,7 +246,7 @@ class JobReconciler:
         if not status.get("startTime"):
             status["startTime"] = st.timestamp(seen.now)
 
-        if self._deadline_passed(seen) or self._backoff_exceeded(seen):
+        if self._deadline_passed(seen) or self._backoff_exceeded(seen) or await self._pending_too_long(seen):
             # A failed job must not keep holding nodes, whatever its cleanPodPolicy.
             await self._gather(self._delete_pod(r.pod) for r in seen.replicas.values() if r.pod and is_active(r.pod))
             return
@@ -311,23 +318,93 @@ class JobReconciler:
         )
         return True
 
-    def _restarts(self, seen: Observation) -> int:
-        recorded = sum(int(value.get("restarts") or 0) for value in (seen.status.get("replicaStatuses") or {}).values())
-        return recorded + sum(in_place_restarts(r.pod) for r in seen.replicas.values() if r.pod)
+    def _restarts(self, seen: Observation, replica_type: str | None = None) -> int:
+        """Restarts recorded in the status plus the live pods' in-place ones: of the job, or of one type."""
+        statuses = seen.status.get("replicaStatuses") or {}
+        recorded = sum(
+            int(value.get("restarts") or 0)
+            for name, value in statuses.items()
+            if replica_type is None or name == replica_type
+        )
+        live = sum(
+            in_place_restarts(r.pod)
+            for r in seen.replicas.values()
+            if r.pod and (replica_type is None or r.replica_type == replica_type)
+        )
+        return recorded + live
+
+    def _limit_reached(self, seen: Observation, *, more: int = 0, replica_type: str | None = None) -> str | None:
+        """Which restart limit fails the job (the job-wide ``backoffLimit``, or the ``backoffLimit`` of
+        ``replica_type`` or of any type), counting ``more`` restarts about to happen, as a clause for the
+        message; None while neither is reached."""
+        job = seen.job
+        limit = job.run_policy.backoff_limit
+        restarts = self._restarts(seen) + more
+        if limit is not None and reaches_backoff_limit(restarts, limit):
+            if more:
+                return f"{restarts} restarts would reach backoffLimit {limit}"
+            return f"has restarted {restarts} times, reaching backoffLimit {limit}"
+        for name, spec in job.replica_specs.items():
+            if spec.backoff_limit is None or (replica_type is not None and name != replica_type):
+                continue
+            count = self._restarts(seen, name) + more
+            if reaches_backoff_limit(count, spec.backoff_limit):
+                own = spec.backoff_limit
+                if more:
+                    return f"{count} restarts of its {name} replicas would reach their backoffLimit {own}"
+                return f"its {name} replicas have restarted {count} times, reaching their backoffLimit {own}"
+        return None
 
     def _backoff_exceeded(self, seen: Observation) -> bool:
-        limit = seen.job.run_policy.backoff_limit
-        if limit is None:
+        clause = self._limit_reached(seen)
+        if clause is None:
             return False
-        restarts = self._restarts(seen)
-        if not reaches_backoff_limit(restarts, limit):
-            return False
-        self._set_failed(
-            seen,
-            "BackoffLimitExceeded",
-            f"{seen.job.kind} {seen.key} has restarted {restarts} times, reaching backoffLimit {limit}.",
-        )
+        self._set_failed(seen, "BackoffLimitExceeded", f"{seen.job.kind} {seen.key} {clause}.")
         return True
+
+    async def _pending_too_long(self, seen: Observation) -> bool:
+        """``failurePolicy.pendingTimeoutSeconds``: a pod Pending that long fails the job, naming the pod and
+        why it waits (its status, else a volume event, else "no cause reported")."""
+        policy = seen.job.run_policy.failure_policy
+        timeout = policy.pending_timeout_seconds if policy is not None else None
+        if timeout is None:
+            return False
+        for replica in seen.replicas.values():
+            pod = replica.pod
+            if pod is None or replica.terminating or replica.phase != "Pending":
+                continue
+            meta = pod.get("metadata") or {}
+            created = parse_time(meta.get("creationTimestamp")) or seen.now
+            waited = (seen.now - created).total_seconds()
+            if waited < timeout:
+                seen.want_requeue(timeout - waited)
+                continue
+            cause = pending_cause(pod) or await self._volume_trouble(pod) or "no cause reported"
+            name = meta.get("name")
+            message = (
+                f"{seen.job.kind} {seen.key}: pod {name} has been Pending for {int(waited)}s, over "
+                f"failurePolicy.pendingTimeoutSeconds ({timeout}s): {cause}."
+            )
+            self._set_failed(seen, "PendingTimeout", message)
+            await self.recorder.warning(seen.raw, "PendingTimeout", f"pod {name}: {cause}")
+            return True
+        return False
+
+    async def _volume_trouble(self, pod: Object) -> str | None:
+        """A volume that cannot be mounted shows only in the pod's events (asked once, at the timeout)."""
+        meta = pod.get("metadata") or {}
+        try:
+            listed = await self.client.list(
+                EVENTS,
+                namespace=meta.get("namespace"),
+                field_selector=f"involvedObject.kind=Pod,involvedObject.name={meta.get('name')}",
+            )
+        except (errors.Forbidden, errors.NotFound):
+            return None
+        for event in reversed(listed.items):
+            if event.get("reason") in VOLUME_EVENT_REASONS:
+                return f"{event.get('reason')}: {event.get('message') or 'no message'}"
+        return None
 
     async def _remove_surplus(self, seen: Observation) -> None:
         """Pods (and their Services) of replicas the spec no longer has: replicas lowered or type removed."""
@@ -347,9 +424,11 @@ class JobReconciler:
             logger.info("%s: removed surplus replicas %s", seen.key, ", ".join(sorted(names)))
 
     async def _handle_failures(self, seen: Observation) -> None:
-        """Replace retryable failures; a failure that may not be retried ends the job (JobFailure)."""
+        """Replace retryable failures (the failed pod alone, or with ``failurePolicy.restartScope: Job`` every
+        pod of the job); a failure that may not be retried ends the job (JobFailure), unless the job's
+        ``completionPolicy`` tolerates that many failed replicas of its type."""
         job = seen.job
-        limit = job.run_policy.backoff_limit
+        completion = completion_of(job)
         for replica in seen.replicas.values():
             if replica.pod is None or replica.phase != "Failed":
                 continue
@@ -363,26 +442,51 @@ class JobReconciler:
             )
             if not retry:
                 why = "" if spec.restart_policy == "Never" else " (not retryable under restartPolicy ExitCode)"
+                if completion is not None and replica.replica_type == completion.replica_type:
+                    failed = count_phase(seen.pods_by_type().get(completion.replica_type, []), "Failed")
+                    if completion.tolerates(failed):
+                        continue  # left Failed, not replaced: the job may still succeed by share
+                    refusal = completion.refusal(failed)
+                    if refusal is not None:
+                        message = (
+                            f"{job.kind} {seen.key} has failed: {refusal}; last: {who} {failure.description}{why}."
+                        )
+                        raise JobFailure("ReplicaFailed", message, event=message)
                 raise JobFailure(
                     "ReplicaFailed",
                     f"{job.kind} {seen.key} has failed: {who} {failure.description}{why}.",
                     event=f"{who} {failure.description}{why}",
                 )
-            restarts = self._restarts(seen) + 1
-            if limit is not None and reaches_backoff_limit(restarts, limit):
-                message = (
-                    f"{job.kind} {seen.key}: {who} {failure.description}; {restarts} restarts would reach "
-                    f"backoffLimit {limit}."
-                )
+            reached = self._limit_reached(seen, more=1, replica_type=replica.replica_type)
+            if reached is not None:
+                message = f"{job.kind} {seen.key}: {who} {failure.description}; {reached}."
                 raise JobFailure("BackoffLimitExceeded", message)
             # Count the replacement before deleting, so a crash in between can only over-count.
             self._count_restart(seen, replica)
+            if whole_job_restart(job):
+                await self._restart_job(seen, f"{who} {failure.description}")
+                return  # one restart of the whole job, however many pods failed with it
             message = f"{who} {failure.description}; replacing pod {replica_name(job.name, *slot_of(replica))}."
             st.set_condition(seen.status, st.RESTARTING, reason=_reason(job, "Restarting"), message=message)
             self._on_transition(job.kind, st.RESTARTING, job.namespace)
             await self.recorder.normal(seen.raw, "JobRestarting", message)
             await self._delete_pod(replica.pod)
             replica.pod, replica.terminating = None, True
+
+    async def _restart_job(self, seen: Observation, what: str) -> None:
+        """``restartScope: Job``: every pod goes (running, succeeded, failed), and new ones come only once
+        all are gone (``_create_missing``), so the new rendezvous has no member of the old one; in
+        host-network mode each new pod gets a new host port and its Service is re-pointed first."""
+        job = seen.job
+        message = f"{what}; restarting every pod of the job together (failurePolicy.restartScope: Job)."
+        st.set_condition(seen.status, st.RESTARTING, reason=_reason(job, "Restarting"), message=message)
+        self._on_transition(job.kind, st.RESTARTING, job.namespace)
+        await self.recorder.normal(seen.raw, "JobRestarting", message)
+        doomed = [r for r in seen.replicas.values() if r.pod is not None]
+        await self._gather(self._delete_pod(r.pod) for r in doomed if r.pod is not None)
+        for replica in doomed:
+            replica.pod, replica.terminating = None, True
+        logger.info("%s: restarting the whole job: %s", seen.key, what)
 
     def _count_restart(self, seen: Observation, replica: Replica) -> None:
         statuses = seen.status.setdefault("replicaStatuses", {})
@@ -408,6 +512,8 @@ class JobReconciler:
 
     async def _create_missing(self, seen: Observation, network: HostNetworkStep) -> None:
         job = seen.job
+        if whole_job_restart(job) and any(r.terminating for r in seen.replicas.values()):
+            return  # a whole-job restart: no new pod while one of the old rendezvous is still stopping
         plugin = controller_for(job.kind)
         pods_by_type = seen.pods_by_type()
         missing = [
@@ -590,9 +696,24 @@ class JobReconciler:
                 entry["labelSelector"] = {"matchLabels": selector}
                 entry["selector"] = ",".join(f"{key}={value}" for key, value in sorted(selector.items()))
 
+    def _succeeded(self, seen: Observation) -> bool:
+        """The kind's success rule; with a ``completionPolicy``, its rule instead: ``minSucceeded`` replicas of
+        its type succeeded, or (``maxFailed`` alone) every one of them ended and no more than that failed."""
+        job = seen.job
+        completion = completion_of(job)
+        pods = seen.pods_by_type()
+        if completion is None:
+            return controller_for(job.kind).succeeded(job, pods)
+        counted = pods.get(completion.replica_type, [])
+        succeeded = count_phase(counted, "Succeeded")
+        if completion.min_succeeded is not None:
+            return succeeded >= completion.min_succeeded
+        failed = count_phase(counted, "Failed")
+        return succeeded > 0 and succeeded + failed == completion.total and completion.tolerates(failed)
+
     def _update_conditions(self, seen: Observation) -> None:
         job, status = seen.job, seen.status
-        if controller_for(job.kind).succeeded(job, seen.pods_by_type()):
+        if self._succeeded(seen):
             st.set_condition(
                 status,
                 st.SUCCEEDED,
@@ -603,7 +724,13 @@ class JobReconciler:
             self._on_transition(job.kind, st.SUCCEEDED, job.namespace)
             return
         slots = list(seen.replicas.values())
-        all_up = bool(slots) and all(r.pod is not None and r.phase in ("Running", "Succeeded") for r in slots)
+        completion = completion_of(job)
+        tolerated = completion.replica_type if completion is not None and completion.tolerates(0) else None
+        up = ("Running", "Succeeded")
+        all_up = bool(slots) and all(
+            r.pod is not None and (r.phase in up or (r.phase == "Failed" and r.replica_type == tolerated))
+            for r in slots
+        )
         restarting = any(r.terminating or (r.pod is not None and is_crashing(r.pod)) for r in slots)
         if restarting:
             return  # Restarting was set when the replacement started; stays until all are up again

@@ -94,8 +94,11 @@ def build_pod(
     labels = {**(metadata.get("labels") or {}), **replica_labels(job, replica_type, index)}
     pod_annotations = {**(metadata.get("annotations") or {}), **(annotations or {})}
 
-    # ExitCode is decided by the controller, so the kubelet must not restart the container itself.
-    pod_spec["restartPolicy"] = "Never" if spec.restart_policy == "ExitCode" else spec.restart_policy
+    # ExitCode is decided by the controller, and so is every restart when the whole job restarts together:
+    # the kubelet must not restart the container itself.
+    policy = job.run_policy.failure_policy
+    whole_job = policy is not None and policy.restart_scope == "Job"
+    pod_spec["restartPolicy"] = "Never" if spec.restart_policy == "ExitCode" or whole_job else spec.restart_policy
     containers = pod_spec["containers"]
     main_index = default_container_index(containers, job.framework)
     main = containers[main_index]

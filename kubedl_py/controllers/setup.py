@@ -93,6 +93,7 @@ def trim_pod(pod: Object) -> Object:
                 "annotations",
                 "ownerReferences",
                 "deletionTimestamp",
+                "creationTimestamp",
             )
             if key in meta
         },
@@ -109,6 +110,16 @@ def trim_pod(pod: Object) -> Object:
             "containerStatuses": [
                 {key: cs[key] for key in ("name", "restartCount", "state", "lastState") if key in cs}
                 for cs in status.get("containerStatuses") or []
+            ],
+            # why a pod is Pending (failurePolicy.pendingTimeoutSeconds): image pulls and scheduling
+            "initContainerStatuses": [
+                {key: cs[key] for key in ("name", "state") if key in cs}
+                for cs in status.get("initContainerStatuses") or []
+            ],
+            "conditions": [
+                {key: cond[key] for key in ("type", "status", "reason", "message") if key in cond}
+                for cond in status.get("conditions") or []
+                if cond.get("type") == "PodScheduled"
             ],
         },
     }

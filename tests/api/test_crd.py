@@ -50,7 +50,12 @@ VALID = [
     _job(nprocPerNode=4),
     _job(nprocPerNode="auto"),
     _job(cleanPodPolicy="None", ttlSecondsAfterFinished=0, backoffLimit=3, activeDeadlineSeconds=60),
-    _job(schedulingPolicy={"minAvailable": 2, "queue": "q", "priorityClassName": "high"}),
+    _job(schedulingPolicy={"minAvailable": 1, "queue": "q", "priorityClassName": "high"}),
+    _job(
+        failurePolicy={"restartScope": "Job", "pendingTimeoutSeconds": 300},
+        completionPolicy={"replicaType": "Master", "minSucceeded": "100%", "maxFailed": 0},
+        successPolicy="AllWorkers",
+    ),
     _with(
         _job(elasticPolicy={"minReplicas": 1, "maxReplicas": 4, "rdzvConf": [{"key": "k", "value": "v"}]}),
         "spec.pytorchReplicaSpecs.Worker",

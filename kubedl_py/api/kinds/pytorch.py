@@ -62,6 +62,9 @@ class ElasticPolicy(KubeModel):
 
 class PyTorchJobSpec(RunPolicy):
     pytorch_replica_specs: dict[str, ReplicaSpec]
+    #: ``""`` (default): the job succeeds when the Master (or, without one, every Worker) has succeeded;
+    #: ``AllWorkers``: only when every Worker has succeeded too, so no Worker is cut off while saving
+    success_policy: Literal["", "AllWorkers"] | None = None
     nproc_per_node: NprocPerNode | None = None
     elastic_policy: ElasticPolicy | None = None
 

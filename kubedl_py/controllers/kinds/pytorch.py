@@ -9,7 +9,8 @@ Rules that are not obvious:
 - ``WORLD_SIZE`` = pods x ``nprocPerNode`` when that is an integer, else pods x 1 (torchrun recomputes it).
 - Elastic jobs get ``PET_RDZV_*``; ``PET_NNODES`` becomes ``min:max`` and no fixed node rank is set.
 - Every container of the pod gets the variables (sidecars may take part in the rendezvous).
-- Success: the Master succeeded; a workers-only job, when every worker did.
+- Success: the Master succeeded (with ``successPolicy: AllWorkers``, and every Worker too); a workers-only
+  job, when every worker did.
 """
 
 from __future__ import annotations
@@ -89,9 +90,12 @@ class PyTorchController(KindController):
         return containers
 
     def succeeded(self, job: Any, pods: Pods) -> bool:
+        assert isinstance(job, PyTorchJob)
+        workers = all_succeeded(list(pods.get("Worker", [])))
         if pods.get("Master"):
-            return pod_succeeded(pods["Master"][0])
-        return all_succeeded(list(pods.get("Worker", [])))
+            master = pod_succeeded(pods["Master"][0])
+            return master and (workers or job.spec.success_policy != "AllWorkers")
+        return workers
 
 
 CONTROLLER = PyTorchController()

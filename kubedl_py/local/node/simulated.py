@@ -9,6 +9,8 @@ annotations decide how they end:
   with only run-seconds the exit code is 0);
 - ``local.kubedl.io/termination-seconds``: how long containers take to stop after deletion (default
   ``termination_seconds``, capped at the grace period; the pod shows ``deletionTimestamp`` meanwhile).
+- ``local.kubedl.io/image-pull``: ``fail`` makes every image of the pod unpullable: the pod stays Pending
+  with its containers waiting in ``ImagePullBackOff``, as a kubelet reports an image that does not exist.
 
 ``restartPolicy`` is applied as the kubelet does: Always restarts in place (restartCount+1 after a doubling
 back-off), OnFailure restarts non-zero exits, Never leaves the pod Succeeded/Failed.
@@ -38,6 +40,7 @@ Obj = dict[str, Any]
 EXIT_CODE = "local.kubedl.io/exit-code"
 RUN_SECONDS = "local.kubedl.io/run-seconds"
 TERMINATION_SECONDS = "local.kubedl.io/termination-seconds"
+IMAGE_PULL = "local.kubedl.io/image-pull"
 
 
 def iso_at(ts: float) -> str:
@@ -208,6 +211,9 @@ class SimulatedRuntime(Runtime):
         now = time.time()
         ts = iso_at(now)
         status = dict(pod.get("status") or {})
+        if (pod["metadata"].get("annotations") or {}).get(IMAGE_PULL) == "fail":
+            self._image_pull_failed(pod, run, status)
+            return
         host_ip = self._node_ip(run.node)
         pod_ip = host_ip if spec.get("hostNetwork") else status.get("podIP") or self.pod_ips.take()
         status.update(
@@ -256,6 +262,34 @@ class SimulatedRuntime(Runtime):
         ann = pod["metadata"].get("annotations") or {}
         run.plan = (ann.get(EXIT_CODE), ann.get(RUN_SECONDS))
         self._plan_exits(pod, run)
+
+    def _image_pull_failed(self, pod: Obj, run: PodRun, status: Obj) -> None:
+        """What a kubelet reports for images it cannot pull: Pending, every container waiting in back-off."""
+        spec = pod.get("spec") or {}
+        host_ip = self._node_ip(run.node)
+        status.update(
+            phase="Pending", hostIP=host_ip, hostIPs=[{"ip": host_ip}], startTime=status.get("startTime") or now_iso()
+        )
+        status["containerStatuses"] = [
+            {
+                "name": c["name"],
+                "image": c.get("image", ""),
+                "imageID": "",
+                "ready": False,
+                "started": False,
+                "restartCount": 0,
+                "state": {
+                    "waiting": {
+                        "reason": "ImagePullBackOff",
+                        "message": f'Back-off pulling image "{c.get("image", "")}": not found in any registry',
+                    }
+                },
+            }
+            for c in spec.get("containers") or []
+        ]
+        status["conditions"] = pod_conditions(status, ready=False, now=now_iso())
+        run.done = True
+        self._write(pod, run, status)
 
     def _plan_exits(self, pod: Obj, run: PodRun) -> None:
         for t in run.timers.values():
@@ -493,4 +527,4 @@ def _image_id(c: Obj) -> str:
     return "simulated://" + hashlib.sha256(str(c.get("image", "")).encode()).hexdigest()[:16]
 
 
-__all__ = ["EXIT_CODE", "RUN_SECONDS", "TERMINATION_SECONDS", "NodeAgent", "SimulatedRuntime"]
+__all__ = ["EXIT_CODE", "IMAGE_PULL", "RUN_SECONDS", "TERMINATION_SECONDS", "NodeAgent", "SimulatedRuntime"]

@@ -1,0 +1,115 @@
+"""The decisions behind ``failurePolicy`` and ``completionPolicy`` (docs/policies.md), as pure functions.
+
+Why apart from job.py: each is a rule a user reads in the docs and a unit test pins down (what 75% of 7 is,
+which waiting reason names a pod's trouble); job.py only acts on what they decide.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from kubedl_py.api import TrainingJob
+from kubedl_py.api.common import CompletionPolicy
+
+Object = dict[str, Any]
+
+#: the default replica type a completionPolicy counts
+DEFAULT_COMPLETION_TYPE: Final = "Worker"
+#: container waiting reasons that say why a pod cannot start (the kubelet's words)
+STUCK_REASONS: Final = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "ErrImageNeverPull",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "RunContainerError",
+    }
+)
+#: events that say a pod's volume cannot be set up
+VOLUME_EVENT_REASONS: Final = ("FailedMount", "FailedAttachVolume")
+
+
+def whole_job_restart(job: TrainingJob) -> bool:
+    policy = job.run_policy.failure_policy
+    return policy is not None and policy.restart_scope == "Job"
+
+
+def share(value: int | str, total: int, *, round_up: bool) -> int:
+    """A count as written (``3``) or a share of ``total`` (``"75%"``), rounded up or down."""
+    if isinstance(value, int):
+        return value
+    exact = int(value.rstrip("%")) * total / 100
+    return math.ceil(exact) if round_up else math.floor(exact)
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A job's completionPolicy, resolved against its replica counts."""
+
+    replica_type: str
+    total: int
+    #: succeeded replicas of the type that make the job succeed (None: the kind's own rule decides)
+    min_succeeded: int | None
+    #: failed-for-good replicas of the type the job survives (None: none)
+    max_failed: int | None
+
+    def tolerates(self, failed: int) -> bool:
+        """Whether the job survives ``failed`` replicas of the type that failed for good: at most
+        ``max_failed`` of them, and few enough that ``min_succeeded`` can still be reached."""
+        return self.refusal(failed) is None and (self.max_failed is not None or self.min_succeeded is not None)
+
+    def refusal(self, failed: int) -> str | None:
+        """Why ``failed`` failed-for-good replicas of the type fail the job (None: they do not, by share)."""
+        if self.max_failed is not None and failed > self.max_failed:
+            return (
+                f"{failed} of {self.total} {self.replica_type} replicas failed, more than "
+                f"completionPolicy.maxFailed ({self.max_failed})"
+            )
+        if self.min_succeeded is not None and self.total - failed < self.min_succeeded:
+            return (
+                f"{failed} of {self.total} {self.replica_type} replicas failed, so completionPolicy.minSucceeded "
+                f"({self.min_succeeded}) can no longer be reached"
+            )
+        return None
+
+
+def completion_of(job: TrainingJob) -> Completion | None:
+    policy: CompletionPolicy | None = job.run_policy.completion_policy
+    if policy is None:
+        return None
+    replica_type = policy.replica_type or DEFAULT_COMPLETION_TYPE
+    spec = job.replica_specs.get(replica_type)
+    total = (spec.replicas or 0) if spec is not None else 0
+    return Completion(
+        replica_type=replica_type,
+        total=total,
+        min_succeeded=None if policy.min_succeeded is None else share(policy.min_succeeded, total, round_up=True),
+        max_failed=None if policy.max_failed is None else share(policy.max_failed, total, round_up=False),
+    )
+
+
+def count_phase(pods: Iterable[Object | None], phase: str) -> int:
+    return sum(1 for pod in pods if pod is not None and (pod.get("status") or {}).get("phase") == phase)
+
+
+def pending_cause(pod: Object) -> str | None:
+    """Why a Pending pod has not started, from its status: an image that cannot be pulled (or a container
+    that cannot be created), or no node that fits it. None when its status names no cause (a volume that
+    cannot be mounted shows only in events: :data:`VOLUME_EVENT_REASONS`)."""
+    status = pod.get("status") or {}
+    for entry in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        waiting = (entry.get("state") or {}).get("waiting") or {}
+        reason = waiting.get("reason")
+        if reason in STUCK_REASONS:
+            message = waiting.get("message") or "no message"
+            return f"container {entry.get('name')}: {reason}: {message}"
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            reason = condition.get("reason") or "Unschedulable"
+            return f"not scheduled: {reason}: {condition.get('message') or 'no message'}"
+    return None
