@@ -9,7 +9,9 @@ command as a dependency loses the replaces its own go.mod relies on (``k8s.io/ku
 ``k8s.io/api => k8s.io/api v0.34.1`` and the like). The go.mod written here requires the module and restates
 each of its replaces that names a published version; a replace onto a directory of the project's own
 repository cannot be restated, and :attr:`GoProgram.extra_requires` names the published module to use
-instead when a program needs one.
+instead when a program needs one. :attr:`GoProgram.replaces` overrides a replace outright: the module proxy a
+machine reaches may lack the exact version a project's go.mod pins (a partial mirror), or a project may
+require a version of its own API module that was never published; a published neighbour stands in.
 
 The module's own files (CRD manifests, default configurations) are read from Go's module cache:
 :func:`module_source` gives the directory ``go mod download`` extracted.
@@ -55,6 +57,8 @@ class GoProgram:
     commands: dict[str, str]
     #: module path -> version, required besides the module (for replaces onto the project's own directories)
     extra_requires: dict[str, str] = field(default_factory=dict)
+    #: module path -> version: ``replace <path> => <path> <version>``, over whatever the module's go.mod says
+    replaces: dict[str, str] = field(default_factory=dict)
     #: ``-ldflags`` of the build (version stamps)
     ldflags: str = "-s -w"
 
@@ -133,6 +137,12 @@ def restated_replaces(go_mod: str) -> list[str]:
     return lines
 
 
+def replace_lines(go_mod: str, overrides: dict[str, str]) -> list[str]:
+    """Our go.mod's replaces: the module's restated ones, except those ``overrides`` (path -> version) redo."""
+    kept = [line for line in restated_replaces(go_mod) if line.split("=>", 1)[0].split()[0] not in overrides]
+    return kept + [f"{name} => {name} {version}" for name, version in overrides.items()]
+
+
 def _build(program: GoProgram, go: str, target: Path, say: Progress) -> None:
     work = _scratch(target)
     env = _go_env(work)
@@ -141,7 +151,7 @@ def _build(program: GoProgram, go: str, target: Path, say: Progress) -> None:
     info = _module_info(go, module, work, env)
     their_go_mod = Path(info["GoMod"]).read_text()
     requires = {program.module: program.version, **program.extra_requires}
-    replaces = restated_replaces(their_go_mod)
+    replaces = replace_lines(their_go_mod, program.replaces)
     go_mod = [
         f"module kubedl-py.local/{program.name}-build",
         "",
