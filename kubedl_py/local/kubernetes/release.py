@@ -16,3 +16,9 @@ STAGING_VERSION = "0." + KUBERNETES_VERSION.split(".", 1)[1]
 ETCD_VERSION = "3.7.0"
 #: the Kubernetes components built, each from ``k8s.io/kubernetes/cmd/<name>``
 COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+
+#: the scheduler-plugins scheduler (``sigs.k8s.io/scheduler-plugins``, Coscheduling) the gang tests are judged by;
+#: the newest release the module proxy serves here
+SCHEDULER_PLUGINS_VERSION = "0.34.7"
+#: Volcano's scheduler (``volcano.sh/volcano``) the gang tests are judged by
+VOLCANO_VERSION = "1.14.1"
