@@ -44,9 +44,12 @@ kube-sources: $(STAMP)
 	$(BIN)/python -m kubedl_py.local.sources
 
 # Both control-plane tiers (KUBEDL_TEST_TIERS=embedded or kubernetes narrows a run to one): the real
-# control plane is built first, visibly (minutes the first time, then reused from ~/.cache/kubedl-py).
+# control plane is built first, visibly (minutes the first time, then reused from ~/.cache/kubedl-py), then
+# the real gang schedulers tests/gang runs beside it (scheduler-plugins and Volcano's, pinned in
+# kubedl_py/local/kubernetes/release.py; docs/gang-scheduling.md).
 test: $(STAMP) kube-sources
 	$(BIN)/python -m kubedl_py.local.kubernetes
+	$(BIN)/python -m kubedl_py.local.kubernetes.schedulers
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(STAMP)

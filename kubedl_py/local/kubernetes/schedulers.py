@@ -47,7 +47,7 @@ from kubedl_py.kube.errors import AlreadyExists, NotFound
 from kubedl_py.kube.resources import Resource
 from kubedl_py.local.kubernetes.binaries import BuildError, Progress, _duration, _stderr
 from kubedl_py.local.kubernetes.install import FIELD_MANAGER
-from kubedl_py.local.kubernetes.programs import BuiltProgram, GoProgram, ensure_program, module_source
+from kubedl_py.local.kubernetes.programs import BuiltProgram, GoProgram, ensure_program, find_program, module_source
 from kubedl_py.local.kubernetes.release import SCHEDULER_PLUGINS_VERSION, VOLCANO_VERSION
 
 log = logging.getLogger(__name__)
@@ -419,11 +419,10 @@ def build_all(progress: Progress | None = None) -> dict[str, BuiltProgram]:
     built: dict[str, BuiltProgram] = {}
     for name, program in PROGRAMS.items():
         started = time.monotonic()
+        cached = find_program(program) is not None
         built[name] = ensure_program(program, progress=say)
-        say(
-            f"{program.module}@{program.version}: {built[name][next(iter(program.commands))]} "
-            f"({_duration(time.monotonic() - started)})"
-        )
+        how = "cached" if cached else f"built in {_duration(time.monotonic() - started)}"
+        say(f"{program.module}@{program.version}: {built[name][next(iter(program.commands))]} ({how})")
     return built
 
 
