@@ -16,3 +16,6 @@ STAGING_VERSION = "0." + KUBERNETES_VERSION.split(".", 1)[1]
 ETCD_VERSION = "3.7.0"
 #: the Kubernetes components built, each from ``k8s.io/kubernetes/cmd/<name>``
 COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+#: Kueue's manager, built from ``sigs.k8s.io/kueue`` (``cmd/kueue``): the newest release the module proxy serves
+#: whose built-in Kubeflow integration still handles ``kubeflow.org/pytorchjob`` and ``kubeflow.org/tfjob``
+KUEUE_VERSION = "0.19.2"
