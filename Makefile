@@ -44,9 +44,11 @@ kube-sources: $(STAMP)
 	$(BIN)/python -m kubedl_py.local.sources
 
 # Both control-plane tiers (KUBEDL_TEST_TIERS=embedded or kubernetes narrows a run to one): the real
-# control plane is built first, visibly (minutes the first time, then reused from ~/.cache/kubedl-py).
+# control plane is built first, visibly (minutes the first time, then reused from ~/.cache/kubedl-py), and
+# Kueue (tests/kueue) from sigs.k8s.io/kueue at the version pinned in release.py, the same way.
 test: $(STAMP) kube-sources
 	$(BIN)/python -m kubedl_py.local.kubernetes
+	$(BIN)/python -m kubedl_py.local.kubernetes.kueue
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(STAMP)
