@@ -11,7 +11,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from kubedl_py.api import constants as c
 from kubedl_py.kube.errors import NotFound
+from kubedl_py.kube.resources import PODS, Resource
 from kubedl_py.local.kubernetes.kueue import (
     CLUSTER_QUEUES,
     GROUP,
@@ -19,8 +21,16 @@ from kubedl_py.local.kubernetes.kueue import (
     RESOURCE_FLAVORS,
     VERSION,
     WORKLOAD_PRIORITY_CLASSES,
+    WORKLOADS,
 )
-from tests.integration.conftest import Kube
+from tests.integration.conftest import Kube, eventually
+
+#: every job kind the tests of this directory create
+JOB_RESOURCES = (
+    Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob"),
+    Resource("kubeflow.org", "v1", "tfjobs", "TFJob"),
+    Resource(c.GROUP, c.VERSION, c.PYTORCH_PLURAL, c.PYTORCH_KIND),
+)
 
 API_VERSION = f"{GROUP}/{VERSION}"
 
@@ -89,8 +99,31 @@ async def make_queues(
 
 
 async def delete_queues(kube: Kube, queues: Queues) -> None:
-    """Delete what :func:`make_queues` made. Kueue keeps a ClusterQueue (finalizer) while workloads use it;
-    those go with the test's namespace, and the ClusterQueue after them (Kueue still runs then)."""
+    """Delete the test's jobs and wait until their pods and Workloads are gone, Kueue's finalizers released
+    (while Kueue still runs: a pod or Workload it holds would stay Terminating on the shared cluster), then
+    what :func:`make_queues` made."""
+    for resource in JOB_RESOURCES:
+        await kube.delete_collection(resource, namespace=kube.ns, propagation_policy="Background")
+    # A pod group's Workload is owned by its pods, not the job, and Kueue keeps its finalizer on deleted
+    # group pods until the group finishes or its Workload goes: deleting the job alone leaves them Terminating.
+    await kube.delete_collection(WORKLOADS, namespace=kube.ns)
+
+    left: list[str] = []
+
+    async def drained() -> bool:
+        pods = await kube.list(PODS, namespace=kube.ns)
+        workloads = await kube.list(WORKLOADS, namespace=kube.ns)
+        left[:] = [
+            f"{what} {o['metadata']['name']} finalizers={o['metadata'].get('finalizers')}"
+            for what, listed in (("pod", pods), ("workload", workloads))
+            for o in listed.items
+        ]
+        return not left
+
+    try:
+        await eventually(drained, within=60, what="the test's pods and Workloads gone")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; left: {left}") from None
     with contextlib.suppress(NotFound):
         await kube.delete(LOCAL_QUEUES, queues.local_queue, namespace=kube.ns)
     for resource, name in (

@@ -1,10 +1,11 @@
-"""training.kubedl.io jobs under Kueue: what Kueue does with them, and the way that queues them today.
+"""training.kubedl.io jobs under Kueue: what Kueue does with them, and how far the pod-group way goes.
 
 Kueue has no integration for the training.kubedl.io group, so the queue label on such a job is not read by
-anyone: the job runs at once, outside any quota. What does queue it without a change to kubedl-py is
-Kueue's plain-pod integration with pod groups: the labels and the annotation go in each replica's pod
-template (kubedl-py copies template metadata to the pods), Kueue gates the pods at creation
-(``schedulingGates``) and lifts the gate of a whole group once its Workload is admitted.
+anyone: the job runs at once, outside any quota. What queues it without a change to kubedl-py is Kueue's
+plain-pod integration with pod groups: the labels and the annotation go in each replica's pod template
+(kubedl-py copies template metadata to the pods), Kueue gates the pods at creation (``schedulingGates``)
+and lifts the gate of a whole group once its Workload is admitted. Preemption is where it stops (see the
+last test and docs/kueue.md).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ PYTORCHJOBS = Resource(c.GROUP, c.VERSION, c.PYTORCH_PLURAL, c.PYTORCH_KIND)
 GROUP_NAME = "kueue.x-k8s.io/pod-group-name"
 GROUP_TOTAL = "kueue.x-k8s.io/pod-group-total-count"
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 
 
 def kubedl_job(name: str, *, pod_group: bool, job_label: bool = False) -> dict[str, Any]:
@@ -127,16 +129,8 @@ async def test_training_kubedl_io_pods_queue_as_a_kueue_pod_group(
     try:
         await kube.create(PYTORCHJOBS, kubedl_job("group-a", pod_group=True), namespace=kube.ns)
 
-        async def admitted_and_running(name: str) -> list[dict[str, Any]] | None:
-            workload = await group_workload(kube, name)
-            admitted = workload_condition(workload, "Admitted")
-            pods = await kubedl_pods(kube, name)
-            phases = {(p.get("status") or {}).get("phase") for p in pods}
-            ok = admitted and admitted["status"] == "True" and len(pods) == 2 and phases == {"Running"}
-            return pods if ok else None
-
         first = await eventually(
-            lambda: admitted_and_running("group-a"), within=WITHIN, what="group-a admitted, Running"
+            lambda: _group_running(kube, "group-a"), within=WITHIN, what="group-a admitted, Running"
         )
         assert not any(gated(p) for p in first)
         assert all(p["metadata"]["labels"][QUEUE_LABEL] == "queue" for p in first)
@@ -161,7 +155,7 @@ async def test_training_kubedl_io_pods_queue_as_a_kueue_pod_group(
             await kube.patch(PODS, pod["metadata"]["name"], patch, namespace=kube.ns)
         await eventually(lambda: _succeeded(kube, "group-a"), within=WITHIN, what="group-a Succeeded")
         released = await eventually(
-            lambda: admitted_and_running("group-b"), within=WITHIN, what="group-b admitted once group-a finished"
+            lambda: _group_running(kube, "group-b"), within=WITHIN, what="group-b admitted once group-a finished"
         )
         assert not any(gated(p) for p in released)
         assert [p["metadata"]["uid"] for p in released] == [p["metadata"]["uid"] for p in second]  # the same pods
@@ -172,3 +166,51 @@ async def test_training_kubedl_io_pods_queue_as_a_kueue_pod_group(
 async def _succeeded(kube: Kube, name: str) -> dict[str, Any] | None:
     job = await job_state(kube, PYTORCHJOBS, name)
     return job if condition(job, "Succeeded") else None
+
+
+@pytest.mark.nodes(1)
+async def test_a_preempted_pod_group_waits_for_replacement_pods_kubedl_py_cannot_name(
+    kueue_running: Kueue, kube: Kube, kubeflow_controller: RunningController
+) -> None:
+    """Where the pod-group way stops, written down as it is (docs/kueue.md): Kueue preempts a pod group by
+    deleting its pods and keeps its finalizer on them until replacement pods join the group; kubedl-py names
+    a replica's pod ``J-<t>-<i>`` and makes the replacement only once the old pod is gone. Neither moves:
+    the victim is never re-queued. (A kubeflow.org job is suspended instead, and comes back.)"""
+    queues = await make_queues(
+        kube, cpu=QUOTA, preemption={"withinClusterQueue": "LowerPriority"}, priorities={"low": 100, "high": 1000}
+    )
+    try:
+        for name in ("low", "high"):
+            job = kubedl_job(name, pod_group=True)
+            for spec in job["spec"]["pytorchReplicaSpecs"].values():
+                spec["template"]["metadata"]["labels"][PRIORITY_LABEL] = queues.priorities[name]
+            await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
+            if name == "low":
+                await eventually(lambda: _group_running(kube, "low"), within=WITHIN, what="low admitted, Running")
+
+        await eventually(lambda: _group_running(kube, "high"), within=WITHIN, what="high admitted by preemption")
+
+        async def stuck() -> dict[str, Any] | None:
+            workload = await group_workload(kube, "low")
+            waiting = workload_condition(workload, "WaitingForReplacementPods")
+            return workload if waiting and waiting["status"] == "True" else None
+
+        victim = await eventually(stuck, within=WITHIN, what="low's Workload waiting for replacement pods")
+        assert workload_condition(victim, "Evicted")["reason"] == "Preempted"  # type: ignore[index]
+        listed = await kube.list(PODS, namespace=kube.ns, label_selector=f"{c.LABEL_JOB_NAME}=low")
+        # The victim's pods: deleted, held by Kueue's finalizer, and no replacement beside them.
+        assert sorted(p["metadata"]["name"] for p in listed.items) == ["low-master-0", "low-worker-0"]
+        for pod in listed.items:
+            assert pod["metadata"].get("deletionTimestamp")
+            assert "kueue.x-k8s.io/managed" in pod["metadata"]["finalizers"]
+    finally:
+        await delete_queues(kube, queues)
+
+
+async def _group_running(kube: Kube, name: str) -> list[dict[str, Any]] | None:
+    workload = await group_workload(kube, name)
+    admitted = workload_condition(workload, "Admitted")
+    pods = await kubedl_pods(kube, name)
+    phases = {(p.get("status") or {}).get("phase") for p in pods}
+    ok = admitted and admitted["status"] == "True" and len(pods) == 2 and phases == {"Running"}
+    return pods if ok else None
