@@ -45,11 +45,13 @@ kube-sources: $(STAMP)
 
 # Both control-plane tiers (KUBEDL_TEST_TIERS=embedded or kubernetes narrows a run to one): the real
 # control plane is built first, visibly (minutes the first time, then reused from ~/.cache/kubedl-py), then
-# the real gang schedulers tests/gang runs beside it (scheduler-plugins and Volcano's, pinned in
-# kubedl_py/local/kubernetes/release.py; docs/gang-scheduling.md).
+# what runs beside it, each from its Go module at the version pinned in kubedl_py/local/kubernetes/release.py:
+# the real gang schedulers of tests/gang (scheduler-plugins and Volcano's; docs/gang-scheduling.md) and Kueue
+# (tests/kueue; docs/kueue.md).
 test: $(STAMP) kube-sources
 	$(BIN)/python -m kubedl_py.local.kubernetes
 	$(BIN)/python -m kubedl_py.local.kubernetes.schedulers
+	$(BIN)/python -m kubedl_py.local.kubernetes.kueue
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(STAMP)

@@ -13,6 +13,11 @@ instead when a program needs one. :attr:`GoProgram.replaces` overrides a replace
 machine reaches may lack the exact version a project's go.mod pins (a partial mirror), or a project may
 require a version of its own API module that was never published; a published neighbour stands in.
 
+Why a go.sum of theirs, when asked (:attr:`GoProgram.seed_go_sum`): the checksum database here mirrors the
+module proxy only in part, so a dependency the proxy serves may have no sumdb record (Kueue's
+``sigs.k8s.io/scheduler-library`` pre-release: ``verifying module: ... 404 Not Found``). Starting our go.sum
+from the module's own go.sum verifies those downloads against the hashes the project itself recorded.
+
 The module's own files (CRD manifests, default configurations) are read from Go's module cache:
 :func:`module_source` gives the directory ``go mod download`` extracted.
 """
@@ -61,6 +66,8 @@ class GoProgram:
     replaces: dict[str, str] = field(default_factory=dict)
     #: ``-ldflags`` of the build (version stamps)
     ldflags: str = "-s -w"
+    #: start our go.sum from the module's own (its recorded hashes verify what the checksum database lacks)
+    seed_go_sum: bool = False
 
 
 @dataclass(frozen=True)
@@ -165,6 +172,9 @@ def _build(program: GoProgram, go: str, target: Path, say: Progress) -> None:
     if replaces:
         go_mod += ["replace (", *(f"\t{line}" for line in replaces), ")", ""]
     (work / "go.mod").write_text("\n".join(go_mod))
+    their_go_sum = Path(info["Dir"]) / "go.sum"
+    if program.seed_go_sum and their_go_sum.is_file():
+        (work / "go.sum").write_text(their_go_sum.read_text())
     _write_tools(work, list(program.commands.values()))
     _run([go, "mod", "tidy"], work, env, say, what=f"go mod tidy ({program.name})")
     (work / "bin").mkdir()

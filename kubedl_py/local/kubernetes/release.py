@@ -22,3 +22,6 @@ COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 SCHEDULER_PLUGINS_VERSION = "0.34.7"
 #: Volcano's scheduler (``volcano.sh/volcano``) the gang tests are judged by
 VOLCANO_VERSION = "1.14.1"
+#: Kueue's manager, built from ``sigs.k8s.io/kueue`` (``cmd/kueue``): the newest release the module proxy serves
+#: whose built-in Kubeflow integration still handles ``kubeflow.org/pytorchjob`` and ``kubeflow.org/tfjob``
+KUEUE_VERSION = "0.19.2"
