@@ -17,6 +17,7 @@ from kubedl_py.local.node.simulated import EXIT_CODE, IMAGE_PULL, TERMINATION_SE
 from tests.integration.conftest import (
     PYTORCHJOBS,
     TFJOBS,
+    Env,
     Kube,
     RunningController,
     condition,
@@ -25,9 +26,11 @@ from tests.integration.conftest import (
     pods_of,
     pytorchjob,
     replica,
+    services_of,
     tfjob,
     wait_condition,
 )
+from tests.integration.test_hostnetwork import host_port, target_port
 from tests.integration.test_kubeflow import KF_PYTORCHJOBS, kf_pytorchjob
 
 pytestmark = pytest.mark.nodes(2)
@@ -269,3 +272,42 @@ async def test_pytorch_all_workers_success_policy_waits_for_the_workers(
     for index in (0, 1):
         await set_exit(kube, f"all-worker-{index}", 0)
     await wait_condition(kube, PYTORCHJOBS, "all", "Succeeded")
+
+
+async def test_restart_scope_job_in_host_network_mode_gets_new_ports_services_repointed_first(
+    cluster: Env, kube: Kube, controller: RunningController
+) -> None:
+    """A whole-job restart of a host-network job: every new pod gets a new host port, and every Service is
+    re-pointed to its new port before any new pod is made, so no process of the new rendezvous dials an old
+    port."""
+    workers = replica(2, restart_policy="ExitCode")
+    job = pytorchjob(
+        "hostwhole",
+        host=True,
+        replicas={"Master": replica(1), "Worker": workers},
+        failurePolicy={"restartScope": "Job"},
+    )
+    await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
+
+    async def three(uids: set[str]) -> list[dict[str, Any]] | None:
+        pods = [pod for pod in await pods_of(kube, "hostwhole") if pod["metadata"]["uid"] not in uids]
+        running = [pod for pod in pods if (pod.get("status") or {}).get("phase") == "Running"]
+        return running if len(running) == 3 else None
+
+    old = await eventually(lambda: three(set()), what="the first 3 pods running")
+    old_ports = {pod["metadata"]["name"]: host_port(pod) for pod in old}
+    cluster.request_log.clear()
+    await set_exit(kube, "hostwhole-worker-0", 137)  # a signal: retryable under ExitCode
+    new = await eventually(lambda: three({pod["metadata"]["uid"] for pod in old}), within=30, what="3 new pods")
+    new_ports = {pod["metadata"]["name"]: host_port(pod) for pod in new}
+    assert all(new_ports[name] != old_ports[name] for name in old_ports), (old_ports, new_ports)
+    services = {svc["metadata"]["name"]: target_port(svc) for svc in await services_of(kube, "hostwhole")}
+    assert services == new_ports
+    writes = [
+        (r.verb, r.resource)
+        for r in cluster.request_log.records
+        if r.status < 300
+        and ((r.verb == "patch" and r.resource == "services") or (r.verb == "create" and r.resource == "pods"))
+    ]
+    assert writes.count(("patch", "services")) == 3 and writes.count(("create", "pods")) == 3, writes
+    assert writes.index(("create", "pods")) > max(i for i, w in enumerate(writes) if w == ("patch", "services")), writes
