@@ -482,9 +482,9 @@ class JobReconciler:
         st.set_condition(seen.status, st.RESTARTING, reason=_reason(job, "Restarting"), message=message)
         self._on_transition(job.kind, st.RESTARTING, job.namespace)
         await self.recorder.normal(seen.raw, "JobRestarting", message)
-        doomed = [r for r in seen.replicas.values() if r.pod is not None]
-        await self._gather(self._delete_pod(r.pod) for r in doomed if r.pod is not None)
-        for replica in doomed:
+        doomed = [(r, r.pod) for r in seen.replicas.values() if r.pod is not None]
+        await self._gather(self._delete_pod(pod) for _, pod in doomed)
+        for replica, _ in doomed:
             replica.pod, replica.terminating = None, True
         logger.info("%s: restarting the whole job: %s", seen.key, what)
 

@@ -402,7 +402,7 @@ class KubernetesControlPlane:
                 if process is not None and process.returncode is not None:
                     raise ControlPlaneError(
                         f"{component.name} exited with code {process.returncode} while starting:\n"
-                        f"{_tail(component.log_path)}"
+                        f"{log_tail(component.log_path)}"
                     )
                 try:
                     async with session.get(url, ssl=ssl_context if ssl_context is not None else False) as response:
@@ -414,7 +414,7 @@ class KubernetesControlPlane:
                 if time.monotonic() > deadline:
                     raise ControlPlaneError(
                         f"{component.name} was not ready within {self.options.start_timeout:g}s ({url}: {last}):\n"
-                        f"{_tail(component.log_path)}"
+                        f"{log_tail(component.log_path)}"
                     )
                 await asyncio.sleep(0.1)
 
@@ -451,7 +451,7 @@ class KubernetesControlPlane:
                     if time.monotonic() > deadline:
                         raise ControlPlaneError(
                             f"{path} was not created within {self.options.start_timeout:g}s; "
-                            f"kube-controller-manager log:\n{_tail(self.component_log('kube-controller-manager'))}"
+                            f"kube-controller-manager log:\n{log_tail(self.component_log('kube-controller-manager'))}"
                         )
                     await asyncio.sleep(0.1)
 
@@ -466,7 +466,12 @@ class KubernetesControlPlane:
 
 
 async def _terminate(component: _Component, grace: float = 10.0) -> None:
-    process = component.process
+    await stop_process(component.process, component.name, grace)
+
+
+async def stop_process(process: asyncio.subprocess.Process | None, name: str, grace: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL after ``grace`` seconds: how every process launched beside the control plane
+    (its components, the gang schedulers, Kueue) is stopped."""
     if process is None or process.returncode is not None:
         return
     with contextlib.suppress(ProcessLookupError):
@@ -474,7 +479,7 @@ async def _terminate(component: _Component, grace: float = 10.0) -> None:
     try:
         await asyncio.wait_for(process.wait(), grace)
     except TimeoutError:
-        log.warning("%s did not stop within %ss; killing it", component.name, grace)
+        log.warning("%s did not stop within %ss; killing it", name, grace)
         with contextlib.suppress(ProcessLookupError):
             process.kill()
         await process.wait()
@@ -500,7 +505,8 @@ def _first_ip(cidr: str) -> str:
     return str(ipaddress.ip_network(cidr, strict=False).network_address + 1)
 
 
-def _tail(path: Path, lines: int = 30) -> str:
+def log_tail(path: Path, lines: int = 30) -> str:
+    """The last lines of a launched process's log, for an error message."""
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:

@@ -57,7 +57,7 @@ from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import AlreadyExists, KubeError, NotFound
 from kubedl_py.kube.resources import NAMESPACES, SECRETS, SERVICES, Resource
 from kubedl_py.local.kubernetes.binaries import BuildError
-from kubedl_py.local.kubernetes.controlplane import _free_ports, _tail
+from kubedl_py.local.kubernetes.controlplane import _free_ports, log_tail, stop_process
 from kubedl_py.local.kubernetes.programs import GoProgram, ensure_program, module_source
 from kubedl_py.local.kubernetes.release import KUEUE_VERSION
 
@@ -240,16 +240,7 @@ class Kueue:
             with contextlib.suppress(asyncio.CancelledError):
                 await mount
         process, self._process = self._process, None
-        if process is not None and process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.terminate()
-            try:
-                await asyncio.wait_for(process.wait(), 15)
-            except TimeoutError:
-                log.warning("Kueue did not stop within 15s; killing it (log %s)", self.log_path)
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-                await process.wait()
+        await stop_process(process, f"Kueue (log {self.log_path})", grace=15)
         if self._tmp is not None:
             with contextlib.suppress(OSError):
                 self._tmp.cleanup()
@@ -296,7 +287,7 @@ class Kueue:
                 await asyncio.sleep(5.0 if "tls.crt" in written else 0.2)
 
     def _failure(self, what: str) -> KueueError:
-        return KueueError(f"Kueue {what}; log {self.log_path}:\n{_tail(self.log_path)}")
+        return KueueError(f"Kueue {what}; log {self.log_path}:\n{log_tail(self.log_path)}")
 
     def _check_alive(self) -> None:
         process = self._process

@@ -46,6 +46,7 @@ from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import AlreadyExists, NotFound
 from kubedl_py.kube.resources import Resource
 from kubedl_py.local.kubernetes.binaries import BuildError, Progress, _duration, _stderr
+from kubedl_py.local.kubernetes.controlplane import log_tail, stop_process
 from kubedl_py.local.kubernetes.install import FIELD_MANAGER
 from kubedl_py.local.kubernetes.programs import BuiltProgram, GoProgram, ensure_program, find_program, module_source
 from kubedl_py.local.kubernetes.release import SCHEDULER_PLUGINS_VERSION, VOLCANO_VERSION
@@ -205,23 +206,7 @@ class GangSchedulerProcess:
 
     async def stop(self, grace: float = 10.0) -> None:
         process, self.process = self.process, None
-        if process is None or process.returncode is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            process.terminate()
-        try:
-            await asyncio.wait_for(process.wait(), grace)
-        except TimeoutError:
-            log.warning("%s did not stop within %ss; killing it (log %s)", self.program.name, grace, self.log_path)
-            with contextlib.suppress(ProcessLookupError):
-                process.kill()
-            await process.wait()
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log yet)"
+        await stop_process(process, f"{self.program.name} (log {self.log_path})", grace)
 
     # ------------------------------------------------------------------------------------ per scheduler
 
@@ -243,14 +228,14 @@ class GangSchedulerProcess:
             if process is not None and process.returncode is not None:
                 raise SchedulerError(
                     f"{self.program.name} exited with code {process.returncode} while starting; "
-                    f"log {self.log_path}:\n{self.log_tail()}"
+                    f"log {self.log_path}:\n{log_tail(self.log_path)}"
                 )
             if await self.ready():
                 return
             if time.monotonic() > deadline:
                 raise SchedulerError(
                     f"{self.program.name} was not ready within {self.start_timeout:g}s; "
-                    f"log {self.log_path}:\n{self.log_tail()}"
+                    f"log {self.log_path}:\n{log_tail(self.log_path)}"
                 )
             await asyncio.sleep(0.2)
 
