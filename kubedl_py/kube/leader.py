@@ -151,27 +151,39 @@ class LeaderElector:
             raise
 
     async def release(self) -> None:
-        """Give the Lease up (if we hold it) so the next candidate takes over without waiting it out."""
+        """Give the Lease up (if we hold it) so the next candidate takes over without waiting it out.
+
+        The copy we hold may be one write behind: a renewal cancelled by the stop can have reached the server
+        without its reply reaching us. The release then gets Conflict; it re-reads the Lease and, if it is
+        still ours, releases that version (a few tries, never a loop)."""
         if self._observed is None or self.holder != self.identity:
             return
-        lease = dict(self._observed)
-        spec = dict(lease.get("spec") or {})
-        spec.update(holderIdentity="", leaseDurationSeconds=1, renewTime=_micro_time(self._now()))
-        lease["spec"] = spec
+        lease: dict[str, Any] | None = dict(self._observed)
         try:
-            await self.client.replace(LEASES, lease, namespace=self.settings.namespace)
-            logger.info("lease %s/%s released by %s", self.settings.namespace, self.settings.name, self.identity)
+            for _ in range(3):
+                assert lease is not None
+                spec = dict(lease.get("spec") or {})
+                if spec.get("holderIdentity") != self.identity:
+                    return  # someone else holds it now: nothing of ours to give up
+                spec.update(holderIdentity="", leaseDurationSeconds=1, renewTime=_micro_time(self._now()))
+                lease["spec"] = spec
+                try:
+                    await self.client.replace(LEASES, lease, namespace=self.settings.namespace)
+                except Conflict:
+                    lease = await self.client.get(LEASES, self.settings.name, namespace=self.settings.namespace)
+                    continue
+                logger.info("lease %s/%s released by %s", self.settings.namespace, self.settings.name, self.identity)
+                return
+            logger.warning("lease %s/%s: release kept conflicting; the successor waits it out", *self._where())
         except KubeError as exc:
-            logger.warning(
-                "lease %s/%s: release failed (successor waits out the lease): %s",
-                self.settings.namespace,
-                self.settings.name,
-                exc,
-            )
+            logger.warning("lease %s/%s: release failed (successor waits out the lease): %s", *self._where(), exc)
         finally:
             self._observed = None
             if self.is_leader:
                 self._set_leading(False)
+
+    def _where(self) -> tuple[str, str]:
+        return self.settings.namespace, self.settings.name
 
     # --------------------------------------------------------------------------------------------- inner
 

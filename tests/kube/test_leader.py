@@ -76,3 +76,22 @@ async def test_two_electors_one_leader_and_takeover(cluster: Any, kube: KubeClie
         assert not lease["spec"].get("holderIdentity")
         await cancel(dog)
         assert not any(both)
+
+
+async def test_release_succeeds_when_a_renewal_reached_the_server_but_not_us(
+    cluster: Any, kube: KubeClient, namespace: str
+) -> None:
+    """A renewal cancelled by the stop may land on the server after the elector's last read: the release
+    then meets a newer resourceVersion (Conflict) and must re-read and still give the Lease up."""
+    elector = LeaderElector(kube, settings("solo", namespace))
+    task = asyncio.create_task(elector.run())
+    await eventually(lambda: elector.is_leader, what="leadership")
+    await cancel(task)
+    # The write the elector never saw the reply of: same holder, a newer version on the server.
+    lease = await kube.get(LEASES, "kubedl-py", namespace=namespace)
+    lease["spec"]["leaseDurationSeconds"] = 2
+    await kube.replace(LEASES, lease, namespace=namespace)
+    await elector.release()
+    released = await kube.get(LEASES, "kubedl-py", namespace=namespace)
+    assert not released["spec"].get("holderIdentity"), released["spec"]
+    assert not elector.is_leader
