@@ -465,8 +465,12 @@ async def test_a_podgroup_deleted_while_its_job_runs_is_made_again(cluster: Env,
         group = await eventually(made_again, what="the PodGroup made again")
         assert [ref["uid"] for ref in group["metadata"]["ownerReferences"]] == [created["metadata"]["uid"]]
         assert group["spec"]["minMember"] == 3
-        events = [e for e in await events_for(kube, "kept") if e["reason"] == "PodGroupRecreated"]
-        assert events, "no PodGroupRecreated event"
+
+        async def recreated_events() -> list[dict[str, Any]]:
+            return [e for e in await events_for(kube, "kept") if e["reason"] == "PodGroupRecreated"]
+
+        # the event is written just after the PodGroup is made, so the test may see the group first
+        await eventually(recreated_events, what="a PodGroupRecreated event")
         assert len(await pods_of(kube, "kept")) == 3  # the running pods were left alone
     finally:
         await running.stop()
