@@ -18,6 +18,7 @@ generated client is rejected for custom resources.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import json
 import logging
@@ -29,8 +30,10 @@ from typing import Any, Literal, NamedTuple
 from urllib.parse import urlencode
 
 import aiohttp
+from aiohttp.helpers import BasicAuth, get_env_proxy_for_url
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
+from yarl import URL
 
 from kubedl_py.kube.errors import (
     ApiError,
@@ -182,6 +185,7 @@ class KubeClient:
         self._configuration = configuration
         self._in_cluster = in_cluster
         self._api: k8s_client.ApiClient | None = None
+        self._proxy_auth: BasicAuth | None = None
         self.retry = RetryPolicy(self.settings.retry, on_retry=self._count_retry)
 
     # ----------------------------------------------------------------------------------------- lifecycle
@@ -205,6 +209,25 @@ class KubeClient:
         self.configuration = configuration
         # ApiClient builds an aiohttp session, which binds to the running loop: create it only here.
         self._api = k8s_client.ApiClient(configuration)
+        self._settle_environment_proxy(self._api)
+
+    def _settle_environment_proxy(self, api: k8s_client.ApiClient) -> None:
+        """Read ``HTTPS_PROXY``/``NO_PROXY`` once, not per request.
+
+        kubernetes-asyncio opens its aiohttp session with ``trust_env=True``, so aiohttp looked up the proxy
+        variables and ``~/.netrc`` in a worker thread on every request: two thread hops per API call, a
+        quarter of the controller's CPU in a profile of 200 jobs being created. The proxy for the API server
+        is decided here once (the kubeconfig's ``proxy-url`` still wins), and the session stops consulting
+        the environment; ``.netrc`` credentials never applied to an API server that authenticates with
+        certificates or tokens.
+        """
+        rest = api.rest_client
+        if not rest.proxy:
+            with contextlib.suppress(LookupError):
+                proxy, proxy_auth = get_env_proxy_for_url(URL(str(api.configuration.host)))
+                rest.proxy = str(proxy)
+                self._proxy_auth = proxy_auth
+        rest.pool_manager._trust_env = False
 
     async def close(self) -> None:
         """Close the connection pool; the client cannot be used afterwards."""
@@ -610,6 +633,8 @@ class KubeClient:
         kwargs: dict[str, Any] = {"headers": headers, "data": data, "timeout": timeout}
         if rest.proxy:
             kwargs["proxy"] = rest.proxy
+            if self._proxy_auth is not None:
+                kwargs["proxy_auth"] = self._proxy_auth
         if rest.proxy_headers:
             kwargs["proxy_headers"] = rest.proxy_headers
         if rest.server_hostname:

@@ -171,3 +171,43 @@ def test_in_cluster_available_needs_the_service_host_and_a_token(
     assert in_cluster_available()
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST")
     assert not in_cluster_available()
+
+
+async def test_the_environment_proxy_is_honoured_and_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HTTP(S)_PROXY still routes requests after the client stopped consulting the environment per request
+    (it is read once, at open), and NO_PROXY still bypasses it."""
+    from aiohttp import web
+    from kubernetes_asyncio.client import Configuration
+
+    seen: list[str] = []
+
+    async def answer(request: web.Request) -> web.Response:
+        seen.append(str(request.url))
+        return web.json_response({"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "via-proxy"}})
+
+    app = web.Application()
+    app.router.add_route("GET", "/{tail:.*}", answer)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        # The API server's address is one nothing listens on: only the proxy can answer.
+        configuration = Configuration(host="http://api.invalid:6443")
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        async with KubeClient(configuration=configuration) as kube:
+            got = await kube.get(CONFIGMAPS, "x", namespace="default")
+        assert got["metadata"]["name"] == "via-proxy"
+        assert seen == ["http://api.invalid:6443/api/v1/namespaces/default/configmaps/x"]
+
+        monkeypatch.setenv("NO_PROXY", "api.invalid")
+        settings = ClientSettings(retry=RetrySettings(attempts=1))
+        async with KubeClient(configuration=configuration, settings=settings) as kube:
+            with pytest.raises(errors.TransportError):
+                await kube.get(CONFIGMAPS, "x", namespace="default")
+        assert len(seen) == 1
+    finally:
+        await runner.cleanup()
