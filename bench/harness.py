@@ -98,6 +98,11 @@ async def controller(
     args += ["--metrics-addr", f"127.0.0.1:{port}", *(extra or [])]
     if namespace:
         args += ["--namespace", namespace]
+    profile = os.environ.get("BENCH_PROFILE")
+    if profile:  # sample the controller with py-spy (collapsed stacks, one file per controller process)
+        out = f"{profile}.{time.monotonic_ns()}.txt"
+        spy = str(Path(sys.executable).with_name("py-spy"))
+        args = [spy, "record", "--format", "raw", "--rate", "200", "--nonblocking", "-o", out, "--", *args]
     log = (tmp / "controller.log").open("ab")
     proc = await asyncio.create_subprocess_exec(*args, stdout=log, stderr=subprocess.STDOUT)
     url = ControllerProcess(f"http://127.0.0.1:{port}")
@@ -116,7 +121,8 @@ async def controller(
         yield url
     finally:
         if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
+            # py-spy writes its profile on SIGINT (and stops the controller)
+            proc.send_signal(signal.SIGINT if profile else signal.SIGTERM)
             try:
                 await asyncio.wait_for(proc.wait(), timeout=20)
             except TimeoutError:
