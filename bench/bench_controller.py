@@ -85,8 +85,9 @@ def same_objects(jobs: int, replicas: int, namespace: str) -> list[tuple[str, di
 class Arrivals:
     """Counts ADDED events of pods and Services in a namespace; notes when each count reaches a target."""
 
-    def __init__(self, kube: KubeClient, namespace: str, target: int) -> None:
-        self.kube, self.namespace, self.target = kube, namespace, target
+    def __init__(self, kube: KubeClient, namespace: str, target: int, services: int | None = None) -> None:
+        self.kube, self.namespace = kube, namespace
+        self.targets = {PODS.plural: target, SERVICES.plural: target if services is None else services}
         self.done: dict[str, float] = {}
         self.tasks: list[asyncio.Task[None]] = []
 
@@ -98,7 +99,8 @@ class Arrivals:
     async def _count(self, resource: Resource, since: str) -> None:
         seen: set[str] = set()
         version = since
-        while len(seen) < self.target:
+        target = self.targets[resource.plural]
+        while len(seen) < target:
             async with contextlib.aclosing(
                 self.kube.watch(resource, namespace=self.namespace, resource_version=version, timeout_seconds=300)
             ) as events:
@@ -106,7 +108,7 @@ class Arrivals:
                     version = event.object.get("metadata", {}).get("resourceVersion", version)
                     if event.type == "ADDED":
                         seen.add(event.object["metadata"]["name"])
-                        if len(seen) >= self.target:
+                        if len(seen) >= target:
                             break
         self.done[resource.plural] = time.monotonic()
 

@@ -1,0 +1,201 @@
+"""The real control plane for benchmarks, in its own process, with every client's requests counted.
+
+Why a process of its own: etcd, kube-apiserver, kube-controller-manager and kube-scheduler are processes
+anyway; the node agent (simulated kubelets: up to 1,000 nodes, each renewing its Lease every 10 s as a
+kubelet does) runs in the Python process that starts them. Keeping that process apart from the controller
+under test and from the process that measures means none of the three steals the others' event loop.
+
+Why the audit log: the benchmark compares controllers written in Python and in Go, so their own request
+counters cannot be compared. kube-apiserver's audit log records every request with the user that made it;
+each contender runs under its own identity (kubedl-py as its ServiceAccount, exactly as installed; the
+peers and the bare client each with a client certificate of their own name), and only their requests are
+logged (level Metadata; everyone else, including the control plane's components and the node agent, at level
+None), so the log costs the same for every contender. A request is counted once, by its audit ID.
+
+    python bench/realplane.py --dir DIR [--nodes N] [--no-install]   # run until SIGTERM
+
+writes ``DIR/info.json`` (kubeconfig paths, the audit log, component pids) once everything serves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kubedl_py.local.kubernetes.cluster import CONTROLLER_SERVICE_ACCOUNT, KubernetesCluster, KubernetesClusterOptions
+from kubedl_py.local.kubernetes.controlplane import ControlPlaneOptions
+from kubedl_py.templates.render import DEFAULT_NAMESPACE
+
+#: the identities whose requests the audit log records (the controller's is its ServiceAccount)
+KUBEDL_PY_USER = f"system:serviceaccount:{DEFAULT_NAMESPACE}:{CONTROLLER_SERVICE_ACCOUNT}"
+CLIENT_USERS = ("bare-client", "training-operator", "kubedl")
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+
+
+def audit_policy(users: list[str]) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "audit.k8s.io/v1",
+            "kind": "Policy",
+            "omitStages": ["RequestReceived"],
+            "rules": [{"level": "Metadata", "users": users}, {"level": "None"}],
+        }
+    )
+
+
+async def serve(directory: Path, nodes: int, install: bool) -> None:
+    policy = directory / "audit-policy.json"
+    audit_log = directory / "audit.log"
+    options = KubernetesClusterOptions(
+        nodes=nodes,
+        runtime="simulated",
+        install=install,
+        control_plane=ControlPlaneOptions(
+            data_dir=directory / "control-plane",
+            # kube-controller-manager as kubeadm ships it (20/30) would trail the pods by minutes at 10,000
+            # pods (garbage collection, endpoints); it is the same for every contender either way
+            controller_manager_qps=100,
+            controller_manager_burst=200,
+            extra_args={
+                "kube-apiserver": [
+                    f"--audit-policy-file={policy}",
+                    f"--audit-log-path={audit_log}",
+                    "--audit-log-format=json",
+                    "--audit-log-mode=blocking",
+                    "--audit-log-maxsize=0",
+                ]
+            },
+        ),
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    started = time.monotonic()
+    async with KubernetesCluster(options) as cluster:
+        plane = cluster.control_plane
+        info: dict[str, Any] = {
+            "url": cluster.url,
+            "admin": str(cluster.write_user_kubeconfig(directory / "admin.kubeconfig")),
+            "users": {
+                user: str(plane.user_kubeconfig(user, common_name=user, groups=["system:masters"]))
+                for user in CLIENT_USERS
+            },
+            "audit_log": str(audit_log),
+            "pids": plane.pids(),
+            "nodes": nodes,
+            "version": plane.version,
+            "start_seconds": round(time.monotonic() - started, 1),
+        }
+        if install:
+            info["controller"] = str(await cluster.controller_kubeconfig(directory / "controller.kubeconfig"))
+        written = directory / "info.json.tmp"
+        written.write_text(json.dumps(info, indent=2))
+        written.rename(directory / "info.json")
+        await stop.wait()
+
+
+@dataclass
+class RealCluster:
+    """What the benchmark needs of a running real cluster."""
+
+    directory: Path
+    info: dict[str, Any]
+
+    @property
+    def admin(self) -> Path:
+        return Path(self.info["admin"])
+
+    @property
+    def controller(self) -> Path:
+        return Path(self.info["controller"])
+
+    def user(self, name: str) -> Path:
+        return Path(self.info["users"][name])
+
+    @property
+    def audit_log(self) -> Path:
+        return Path(self.info["audit_log"])
+
+    def audit_mark(self) -> int:
+        """The audit log's length now: :meth:`requests` counts from here."""
+        return self.audit_log.stat().st_size if self.audit_log.exists() else 0
+
+    def requests(self, user: str, since: int, until: int | None = None) -> Counter[str]:
+        """``user``'s requests logged between two marks, by verb (``watch`` included), plus ``"total"`` and
+        ``"writes"``."""
+        counts: Counter[str] = Counter()
+        seen: set[str] = set()
+        with self.audit_log.open("rb") as log:
+            log.seek(since)
+            data = log.read() if until is None else log.read(until - since)
+        for line in data.splitlines():
+            if not line.strip():
+                continue
+            event = json.loads(line)
+            if event.get("user", {}).get("username") != user or event["auditID"] in seen:
+                continue
+            seen.add(event["auditID"])
+            verb = event.get("verb", "?")
+            counts[verb] += 1
+            counts["total"] += 1
+            if verb in WRITE_VERBS:
+                counts["writes"] += 1
+        return counts
+
+
+@contextlib.contextmanager
+def real_cluster(tmp: Path, *, nodes: int, install: bool = True, timeout: float = 300.0) -> Iterator[RealCluster]:
+    """A fresh real cluster (``serve`` in a subprocess); stopped, with its data, on exit."""
+    directory = tmp / f"real-{time.monotonic_ns()}"
+    directory.mkdir(parents=True)
+    argv = [sys.executable, __file__, "--dir", str(directory), "--nodes", str(nodes)]
+    if not install:
+        argv.append("--no-install")
+    with (directory / "cluster.log").open("ab") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + timeout
+            info_path = directory / "info.json"
+            while not info_path.exists():
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    tail = (directory / "cluster.log").read_text(errors="replace")[-3000:]
+                    raise RuntimeError(f"the real cluster did not start:\n{tail}")
+                time.sleep(0.1)
+            yield RealCluster(directory, json.loads(info_path.read_text()))
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dir", type=Path, required=True)
+    parser.add_argument("--nodes", type=int, default=10)
+    parser.add_argument("--no-install", action="store_true", help="no kubedl-py CRDs nor controller identity")
+    args = parser.parse_args(argv)
+    args.dir.mkdir(parents=True, exist_ok=True)
+    (args.dir / "audit-policy.json").write_text(audit_policy([KUBEDL_PY_USER, *CLIENT_USERS]))
+    asyncio.run(serve(args.dir, args.nodes, not args.no_install))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
