@@ -90,11 +90,18 @@ class ControllerProcess(str):
 
 @contextlib.asynccontextmanager
 async def controller(
-    kubeconfig: Path, tmp: Path, *, namespace: str | None = None, workers: int = 4, extra: list[str] | None = None
+    kubeconfig: Path,
+    tmp: Path,
+    *,
+    namespace: str | None = None,
+    workers: int | None = None,
+    extra: list[str] | None = None,
 ) -> AsyncIterator[ControllerProcess]:
     """``kubedl-py controller`` in a subprocess; yields its metrics URL once /readyz answers 200."""
     port = free_port()
-    args = [*KUBEDL_PY, "controller", "--kubeconfig", str(kubeconfig), "--workers", str(workers)]
+    args = [*KUBEDL_PY, "controller", "--kubeconfig", str(kubeconfig)]
+    if workers is not None:  # None: the shipped default
+        args += ["--workers", str(workers)]
     args += ["--metrics-addr", f"127.0.0.1:{port}", *(extra or [])]
     if namespace:
         args += ["--namespace", namespace]

@@ -237,7 +237,7 @@ class ManagerSettings:
     """How a :class:`Manager` runs."""
 
     #: workers per controller unless ``add_controller`` says otherwise (``--workers``)
-    workers: int = 4
+    workers: int = 16
     #: ``HOST:PORT`` of /metrics /healthz /readyz (``--metrics-addr``); None: no server
     metrics_addr: str | None = None
     #: compete for this Lease and reconcile only while holding it (``--leader-elect``); None: always act
