@@ -60,11 +60,11 @@ How each is run (:func:`run_peer`):
   on a PyTorchJob's first update out of its queue: the PyTorchJob controller watches its jobs with
   controller-runtime's plain handler, never the coordinator's that sets a queued job's owner queue, so
   ``coordinator.Dequeue`` calls a nil ``Owner`` (``pkg/jobcoordinator/core/coordinator.go:132``; "invalid
-  memory address or nil pointer dereference" once the first pod was created). The other gates stay as shipped; DAGScheduling (on) makes Workers wait for the
-  Master to run. KubeDL makes a Service for the Master only (``pkg/job_controller/job.go:616``). Nothing it
-  uses is gone from Kubernetes 1.37 (core/v1 pods, services, events; no batch/v1beta1 or policy/v1beta1 on
-  this path), and Go 1.26 builds it without any dependency bumped. No health endpoint: ready when its
-  PyTorchJob controller has started its workers.
+  memory address or nil pointer dereference" once the first pod was created). The other gates stay as
+  shipped; DAGScheduling (on) makes Workers wait for the Master to run. KubeDL makes a Service for the Master
+  only (``pkg/job_controller/job.go:616``). Nothing it uses is gone from Kubernetes 1.37 (core/v1 pods,
+  services, events; no batch/v1beta1 or policy/v1beta1 on this path), and Go 1.26 builds it without any
+  dependency bumped. No health endpoint: ready when its PyTorchJob controller has started its workers.
 
 Host-network failover in KubeDL (``tests/peers``): a replaced pod gets a new random host port (20000-30000)
 and the reconcile that creates it then re-points the Service's targetPort at it
