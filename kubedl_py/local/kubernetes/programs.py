@@ -18,12 +18,25 @@ module proxy only in part, so a dependency the proxy serves may have no sumdb re
 ``sigs.k8s.io/scheduler-library`` pre-release: ``verifying module: ... 404 Not Found``). Starting our go.sum
 from the module's own go.sum verifies those downloads against the hashes the project itself recorded.
 
+Why build-time patches (:attr:`GoProgram.patches`, :attr:`GoProgram.extra_files`): a benchmark may need to
+turn a knob a program has no flag for (a peer controller's client-side rate limit). Copying their source into
+our checkout is not allowed, and editing Go's module cache would change the module for everyone. Only a
+command's own ``main`` package can be patched: its files are copied (at build time, into the build directory
+under ``~/.cache/kubedl-py``, outside the checkout) into a package of our build module, each substitution is
+applied there, our added files join them, and that package is compiled against the module's other packages
+exactly as published. ``go build -overlay`` would be the lighter tool, but Go refuses an overlay of any file
+under GOMODCACHE ("Files beneath GOMODCACHE must not be replaced"). Each substitution must match its file
+exactly once, so a module that changed under a pin fails the build loudly instead of building something
+unpatched. A patched program's cache directory carries a digest of its patches, so a changed patch is never
+served an old build.
+
 The module's own files (CRD manifests, default configurations) are read from Go's module cache:
 :func:`module_source` gives the directory ``go mod download`` extracted.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -49,6 +62,18 @@ from kubedl_py.local.kubernetes.binaries import (
 
 
 @dataclass(frozen=True)
+class SourcePatch:
+    """A substitution in one file of a command's own package, applied to a copy of it at build time."""
+
+    #: the file, as a path inside the module (``main.go``, ``cmd/manager/main.go``)
+    file: str
+    #: the text to replace; it must occur exactly once in the published file
+    old: str
+    #: what replaces it
+    new: str
+
+
+@dataclass(frozen=True)
 class GoProgram:
     """One published Go module and the commands built from it."""
 
@@ -68,6 +93,22 @@ class GoProgram:
     ldflags: str = "-s -w"
     #: start our go.sum from the module's own (its recorded hashes verify what the checksum database lacks)
     seed_go_sum: bool = False
+    #: substitutions in a command's own package, compiled from a copy of it (module docstring)
+    patches: tuple[SourcePatch, ...] = ()
+    #: files of ours added to the module's packages at build time: path inside the module -> Go source
+    extra_files: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def patched(self) -> bool:
+        return bool(self.patches or self.extra_files)
+
+    def patch_digest(self) -> str:
+        """A short digest of the patches and added files (part of a patched program's cache directory)."""
+        record = {
+            "patches": [[patch.file, patch.old, patch.new] for patch in self.patches],
+            "extra_files": dict(sorted(self.extra_files.items())),
+        }
+        return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True)
@@ -81,7 +122,9 @@ class BuiltProgram:
 
 
 def program_dir(program: GoProgram) -> Path:
-    return cache_root() / program.name / program.version
+    """``~/.cache/kubedl-py/<name>/<version>``; ``<version>+patched.<digest>`` for a patched build."""
+    version = f"{program.version}+patched.{program.patch_digest()}" if program.patched else program.version
+    return cache_root() / program.name / version
 
 
 def find_program(program: GoProgram) -> BuiltProgram | None:
@@ -177,8 +220,12 @@ def _build(program: GoProgram, go: str, target: Path, say: Progress) -> None:
         (work / "go.sum").write_text(their_go_sum.read_text())
     _write_tools(work, list(program.commands.values()))
     _run([go, "mod", "tidy"], work, env, say, what=f"go mod tidy ({program.name})")
+    packages = dict(program.commands)
+    if program.patched:
+        packages.update(write_patched_commands(program, Path(info["Dir"]), work))
+        say(f"    patched at build time (copies under {work / PATCHED_DIR}): {', '.join(patched_files(program))}")
     (work / "bin").mkdir()
-    for i, (name, package) in enumerate(program.commands.items(), start=2):
+    for i, (name, package) in enumerate(packages.items(), start=2):
         say(f"[{i}/{len(program.commands) + 1}] compiling {name}")
         output = str(work / "bin" / name)
         _run(
@@ -188,9 +235,86 @@ def _build(program: GoProgram, go: str, target: Path, say: Progress) -> None:
             say,
             what=f"compiling {name}",
         )
-    _stamp(work, {"module": program.module, "version": program.version}, go, env)
+    stamp = {"module": program.module, "version": program.version}
+    if program.patched:
+        stamp["patches"] = program.patch_digest()
+    _stamp(work, stamp, go, env)
     (work / "go.mod.used").write_text((work / "go.mod").read_text())
     _commit(work, target)
+
+
+def patched_files(program: GoProgram) -> list[str]:
+    """The module's files a patched build replaces or adds, in order, without repeats."""
+    return list(dict.fromkeys([*(patch.file for patch in program.patches), *program.extra_files]))
+
+
+def apply_patches(program: GoProgram, module_dir: Path) -> dict[str, str]:
+    """Path inside the module -> the text the build compiles instead: each patched file with its substitutions
+    applied in order (each must match exactly once), and each added file (which must not exist already)."""
+    texts: dict[str, str] = {}
+    for patch in program.patches:
+        if patch.file not in texts:
+            source = module_dir / patch.file
+            if not source.is_file():
+                raise BuildError(f"{program.module}@{program.version} has no file {patch.file} to patch")
+            texts[patch.file] = source.read_text()
+        found = texts[patch.file].count(patch.old)
+        if found != 1:
+            raise BuildError(
+                f"patching {patch.file} of {program.module}@{program.version}: expected the text {patch.old!r} "
+                f"exactly once, found it {found} times (the module is not what the patch was written for)"
+            )
+        texts[patch.file] = texts[patch.file].replace(patch.old, patch.new)
+    for name, text in program.extra_files.items():
+        if (module_dir / name).exists() or name in texts:
+            raise BuildError(f"{program.module}@{program.version} already has a file {name}; an added file must be new")
+        texts[name] = text
+    return texts
+
+
+#: where in the build module the patched commands' packages are copied
+PATCHED_DIR = "patched"
+
+
+def write_patched_commands(program: GoProgram, module_dir: Path, work: Path) -> dict[str, str]:
+    """Copy the package of each command with patched or added files into the build module ``work`` (its Go
+    files, without tests), apply the patches there and add our files; command -> the package to build
+    (``./patched/<command>``). A patch outside a command's own package is refused (module docstring)."""
+    texts = apply_patches(program, module_dir)
+    prefix = f"{program.module}/"
+    directories = {
+        name: package[len(prefix) :] if package.startswith(prefix) else "" if package == program.module else None
+        for name, package in program.commands.items()
+    }
+    packages: dict[str, str] = {}
+    claimed: set[str] = set()
+    for name, directory in directories.items():
+        if directory is None:
+            continue
+        mine = {file for file in texts if str(Path(file).parent) == (directory or ".")}
+        if not mine:
+            continue
+        claimed |= mine
+        source = module_dir / directory
+        target = work / PATCHED_DIR / name
+        target.mkdir(parents=True)
+        for original in sorted(source.glob("*.go")):
+            if original.name.endswith("_test.go"):
+                continue
+            text = original.read_text()
+            if "//go:embed" in text:
+                raise BuildError(f"{original.name} of {program.module} embeds files; its package cannot be patched")
+            (target / original.name).write_text(text)
+        for file in mine:
+            (target / Path(file).name).write_text(texts[file])
+        packages[name] = f"./{PATCHED_DIR}/{name}"
+    stray = sorted(set(texts) - claimed)
+    if stray:
+        raise BuildError(
+            f"{program.module}: {', '.join(stray)} not in the package of a command; only a command's own package can "
+            "be patched (Go refuses overlays of the module cache)"
+        )
+    return packages
 
 
 def describe(built: BuiltProgram) -> str:

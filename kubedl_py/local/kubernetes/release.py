@@ -25,3 +25,11 @@ VOLCANO_VERSION = "1.14.1"
 #: Kueue's manager, built from ``sigs.k8s.io/kueue`` (``cmd/kueue``): the newest release the module proxy serves
 #: whose built-in Kubeflow integration still handles ``kubeflow.org/pytorchjob`` and ``kubeflow.org/tfjob``
 KUEUE_VERSION = "0.19.2"
+
+#: the Kubeflow Training Operator (``github.com/kubeflow/training-operator``, ``cmd/training-operator.v1``), a peer
+#: the benchmark compares kubedl-py with (issue 19): the newest v1.9 release the module proxy serves (v1.9.0 to
+#: v1.9.4 are served)
+TRAINING_OPERATOR_VERSION = "1.9.4"
+#: KubeDL (``github.com/alibaba/kubedl``, the module root's ``main.go``), the project kubedl-py's API follows, a
+#: peer of the benchmark: its latest release (``github.com/kubedl-io/kubedl`` is not on the module proxy)
+KUBEDL_VERSION = "0.5.0"
