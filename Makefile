@@ -52,6 +52,7 @@ test: $(STAMP) kube-sources
 	$(BIN)/python -m kubedl_py.local.kubernetes
 	$(BIN)/python -m kubedl_py.local.kubernetes.schedulers
 	$(BIN)/python -m kubedl_py.local.kubernetes.kueue
+	$(BIN)/python -m kubedl_py.local.kubernetes.peers
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(STAMP)
@@ -90,8 +91,13 @@ image: $(STAMP)
 e2e-kind: $(STAMP)
 	e2e/kind.sh
 
+# Both control planes by default; `make bench CONTROL_PLANE=kubernetes` (or embedded) runs one set. The real
+# control plane and the peers (Training Operator, KubeDL) are built from their Go modules first (cached).
+CONTROL_PLANE ?= all
 bench: $(STAMP)
-	$(BIN)/python -m bench
+	$(if $(filter embedded,$(CONTROL_PLANE)),,$(BIN)/python -m kubedl_py.local.kubernetes)
+	$(if $(filter embedded,$(CONTROL_PLANE)),,$(BIN)/python -m kubedl_py.local.kubernetes.peers)
+	$(BIN)/python -m bench --control-plane $(CONTROL_PLANE)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,28 +1,72 @@
 """``make bench``: run every benchmark, print its figures, and collect them in ``bench/results.json``.
 
 Each benchmark runs in its own process (so one's leftovers cannot skew the next) and ends its output with
-one JSON line of figures. ``--smoke`` runs tiny sizes (what ``make test`` checks: that they still run).
+one JSON line of figures. ``--control-plane`` picks the set: ``embedded`` (kubedl-py's own API server, each
+benchmark run 5 times and every figure reported as the median with its min and max), ``kubernetes`` (the
+real control plane, side by side with the Training Operator and KubeDL built from their Go modules; those
+scripts repeat what needs repeating themselves), or ``all`` (the default). ``--smoke`` runs tiny sizes
+(what ``make test`` checks: that they still run) and writes nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import os
+import platform
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
-BENCHMARKS: dict[str, list[str]] = {
+MACHINE = {"cpus": os.cpu_count(), "kernel": platform.release(), "python": platform.python_version()}
+EMBEDDED_REPEATS = 5
+EMBEDDED: dict[str, list[str]] = {
     "apiserver": ["bench_apiserver.py"],
     "controller_n50": ["bench_controller.py", "--jobs", "50", "--idle-seconds", "10"],
-    "controller_n200": ["bench_controller.py", "--jobs", "200", "--idle-seconds", "60"],
+    "controller_n200": ["bench_controller.py", "--jobs", "200", "--idle-seconds", "10"],
     "controller_n500": ["bench_controller.py", "--jobs", "500", "--idle-seconds", "10"],
     "lifecycle": ["bench_lifecycle.py"],
     "failover": ["bench_failover.py"],
     "failover_under_load": ["bench_failover.py", "--background-jobs", "200"],
     "proxy": ["bench_proxy.py"],
+}
+KUBERNETES: dict[str, list[str]] = {
+    "real_n50": ["real_controller.py", "--jobs", "50", "--runs", "5"],
+    "real_n200": ["real_controller.py", "--jobs", "200", "--runs", "5", "--idle-seconds", "60"],
+    "real_n1000": [
+        "real_controller.py",
+        "--jobs",
+        "1000",
+        "--runs",
+        "3",
+        "--peer-runs",
+        "1",
+        "--shipped-runs",
+        "0",
+        "--nodes",
+        "1000",
+    ],
+    "real_pods10000": [
+        "real_controller.py",
+        "--jobs",
+        "1250",
+        "--runs",
+        "1",
+        "--shipped-runs",
+        "0",
+        "--nodes",
+        "1000",
+        "--contenders",
+        "kubedl-py,training-operator-raised,kubedl-raised",
+    ],
+    "real_lifecycle": ["real_lifecycle.py"],
+    "real_failover": ["real_failover.py"],
+    "real_failover_under_load": ["real_failover.py", "--background-jobs", "200"],
 }
 SMOKE: dict[str, list[str]] = {
     "apiserver": ["--smoke"],
@@ -33,10 +77,18 @@ SMOKE: dict[str, list[str]] = {
     "failover": ["--smoke"],
     "failover_under_load": ["--smoke", "--background-jobs", "5"],
     "proxy": ["--mb", "16", "--conns", "50"],
+    "real_n50": ["--smoke"],
+    "real_n200": ["--smoke", "--contenders", "bare-client,kubedl-py"],
+    "real_n1000": ["--smoke", "--contenders", "bare-client,kubedl-py"],
+    "real_pods10000": ["--smoke", "--contenders", "kubedl-py"],
+    "real_lifecycle": ["--smoke"],
+    "real_failover": ["--smoke"],
+    "real_failover_under_load": ["--smoke", "--background-jobs", "2", "--contenders", "kubedl-py"],
 }
+BENCHMARKS = {**EMBEDDED, **KUBERNETES}
 
 
-def run(name: str, smoke: bool) -> dict[str, object]:
+def run_once(name: str, smoke: bool) -> dict[str, Any]:
     script, *args = BENCHMARKS[name]
     if smoke:
         args = SMOKE[name]
@@ -49,20 +101,46 @@ def run(name: str, smoke: bool) -> dict[str, object]:
         sys.stderr.write(result.stderr[-4000:])
         raise SystemExit(f"benchmark {name} failed with exit code {result.returncode}")
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
-    figures: dict[str, object] = json.loads(lines[-1]) if lines else {}
+    figures: dict[str, Any] = json.loads(lines[-1]) if lines else {}
     figures["wall_seconds"] = round(time.monotonic() - started, 1)
     return figures
 
 
+def spread(runs: list[Any]) -> Any:
+    """Per numeric figure (nested dicts followed): {"median", "min", "max"} over the runs."""
+    first = runs[0]
+    if isinstance(first, dict):
+        return {key: spread([run[key] for run in runs if key in run]) for key in first}
+    if isinstance(first, bool) or not isinstance(first, int | float):
+        return first
+    return {"median": round(statistics.median(runs), 3), "min": min(runs), "max": max(runs)}
+
+
+def run(name: str, smoke: bool) -> dict[str, Any]:
+    repeats = EMBEDDED_REPEATS if name in EMBEDDED and not smoke else 1
+    runs = [run_once(name, smoke) for _ in range(repeats)]
+    if repeats == 1:
+        return runs[0]
+    return {"repeats": repeats, "figures": spread(runs), "runs": runs}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("names", nargs="*", choices=[*BENCHMARKS, []], help="which benchmarks (default: all)")
+    parser.add_argument("names", nargs="*", choices=[*BENCHMARKS, []], help="which benchmarks (default: the set)")
+    parser.add_argument("--control-plane", choices=["embedded", "kubernetes", "all"], default="all")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes; do not write results.json")
     args = parser.parse_args(argv)
-    results = {name: run(name, args.smoke) for name in (args.names or BENCHMARKS)}
+    chosen = {"embedded": list(EMBEDDED), "kubernetes": list(KUBERNETES), "all": list(BENCHMARKS)}
+    names = args.names or chosen[args.control_plane]
+    results: dict[str, Any] = {}
+    for name in names:
+        started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        results[name] = {"measured_at": started, "machine": MACHINE, **run(name, args.smoke)}
     if not args.smoke:
+        # Each benchmark's figures carry their own date: a partial re-run replaces only its own entries.
         out = HERE / "results.json"
-        out.write_text(json.dumps(results, indent=2) + "\n")
+        previous = json.loads(out.read_text()) if out.exists() else {}
+        out.write_text(json.dumps({**previous, **results}, indent=2) + "\n")
         print(f"figures written to {out}")
     return 0
 

@@ -59,8 +59,8 @@ def job(name: str, workers: int) -> dict[str, Any]:
 class Timeline:
     """Watches pods and Services of the namespace and timestamps what the benchmark waits for."""
 
-    def __init__(self, kube: KubeClient) -> None:
-        self.kube = kube
+    def __init__(self, kube: KubeClient, namespace: str = NS) -> None:
+        self.kube, self.namespace = kube, namespace
         self.pods: dict[str, str] = {}  # name -> uid of the newest pod seen
         self.pod_added: dict[tuple[str, str], float] = {}  # (name, uid) -> time
         self.target: dict[str, int] = {}  # service name -> targetPort
@@ -70,7 +70,7 @@ class Timeline:
 
     async def start(self) -> None:
         for resource in (PODS, SERVICES):
-            listed = await self.kube.list(resource, namespace=NS)
+            listed = await self.kube.list(resource, namespace=self.namespace)
             for obj in listed.items:
                 self._record(resource, "ADDED", obj)
             self.tasks.append(asyncio.create_task(self._watch(resource, listed.resource_version)))
@@ -91,7 +91,7 @@ class Timeline:
     async def _watch(self, resource: Resource, version: str) -> None:
         while True:
             async with contextlib.aclosing(
-                self.kube.watch(resource, namespace=NS, resource_version=version, timeout_seconds=300)
+                self.kube.watch(resource, namespace=self.namespace, resource_version=version, timeout_seconds=300)
             ) as events:
                 async for event in events:
                     version = event.object.get("metadata", {}).get("resourceVersion", version)

@@ -13,14 +13,27 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("name", ["apiserver", "controller_n200", "lifecycle", "failover_under_load", "proxy"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "apiserver",
+        "controller_n200",
+        "lifecycle",
+        "failover_under_load",
+        "proxy",
+        # the real control plane, with the Training Operator and KubeDL (make test builds them first)
+        "real_n50",
+        "real_lifecycle",
+        "real_failover",
+    ],
+)
 def test_benchmark_runs(name: str) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "bench", name, "--smoke"],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=600,
         check=False,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]

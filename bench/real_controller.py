@@ -1,0 +1,222 @@
+"""Throughput, requests and cost of each controller on the real control plane, side by side.
+
+N PyTorchJobs x R replicas (Master + Workers) are submitted at once (32 in flight) to a fresh real cluster
+(``bench/realplane.py``: kube-apiserver, etcd, kube-controller-manager, kube-scheduler, simulated nodes) for
+each contender in turn (``bench/contenders.py``): kubedl-py, the Training Operator and KubeDL (at their
+shipped settings and with their rate limits raised), and the bare client, which creates the same pods and
+Services itself (the API server's limit). Per contender and run:
+
+- ``exist_seconds``: from the first submit until every pod and Service exists (seen on watches);
+- ``settle_seconds``: until every job reports Running;
+- ``requests_until_settled``: the controller's requests, from the audit log, by verb;
+- ``cpu_seconds`` (from ready until settled) and ``peak_rss_mib`` of the controller process;
+- with ``--idle-seconds``: its requests during that many seconds once everything settled.
+
+Rounds alternate the contenders (bare, kubedl-py, peers...), so drift of the shared machine spreads over
+all of them; the ratios are per round (contender / that round's bare client) and their median.
+
+    .venv/bin/python bench/real_controller.py --jobs 200 [--runs 5] [--shipped-runs 1]
+        [--peer-runs R] [--contenders bare-client,kubedl-py,...] [--nodes 100] [--idle-seconds 60] [--smoke]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio import client as k8s
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.bench_controller import Arrivals, same_objects
+from bench.contenders import BARE, CONTENDERS, Contender, job_phase_running
+from bench.harness import bounded, environment
+from bench.realplane import RealCluster, real_cluster
+from kubedl_py.kube.client import KubeClient
+from kubedl_py.local.kubernetes import peers
+from kubedl_py.local.kubernetes.cluster import create_namespace
+
+CONCURRENCY = 32
+NS = "bench"
+
+
+async def bare_run(cluster: RealCluster, jobs: int, replicas: int) -> dict[str, Any]:
+    async with (
+        KubeClient(kubeconfig=cluster.admin) as admin,
+        KubeClient(kubeconfig=cluster.user("bare-client")) as kube,
+    ):
+        await create_namespace(admin, NS)
+        arrivals = Arrivals(admin, NS, jobs * replicas)
+        await arrivals.start()
+        objects = same_objects(jobs, replicas, NS)
+        mark = cluster.audit_mark()
+        api = k8s.ApiClient(kube.configuration)
+        try:
+            core = k8s.CoreV1Api(api)
+
+            async def create(kind: str, body: dict[str, Any]) -> None:
+                if kind == "pods":
+                    await core.create_namespaced_pod(NS, body, _preload_content=False)
+                else:
+                    await core.create_namespaced_service(NS, body, _preload_content=False)
+
+            started = time.monotonic()
+            await bounded(CONCURRENCY, [create(kind, body) for kind, body in objects])
+            finished = await arrivals.wait()
+        finally:
+            await api.close()
+    return {"exist_seconds": finished - started, "requests": dict(cluster.requests("bare-client", mark))}
+
+
+async def controller_run(
+    contender: Contender, cluster: RealCluster, tmp: Path, *, jobs: int, replicas: int, idle_seconds: float
+) -> dict[str, Any]:
+    assert contender.resource is not None
+    resource = contender.resource
+    services = jobs * contender.services_per_job(replicas)
+    async with KubeClient(kubeconfig=cluster.admin) as kube:
+        await create_namespace(kube, NS)
+        async with contender.run(cluster, tmp) as usage:
+            arrivals = Arrivals(kube, NS, jobs * replicas, services)
+            await arrivals.start()
+            documents = [contender.job(f"job-{j}", NS, replicas) for j in range(jobs)]
+            mark = cluster.audit_mark()
+            started = time.monotonic()
+            await bounded(CONCURRENCY, [kube.create(resource, d, namespace=NS) for d in documents])
+            submitted = time.monotonic()
+            finished = await arrivals.wait()
+            deadline = time.monotonic() + 600 + jobs
+            while True:
+                listed = await kube.list(resource, namespace=NS)
+                if sum(1 for job in listed.items if job_phase_running(job)) == jobs:
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{contender.name}: the jobs did not all reach Running")
+                await asyncio.sleep(0.5)
+            settled = time.monotonic()
+            figures: dict[str, Any] = {
+                "exist_seconds": finished - started,
+                "submit_seconds": submitted - started,
+                "settle_seconds": settled - started,
+                "cpu_seconds": round(usage.cpu_since_start(), 2),
+                "requests_until_settled": dict(cluster.requests(contender.user, mark)),
+            }
+            if idle_seconds:
+                idle_mark = cluster.audit_mark()
+                await asyncio.sleep(idle_seconds)  # the measurement window itself
+                figures["idle_seconds"] = idle_seconds
+                figures["idle_requests"] = dict(cluster.requests(contender.user, idle_mark))
+            figures["peak_rss_mib"] = round(usage.peak_rss_mib(), 1)
+    return figures
+
+
+def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    summary: dict[str, Any] = {}
+    bare = [run["exist_seconds"] for run in runs.get(BARE.name, [])]
+    for name, results in runs.items():
+        times = [run["exist_seconds"] for run in results]
+        entry: dict[str, Any] = {
+            "runs": len(times),
+            "exist_seconds_median": round(statistics.median(times), 2),
+            "exist_seconds_min": round(min(times), 2),
+            "exist_seconds_max": round(max(times), 2),
+        }
+        if bare and name != BARE.name:
+            ratios = [t / b for t, b in zip(times, bare, strict=False)]
+            entry["ratio_to_bare_median"] = round(statistics.median(ratios), 2)
+            entry["ratio_to_bare_min"] = round(min(ratios), 2)
+            entry["ratio_to_bare_max"] = round(max(ratios), 2)
+        for key in ("settle_seconds", "cpu_seconds", "peak_rss_mib"):
+            values = [run[key] for run in results if key in run]
+            if values:
+                entry[f"{key}_median"] = round(statistics.median(values), 2)
+        requests = [run["requests_until_settled"]["total"] for run in results if "requests_until_settled" in run]
+        if requests:
+            entry["requests_until_settled_median"] = statistics.median(requests)
+        idle = [run["idle_requests"] for run in results if "idle_requests" in run]
+        if idle:
+            entry["idle_requests"] = idle[0].get("total", 0)
+            entry["idle_writes"] = idle[0].get("writes", 0)
+        summary[name] = entry
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument("--replicas", type=int, default=8)
+    parser.add_argument("--runs", type=int, default=5, help="rounds for the bare client, kubedl-py and raised peers")
+    parser.add_argument("--peer-runs", type=int, default=None, help="rounds for raised peers (default: --runs)")
+    parser.add_argument("--shipped-runs", type=int, default=1, help="rounds for peers at shipped rate limits")
+    parser.add_argument("--contenders", default=",".join(CONTENDERS))
+    parser.add_argument("--nodes", type=int, default=0, help="simulated nodes (default: 1 per 16 pods, 10..1000)")
+    parser.add_argument("--idle-seconds", type=float, default=0.0, help="idle window after the first round")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, for make test")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.jobs, args.replicas, args.runs, args.shipped_runs, args.peer_runs, args.idle_seconds = 3, 4, 1, 1, 1, 2.0
+    names = [name.strip() for name in args.contenders.split(",") if name.strip()]
+    unknown = sorted(set(names) - set(CONTENDERS))
+    if unknown:
+        parser.error(f"--contenders: unknown {', '.join(unknown)} (known: {', '.join(CONTENDERS)})")
+    nodes = args.nodes or max(10, min(1000, args.jobs * args.replicas // 16))
+    if any(CONTENDERS[name].peer for name in names):
+        peers.ensure_peers()
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        peer_runs = args.runs if args.peer_runs is None else args.peer_runs
+        for round_ in range(max(args.runs, args.shipped_runs, peer_runs)):
+            for name in names:
+                contender = CONTENDERS[name]
+                wanted = args.runs
+                if contender.peer:
+                    wanted = peer_runs if contender.raised else args.shipped_runs
+                if round_ >= wanted:
+                    continue
+                idle = args.idle_seconds if round_ == 0 else 0.0  # once per contender is enough: idle is idle
+                with real_cluster(tmp, nodes=nodes, install=contender.install) as cluster:
+                    if contender is BARE:
+                        result = asyncio.run(bare_run(cluster, args.jobs, args.replicas))
+                    else:
+                        result = asyncio.run(
+                            controller_run(
+                                contender, cluster, tmp, jobs=args.jobs, replicas=args.replicas, idle_seconds=idle
+                            )
+                        )
+                runs[name].append(result)
+                print(f"  round {round_ + 1} {name:26s} {result['exist_seconds']:8.2f} s", flush=True)
+    summary = summarise(runs)
+    objects = args.jobs * args.replicas
+    print(
+        f"{args.jobs} PyTorchJobs x {args.replicas} replicas ({objects} pods + Services), "
+        f"real control plane, {nodes} nodes:"
+    )
+    for name, entry in summary.items():
+        ratio = f"  x{entry['ratio_to_bare_median']} bare" if "ratio_to_bare_median" in entry else ""
+        print(
+            f"  {name:26s} median {entry['exist_seconds_median']:8.2f} s "
+            f"(min {entry['exist_seconds_min']}, max {entry['exist_seconds_max']}, {entry['runs']} runs){ratio}"
+        )
+    results = {
+        "control_plane": "kubernetes",
+        "jobs": args.jobs,
+        "replicas": args.replicas,
+        "nodes": nodes,
+        "summary": summary,
+        "runs": runs,
+        **environment(),
+    }
+    print(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""Host-network failover on the real control plane: kubedl-py and KubeDL, idle and under load.
+
+One host-network PyTorchJob (Master + W workers, restartPolicy ExitCode) runs on a fresh real cluster; its
+Master pod is deleted F times (KubeDL makes a Service for the Master only, so the Master is what both can be
+timed on). Timed from the delete request until a pod of the same name with a new uid exists and
+its Service targets the new pod's host port, both seen on watches (``bench_failover.Timeline``). With
+``--background-jobs N`` the same happens while N other 8-replica jobs are being created (8 in flight).
+
+A controller that never re-points the Service is reported as such: the time until the new pod exists, and
+how many failovers left the Service pointing at a port the new pod does not listen on.
+
+    .venv/bin/python bench/real_failover.py [--contenders kubedl-py,kubedl] [--failovers 100]
+        [--background-jobs 0] [--smoke]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.bench_failover import Timeline
+from bench.contenders import CONTENDERS, Contender
+from bench.harness import bounded, environment, percentile
+from bench.realplane import real_cluster
+from kubedl_py.kube.client import KubeClient
+from kubedl_py.kube.resources import PODS
+from kubedl_py.local.kubernetes import peers
+from kubedl_py.local.kubernetes.cluster import create_namespace
+
+NS = "failover"
+
+
+def host_port(pod: dict[str, Any]) -> int | None:
+    for container in pod.get("spec", {}).get("containers", []):
+        for port in container.get("ports") or []:
+            if port.get("hostPort"):
+                return int(port["hostPort"])
+    return None
+
+
+async def measure(
+    contender: Contender, kube: KubeClient, *, failovers: int, workers: int, background_jobs: int
+) -> dict[str, Any]:
+    assert contender.resource is not None
+    resource = contender.resource
+    timeline = Timeline(kube, NS)
+    await timeline.start()
+    # ExitCode: the policy under which both replace a deleted pod (it ends Failed, 143, as it terminates)
+    job = contender.job("fo", NS, workers + 1, host_network=True, restart_policy="ExitCode")
+    await kube.create(resource, job, namespace=NS)
+    # The Master: KubeDL gives only the Master a Service, so it is the replica both can be timed on.
+    names = ["fo-master-0"]
+    await timeline.until(lambda: all(n in timeline.pods and n in timeline.target for n in names), within=120)
+    load: asyncio.Task[None] | None = None
+    if background_jobs:
+        documents = [contender.job(f"load-{i}", NS, 8) for i in range(background_jobs)]
+        load = asyncio.create_task(bounded(8, [kube.create(resource, d, namespace=NS) for d in documents]))
+    new_pod: list[float] = []
+    complete: list[float] = []
+    stale = 0
+    out_of_order = 0
+    for n in range(failovers):
+        name = names[n % len(names)]
+        old_uid = timeline.pods[name]
+        started = time.monotonic()
+        await kube.delete(PODS, name, namespace=NS)
+        await timeline.until(lambda name=name, old_uid=old_uid: timeline.pods.get(name) not in (None, old_uid), 120)
+        new_uid = timeline.pods[name]
+        created = timeline.pod_added[(name, new_uid)]
+        new_pod.append(created - started)
+        pod = await kube.get(PODS, name, namespace=NS)
+        port = host_port(pod)
+
+        def pointed(name: str = name, port: int | None = port) -> bool:
+            return port is not None and timeline.target.get(name) == port
+
+        try:
+            await timeline.until(pointed, within=10.0)
+        except TimeoutError:
+            stale += 1  # the Service still targets the old pod's port: peers cannot reach the new one
+            continue
+        repointed = timeline.target_changed[(name, timeline.target[name])]
+        out_of_order += repointed > created
+        complete.append(max(repointed, created) - started)
+    if load is not None:
+        await load
+    await timeline.stop()
+    figures: dict[str, Any] = {
+        "failovers": failovers,
+        "background_jobs": background_jobs,
+        "new_pod_p50_ms": round(percentile(new_pod, 50) * 1000, 1),
+        "new_pod_p99_ms": round(percentile(new_pod, 99) * 1000, 1),
+        "service_left_stale": stale,
+    }
+    if complete:
+        figures.update(
+            {
+                "p50_ms": round(percentile(complete, 50) * 1000, 1),
+                "p99_ms": round(percentile(complete, 99) * 1000, 1),
+                "max_ms": round(max(complete) * 1000, 1),
+                "pod_created_before_service_repointed": out_of_order,
+            }
+        )
+    return figures
+
+
+async def run(contender: Contender, cluster: Any, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+    async with KubeClient(kubeconfig=cluster.admin) as kube:
+        await create_namespace(kube, NS)
+        async with contender.run(cluster, tmp):
+            return await measure(
+                contender, kube, failovers=args.failovers, workers=args.workers, background_jobs=args.background_jobs
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--contenders", default="kubedl-py,kubedl")
+    parser.add_argument("--failovers", type=int, default=100)
+    parser.add_argument("--workers", type=int, default=7)
+    parser.add_argument("--background-jobs", type=int, default=0)
+    parser.add_argument("--nodes", type=int, default=100)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, for make test")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.failovers, args.workers, args.nodes = 3, 2, 4
+        args.background_jobs = min(args.background_jobs, 3)
+    names = [name.strip() for name in args.contenders.split(",") if name.strip()]
+    if any(CONTENDERS[name].peer for name in names):
+        peers.ensure_peers()
+    results: dict[str, Any] = {"control_plane": "kubernetes", "background_jobs": args.background_jobs}
+    with tempfile.TemporaryDirectory() as tmp_name:
+        for name in names:
+            contender = CONTENDERS[name]
+            with real_cluster(Path(tmp_name), nodes=args.nodes, install=contender.install) as cluster:
+                results[name] = asyncio.run(run(contender, cluster, Path(tmp_name), args))
+    results.update(environment())
+    load = f" while {args.background_jobs} jobs are created" if args.background_jobs else ""
+    print(f"host-network failover on the real control plane, {args.failovers} pod deletions{load}:")
+    for name in names:
+        figures = results[name]
+        line = f"  {name:20s} new pod p50 {figures['new_pod_p50_ms']} ms, p99 {figures['new_pod_p99_ms']} ms"
+        if "p99_ms" in figures:
+            line += f"; with the Service re-pointed p50 {figures['p50_ms']} ms, p99 {figures['p99_ms']} ms"
+        line += f"; Service left stale {figures['service_left_stale']} times"
+        print(line)
+    print(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
