@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.contenders import CONTENDERS, Contender
 from bench.harness import bounded, environment, percentile
+from bench.real_controller import warm_up
 from bench.realplane import RealCluster, real_cluster
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import NotFound
@@ -142,6 +143,11 @@ async def requests_per_lifecycle(contender: Contender, cluster: RealCluster, kub
 async def run(contender: Contender, cluster: RealCluster, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     async with KubeClient(kubeconfig=cluster.admin) as kube:
         await create_namespace(kube, NS)
+        assert contender.resource is not None
+        if contender.peer is not None:
+            await peers.install_peer_crds(kube, contender.peer)
+        # the first custom resources in a fresh namespace wait ~2 s in kube-apiserver (real_controller.warm_up)
+        await warm_up(kube, contender.resource, contender.job("warm-up", NS, 1), NS)
         async with contender.run(cluster, tmp):
             latencies = await submit_to_running(contender, kube, args.runs, args.replicas)
             lifecycle = await requests_per_lifecycle(contender, cluster, kube, args.lifecycle_jobs)

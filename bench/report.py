@@ -1,0 +1,142 @@
+"""Print bench/results.json as the Markdown tables of docs/benchmarks.md (so the page quotes the file exactly).
+
+.venv/bin/python -m bench.report [bench/results.json]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ORDER = ["bare-client", "kubedl-py", "training-operator", "training-operator-raised", "kubedl", "kubedl-raised"]
+
+
+def _ordered(summary: dict[str, Any]) -> list[str]:
+    return [name for name in ORDER if name in summary] + sorted(set(summary) - set(ORDER))
+
+
+def throughput(results: dict[str, Any], keys: list[str]) -> list[str]:
+    lines = [
+        "| N jobs x 8 | contender | runs | time to all pods + Services, median (min-max) | ratio to bare client, "
+        "median (min-max) | until all jobs Running | requests until settled | controller CPU s | peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key in keys:
+        if key not in results:
+            continue
+        entry = results[key]
+        for name in _ordered(entry["summary"]):
+            s = entry["summary"][name]
+            ratio = (
+                f"{s['ratio_to_bare_median']} ({s['ratio_to_bare_min']}-{s['ratio_to_bare_max']})"
+                if "ratio_to_bare_median" in s
+                else ""
+            )
+            lines.append(
+                f"| {entry['jobs']} | {name} | {s['runs']} | {s['exist_seconds_median']} s "
+                f"({s['exist_seconds_min']}-{s['exist_seconds_max']}) | {ratio} | "
+                f"{_get(s, 'settle_seconds_median', ' s')} | {_get(s, 'requests_until_settled_median')} | "
+                f"{_get(s, 'cpu_seconds_median')} | {_get(s, 'peak_rss_mib_median')} |"
+            )
+    return lines
+
+
+def idle(results: dict[str, Any], key: str) -> list[str]:
+    entry = results.get(key)
+    if not entry:
+        return []
+    lines = ["| contender | requests in the idle window | of which writes |", "|---|---|---|"]
+    for name in _ordered(entry["summary"]):
+        s = entry["summary"][name]
+        if "idle_requests" in s:
+            lines.append(f"| {name} | {s['idle_requests']} | {s['idle_writes']} |")
+    return lines
+
+
+def lifecycle(results: dict[str, Any]) -> list[str]:
+    entry = results.get("real_lifecycle")
+    if not entry:
+        return []
+    lines = [
+        "| controller | submit -> all 64 pods Running p50 | p99 | max | requests per 8-replica job's life | "
+        "of which writes | by verb |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name in _ordered({k: v for k, v in entry.items() if isinstance(v, dict) and "lifecycle" in v}):
+        lat, life = entry[name]["submit_to_all_running"], entry[name]["lifecycle"]
+        verbs = ", ".join(f"{verb} {count}" for verb, count in sorted(life["by_verb"].items()))
+        lines.append(
+            f"| {name} | {lat['p50_ms']} ms | {lat['p99_ms']} ms | {lat['max_ms']} ms | {life['requests_per_job']} | "
+            f"{life['writes_per_job']} | {verbs} (for {life['jobs']} jobs) |"
+        )
+    return lines
+
+
+def failover(results: dict[str, Any]) -> list[str]:
+    lines = [
+        "| load | controller | delete -> new pod and Service re-pointed, p50 | p99 | max | new pod only, p50 | p99 "
+        "| Service left stale | pod created before its Service was re-pointed |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key, load in (("real_failover", "idle"), ("real_failover_under_load", "200 jobs being created")):
+        entry = results.get(key) or {}
+        for name in _ordered({k: v for k, v in entry.items() if isinstance(v, dict) and "failovers" in v}):
+            f = entry[name]
+            lines.append(
+                f"| {load} | {name} | {_get(f, 'p50_ms', ' ms')} | {_get(f, 'p99_ms', ' ms')} | "
+                f"{_get(f, 'max_ms', ' ms')} | {f['new_pod_p50_ms']} ms | {f['new_pod_p99_ms']} ms | "
+                f"{f['service_left_stale']} of {f['failovers']} | {_get(f, 'pod_created_before_service_repointed')} |"
+            )
+    return lines
+
+
+def embedded(results: dict[str, Any]) -> list[str]:
+    lines = ["| benchmark | figure | median | min | max |", "|---|---|---|---|---|"]
+    for key, entry in results.items():
+        if key.startswith("real_") or not isinstance(entry, dict) or "figures" not in entry:
+            continue
+        for path, value in _flatten(entry["figures"]):
+            if isinstance(value, dict) and "median" in value:
+                lines.append(f"| {key} | {path} | {value['median']} | {value['min']} | {value['max']} |")
+    return lines
+
+
+def _flatten(figures: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    if isinstance(figures, dict) and "median" not in figures:
+        for key, value in figures.items():
+            out += _flatten(value, f"{prefix}.{key}" if prefix else key)
+    else:
+        out.append((prefix, figures))
+    return out
+
+
+def _get(entry: dict[str, Any], key: str, unit: str = "") -> str:
+    return f"{entry[key]}{unit}" if key in entry else "-"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = argv if argv is not None else sys.argv[1:]
+    path = Path(args[0]) if args else HERE / "results.json"
+    results = json.loads(path.read_text())
+    sections = {
+        "Throughput": throughput(results, ["real_n50", "real_n200", "real_n1000", "real_pods10000"]),
+        "Idle (real_n200)": idle(results, "real_n200"),
+        "Lifecycle": lifecycle(results),
+        "Failover": failover(results),
+        "Embedded, median of 5": embedded(results),
+    }
+    for title, lines in sections.items():
+        print(f"### {title}\n")
+        print("\n".join(lines) + "\n")
+    for key, entry in results.items():
+        if isinstance(entry, dict) and "measured_at" in entry:
+            print(f"- {key}: measured {entry['measured_at']}, {entry.get('wall_seconds', '?')} s wall")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
