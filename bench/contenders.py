@@ -10,6 +10,7 @@ itself, as fast as a client can, and so measures the API server's own limit.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 from collections.abc import AsyncIterator
@@ -142,3 +143,16 @@ def job_phase_running(job: dict[str, Any]) -> bool:
         if condition.get("type") == "Running" and condition.get("status") == "True":
             return True
     return False
+
+
+def chosen(spec: str, parser: argparse.ArgumentParser) -> list[Contender]:
+    """The contenders a ``--contenders a,b,c`` value names (an unknown name is a usage error naming the known
+    ones); builds the peers among them first (cached after the first time)."""
+    names = [name.strip() for name in spec.split(",") if name.strip()]
+    unknown = sorted(set(names) - set(CONTENDERS))
+    if unknown:
+        parser.error(f"--contenders: unknown {', '.join(unknown)} (known: {', '.join(CONTENDERS)})")
+    contenders = [CONTENDERS[name] for name in names]
+    if any(contender.peer for contender in contenders):
+        peers.ensure_peers()
+    return contenders

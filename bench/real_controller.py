@@ -36,7 +36,7 @@ from kubernetes_asyncio import client as k8s
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_controller import Arrivals, same_objects
-from bench.contenders import BARE, CONTENDERS, Contender, job_phase_running
+from bench.contenders import BARE, CONTENDERS, Contender, chosen, job_phase_running
 from bench.harness import bounded, environment
 from bench.realplane import RealCluster, real_cluster
 from kubedl_py.kube.client import KubeClient
@@ -193,13 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.smoke:
         args.jobs, args.replicas, args.runs, args.shipped_runs, args.peer_runs, args.idle_seconds = 3, 4, 1, 1, 1, 2.0
-    names = [name.strip() for name in args.contenders.split(",") if name.strip()]
-    unknown = sorted(set(names) - set(CONTENDERS))
-    if unknown:
-        parser.error(f"--contenders: unknown {', '.join(unknown)} (known: {', '.join(CONTENDERS)})")
+    names = [contender.name for contender in chosen(args.contenders, parser)]
     nodes = args.nodes or max(10, min(1000, args.jobs * args.replicas // 16))
-    if any(CONTENDERS[name].peer for name in names):
-        peers.ensure_peers()
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)

@@ -27,12 +27,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_failover import Timeline
-from bench.contenders import CONTENDERS, Contender
+from bench.contenders import CONTENDERS, Contender, chosen
 from bench.harness import bounded, environment, percentile
 from bench.realplane import real_cluster
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.resources import PODS
-from kubedl_py.local.kubernetes import peers
 from kubedl_py.local.kubernetes.cluster import create_namespace
 
 NS = "failover"
@@ -133,9 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         args.failovers, args.workers, args.nodes = 3, 2, 4
         args.background_jobs = min(args.background_jobs, 3)
-    names = [name.strip() for name in args.contenders.split(",") if name.strip()]
-    if any(CONTENDERS[name].peer for name in names):
-        peers.ensure_peers()
+    names = [contender.name for contender in chosen(args.contenders, parser)]
     results: dict[str, Any] = {"control_plane": "kubernetes", "background_jobs": args.background_jobs}
     with tempfile.TemporaryDirectory() as tmp_name:
         for name in names:

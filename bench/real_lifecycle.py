@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.contenders import CONTENDERS, Contender
+from bench.contenders import CONTENDERS, Contender, chosen
 from bench.harness import bounded, environment, percentile
 from bench.real_controller import warm_up
 from bench.realplane import RealCluster, real_cluster
@@ -174,9 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.smoke:
         args.runs, args.replicas, args.lifecycle_jobs, args.nodes = 2, 4, 2, 4
-    names = [name.strip() for name in args.contenders.split(",") if name.strip()]
-    if any(CONTENDERS[name].peer for name in names):
-        peers.ensure_peers()
+    names = [contender.name for contender in chosen(args.contenders, parser)]
     results: dict[str, Any] = {"control_plane": "kubernetes"}
     with tempfile.TemporaryDirectory() as tmp_name:
         for name in names:
