@@ -43,7 +43,7 @@ KUBERNETES: dict[str, list[str]] = {
         "--jobs",
         "1000",
         "--runs",
-        "3",
+        "2",
         "--peer-runs",
         "1",
         "--shipped-runs",
@@ -64,7 +64,7 @@ KUBERNETES: dict[str, list[str]] = {
         "--contenders",
         "kubedl-py,training-operator-raised,kubedl-raised",
     ],
-    "real_lifecycle": ["real_lifecycle.py"],
+    "real_lifecycle": ["real_lifecycle.py", "--runs", "10"],
     "real_failover": ["real_failover.py"],
     "real_failover_under_load": ["real_failover.py", "--background-jobs", "200"],
 }
@@ -132,16 +132,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     chosen = {"embedded": list(EMBEDDED), "kubernetes": list(KUBERNETES), "all": list(BENCHMARKS)}
     names = args.names or chosen[args.control_plane]
-    results: dict[str, Any] = {}
+    out = HERE / "results.json"
     for name in names:
         started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-        results[name] = {"measured_at": started, "machine": MACHINE, **run(name, args.smoke)}
-    if not args.smoke:
-        # Each benchmark's figures carry their own date: a partial re-run replaces only its own entries.
-        out = HERE / "results.json"
-        previous = json.loads(out.read_text()) if out.exists() else {}
-        out.write_text(json.dumps({**previous, **results}, indent=2) + "\n")
-        print(f"figures written to {out}")
+        figures = {"measured_at": started, "machine": MACHINE, **run(name, args.smoke)}
+        if not args.smoke:
+            # Written after each benchmark (a long run stopped half-way keeps what it measured); each entry
+            # carries its own date, and a partial re-run replaces only its own entries.
+            previous = json.loads(out.read_text()) if out.exists() else {}
+            out.write_text(json.dumps({**previous, name: figures}, indent=2) + "\n")
+            print(f"figures of {name} written to {out}", flush=True)
     return 0
 
 
