@@ -44,6 +44,32 @@ def throughput(results: dict[str, Any], keys: list[str]) -> list[str]:
     return lines
 
 
+def cost(results: dict[str, Any], keys: list[str]) -> list[str]:
+    """Whole work: until every pod runs (runs that measured it)."""
+    lines = [
+        "| N jobs x 8 | contender | until all pods Running | requests | per job | controller CPU s | per 1,000 pods "
+        "| peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for key in keys:
+        entry = results.get(key)
+        if not entry:
+            continue
+        pods = entry["jobs"] * entry["replicas"]
+        for name in _ordered(entry["summary"]):
+            s = entry["summary"][name]
+            if "cpu_seconds_all_running_median" not in s:
+                continue
+            requests = s["requests_until_all_running_median"]
+            cpu = s["cpu_seconds_all_running_median"]
+            lines.append(
+                f"| {entry['jobs']} | {name} | {s['all_pods_running_seconds_median']} s | {requests} | "
+                f"{round(requests / entry['jobs'], 1)} | {cpu} | {round(cpu / pods * 1000, 2)} | "
+                f"{s['peak_rss_mib_median']} |"
+            )
+    return lines
+
+
 def idle(results: dict[str, Any], key: str) -> list[str]:
     entry = results.get(key)
     if not entry:
@@ -124,7 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     results = json.loads(path.read_text())
     sections = {
         "Throughput": throughput(results, ["real_n50", "real_n200", "real_n1000", "real_pods10000"]),
+        "Cost of the whole work": cost(results, ["real_n1000", "real_pods10000", "real_idle"]),
         "Idle (real_n200)": idle(results, "real_n200"),
+        "Idle, after every pod runs (real_idle)": idle(results, "real_idle"),
         "Lifecycle": lifecycle(results),
         "Failover": failover(results),
         "Embedded, median of 5": embedded(results),
