@@ -51,6 +51,7 @@ KUBERNETES: dict[str, list[str]] = {
         "--nodes",
         "1000",
     ],
+    # N = 1,250: the scale row of the throughput table and the 10,000 pods of the cost table in one run
     "real_pods10000": [
         "real_controller.py",
         "--jobs",
@@ -62,7 +63,7 @@ KUBERNETES: dict[str, list[str]] = {
         "--nodes",
         "1000",
         "--contenders",
-        "kubedl-py,training-operator-raised,kubedl-raised",
+        "bare-client,kubedl-py,training-operator-raised,kubedl-raised",
     ],
     # the idle window again once every pod runs (real_controller waits for that since this was added)
     "real_idle": [
@@ -72,9 +73,9 @@ KUBERNETES: dict[str, list[str]] = {
         "--runs",
         "1",
         "--shipped-runs",
-        "1",
+        "0",
         "--contenders",
-        "kubedl-py,training-operator,training-operator-raised,kubedl,kubedl-raised",
+        "kubedl-py,training-operator-raised,kubedl-raised",
         "--idle-seconds",
         "60",
     ],

@@ -11,6 +11,10 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+#: inputs echoed in the results, not measurements
+SETTINGS = frozenset(
+    {"jobs", "replicas", "cpus", "idle_seconds", "runs", "failovers", "background_jobs", "wall_seconds"}
+)
 ORDER = ["bare-client", "kubedl-py", "training-operator", "training-operator-raised", "kubedl", "kubedl-raised"]
 
 
@@ -125,8 +129,11 @@ def embedded(results: dict[str, Any]) -> list[str]:
         if key.startswith("real_") or not isinstance(entry, dict) or "figures" not in entry:
             continue
         for path, value in _flatten(entry["figures"]):
+            if path.rsplit(".", 1)[-1] in SETTINGS:
+                continue
             if isinstance(value, dict) and "median" in value:
-                lines.append(f"| {key} | {path} | {value['median']} | {value['min']} | {value['max']} |")
+                runs = f"{key} ({entry['repeats']} runs)"
+                lines.append(f"| {runs} | {path} | {value['median']} | {value['min']} | {value['max']} |")
     return lines
 
 
