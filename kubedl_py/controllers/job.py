@@ -94,6 +94,8 @@ def _reason(job: Job, word: str, specific: str | None = None) -> str:
 
 # How many pod/Service writes one reconcile keeps in flight.
 WRITE_CONCURRENCY = 32
+#: writes in flight per job kind for replacing pods of running jobs, beside WRITE_CONCURRENCY
+URGENT_WRITE_CONCURRENCY = 8
 
 
 @dataclass
@@ -137,6 +139,9 @@ class JobReconciler:
         self.expectations = Expectations()
         self._on_transition = on_transition or (lambda kind, condition, namespace: None)
         self._writes = asyncio.Semaphore(WRITE_CONCURRENCY)
+        # Replacements of a running job's pods (and their Services) do not queue behind the writes of jobs
+        # being created: a few slots of their own.
+        self._urgent_writes = asyncio.Semaphore(URGENT_WRITE_CONCURRENCY)
         self.podgroups = PodGroups(client, recorder, self.options.gang, podgroups)
         #: resourceVersion of each job after our last status write (read-your-writes on a lagging cache)
         self._written: dict[str, str] = {}
@@ -539,8 +544,11 @@ class JobReconciler:
             and (r in missing or r.pod is not None)
             and (not host or slot_of(r) in host_ports)
         ]
+        # Some replicas still have their pods: these are replacements, and their peers wait for them.
+        urgent = any(r.pod is not None for r in seen.replicas.values())
         service_results = await self._gather(
-            self._create(SERVICES, build_service(job, r.replica_type, r.index, addressing)) for r in need_service
+            (self._create(SERVICES, build_service(job, r.replica_type, r.index, addressing)) for r in need_service),
+            urgent=urgent,
         )
         if not missing and not any(isinstance(result, Refusal) for result in service_results):
             return
@@ -551,14 +559,16 @@ class JobReconciler:
         rest = [r for r in missing if firsts.get(r.replica_type) is not r]
         if any(isinstance(result, Refusal) for result in service_results):
             firsts, rest = {}, missing  # a refused Service: no pod is made
-        results = await self._gather(self._create_pod(seen, r, addressing, network) for r in firsts.values())
+        results = await self._gather(
+            (self._create_pod(seen, r, addressing, network) for r in firsts.values()), urgent=urgent
+        )
         refusals = [result for result in [*service_results, *results] if isinstance(result, Refusal)]
         if refusals:
             for replica in rest:
                 network.not_created(seen.pod_key(replica), slot_of(replica))
             await self._refused(seen, refusals)
             return
-        await self._gather(self._create_pod(seen, r, addressing, network) for r in rest)
+        await self._gather((self._create_pod(seen, r, addressing, network) for r in rest), urgent=urgent)
 
     async def _refused(self, seen: Observation, refusals: list[Refusal]) -> None:
         """The API server refused one of the job's objects (see refusals.py): the job fails (JobFailure) when
@@ -788,9 +798,11 @@ class JobReconciler:
 
     # --------------------------------------------------------------------------------------------- writes
 
-    async def _gather(self, calls: Iterable[Awaitable[Any]]) -> list[Any]:
+    async def _gather(self, calls: Iterable[Awaitable[Any]], *, urgent: bool = False) -> list[Any]:
+        slots = self._urgent_writes if urgent else self._writes
+
         async def bounded(call: Awaitable[Any]) -> Any:
-            async with self._writes:
+            async with slots:
                 return await call
 
         # Every call runs to its end (no half-cancelled batch); then the first failure is raised.

@@ -78,6 +78,18 @@ class ControllerOptions:
         return Gang(self.gang_scheduler, self.gang_scheduler_name)
 
 
+def pod_in_trouble(pod: Object) -> bool:
+    """A pod being deleted or failed: its job needs a replacement or a decision, before new work."""
+    return (
+        bool((pod.get("metadata") or {}).get("deletionTimestamp")) or (pod.get("status") or {}).get("phase") == "Failed"
+    )
+
+
+def never(_: Object) -> bool:
+    """No update is urgent (deletions still are, see ``Controller.watch``)."""
+    return False
+
+
 def trim_pod(pod: Object) -> Object:
     """The fields of a pod the reconcilers read; everything else is dropped from the cache."""
     meta = pod.get("metadata") or {}
@@ -216,8 +228,12 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
             name = framework.plural if group is KUBEDL else f"{framework.plural}.{group.group}"
             controller = manager.add_controller(name, reconciler)
             controller.watch(jobs)
-            controller.watch(pods, map=owner_key(framework.kind, api_version=resource.api_version))
-            controller.watch(services, map=owner_key(framework.kind, api_version=resource.api_version))
+            # A pod or Service of a job deleted, a pod stopping or failed: that job goes to the front of the
+            # queue (its peers are stalled until it is replaced), ahead of jobs merely being created.
+            controller.watch(
+                pods, map=owner_key(framework.kind, api_version=resource.api_version), urgent=pod_in_trouble
+            )
+            controller.watch(services, map=owner_key(framework.kind, api_version=resource.api_version), urgent=never)
             if podgroups is not None:
                 controller.watch(podgroups, map=owner_key(framework.kind, api_version=resource.api_version))
             expectations = reconciler.expectations

@@ -134,11 +134,14 @@ class Controller:
         self.queue: WorkQueue[str] = WorkQueue(name=name, backoff=ExponentialBackoff(backoff), metrics=metrics)
         self._tasks: list[asyncio.Task[None]] = []
 
-    def watch(self, informer: Informer, *, map: Mapper = own_key) -> None:
+    def watch(
+        self, informer: Informer, *, map: Mapper = own_key, urgent: Callable[[Object], bool] | None = None
+    ) -> None:
         """Enqueue the keys ``map`` gives for every added, updated (and resynced) or deleted object.
 
         On an update both the old and the new object are mapped, so moving an object from one owner to
-        another wakes both owners.
+        another wakes both owners. A deletion, or an update whose new object ``urgent`` says so, puts the keys
+        at the front of the queue (:meth:`WorkQueue.add`): recovery before new work.
         """
 
         def on_add(obj: Object) -> None:
@@ -149,10 +152,16 @@ class Controller:
             keys = set(map(new))
             if old is not new:
                 keys.update(map(old))
+            hurry = urgent is not None and urgent(new)
             for key in keys:
-                self.queue.add(key)
+                self.queue.add(key, urgent=hurry)
 
-        informer.add_handler(Handler(on_add=on_add, on_update=on_update, on_delete=on_add))
+        def on_delete(obj: Object) -> None:
+            hurry = urgent is not None
+            for key in map(obj):
+                self.queue.add(key, urgent=hurry)
+
+        informer.add_handler(Handler(on_add=on_add, on_update=on_update, on_delete=on_delete))
 
     def enqueue(self, key: str, *, after: float | None = None) -> None:
         """Ask for ``key`` to be reconciled (now, or in ``after`` seconds)."""

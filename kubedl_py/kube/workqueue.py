@@ -104,6 +104,8 @@ class WorkQueue(Generic[K]):
         #: keys that need processing: waiting in _queue, or to be re-queued when their processing ends
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
+        #: keys being processed that were added again as urgent: done() re-queues them at the front
+        self._urgent: set[K] = set()
         #: delayed keys: when each is due (loop time) and the timer that will add it
         self._waiting: dict[K, tuple[float, asyncio.TimerHandle]] = {}
         self._getters: deque[asyncio.Future[None]] = deque()
@@ -113,16 +115,32 @@ class WorkQueue(Generic[K]):
 
     # ----------------------------------------------------------------------------------------- adding
 
-    def add(self, key: K) -> None:
-        """Ask for ``key`` to be processed (once, however often this is called before a worker takes it)."""
-        if self._shutting_down or key in self._dirty:
+    def add(self, key: K, *, urgent: bool = False) -> None:
+        """Ask for ``key`` to be processed (once, however often this is called before a worker takes it).
+
+        ``urgent`` puts it at the front of the line (and moves it there if it already waits): a job that lost
+        a running pod must not wait behind hundreds of jobs being created, its peers are stalled meanwhile.
+        """
+        if self._shutting_down:
+            return
+        if key in self._dirty:
+            if urgent and key not in self._processing and key in self._queue:
+                self._queue.remove(key)
+                self._queue.appendleft(key)
+            elif urgent:
+                self._urgent.add(key)
             return
         self._dirty.add(key)
         if self._metrics is not None:
             self._metrics.queue_adds.labels(self.name).inc()
         if key in self._processing:
+            if urgent:
+                self._urgent.add(key)
             return  # done() re-queues it: one worker per key
-        self._queue.append(key)
+        if urgent:
+            self._queue.appendleft(key)
+        else:
+            self._queue.append(key)
         self._changed()
         self._wake_one()
 
@@ -190,8 +208,13 @@ class WorkQueue(Generic[K]):
     def done(self, key: K) -> None:
         """Processing of ``key`` ended; if it was added meanwhile, it goes back in the queue now."""
         self._processing.discard(key)
+        urgent = key in self._urgent
+        self._urgent.discard(key)
         if key in self._dirty:
-            self._queue.append(key)
+            if urgent:
+                self._queue.appendleft(key)
+            else:
+                self._queue.append(key)
             self._changed()
             self._wake_one()
         if not self._processing:

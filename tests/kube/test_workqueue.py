@@ -212,3 +212,25 @@ async def test_depth_gauge_follows_the_queue() -> None:
     await take(queue)
     assert metrics.value("kubedl_workqueue_depth", {"queue": "jobs"}) == 1
     assert metrics.value("kubedl_workqueue_adds_total", {"queue": "jobs"}) == 2
+
+
+async def test_an_urgent_key_goes_to_the_front_even_if_it_already_waits() -> None:
+    """A job that lost a running pod is reconciled before the jobs queued ahead of it (new work)."""
+    queue: WorkQueue[str] = WorkQueue()
+    for name in ("a", "b", "c"):
+        queue.add(f"ns/{name}")
+    queue.add("ns/d", urgent=True)  # new and urgent: first
+    queue.add("ns/c", urgent=True)  # already waiting at the back: moved to the front, not duplicated
+    assert len(queue) == 4
+    assert [await take(queue) for _ in range(4)] == ["ns/c", "ns/d", "ns/a", "ns/b"]
+
+
+async def test_an_urgent_add_during_processing_requeues_at_the_front_when_done() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("ns/busy")
+    busy = await take(queue)
+    queue.add("ns/other")
+    queue.add("ns/busy", urgent=True)
+    assert len(queue) == 1  # still one worker per key
+    queue.done(busy)
+    assert [await take(queue), await take(queue)] == ["ns/busy", "ns/other"]
