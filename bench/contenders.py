@@ -112,9 +112,20 @@ class Contender:
         async with KubeClient(kubeconfig=cluster.admin) as kube:
             await peers.install_peer_crds(kube, self.peer)
         limits: dict[str, Any] = {"qps": RAISED_QPS, "burst": RAISED_BURST} if self.raised else {}
-        async with peers.run_peer(
-            self.peer, cluster.user(self.user), tmp, setup_kubeconfig=cluster.admin, **limits
-        ) as process:
+        async with contextlib.AsyncExitStack() as stack:
+            for attempt in range(3):
+                try:
+                    process = await stack.enter_async_context(
+                        peers.run_peer(
+                            self.peer, cluster.user(self.user), tmp, setup_kubeconfig=cluster.admin, **limits
+                        )
+                    )
+                    break
+                except peers.PeerError as exc:
+                    # A free port picked for it can be taken before it binds (1,000 node agents' connections
+                    # use ephemeral ports): the Training Operator then exits "address already in use".
+                    if "address already in use" not in str(exc) or attempt == 2:
+                        raise
             yield Usage(process.pid)
 
 

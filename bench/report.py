@@ -111,7 +111,12 @@ def failover(results: dict[str, Any]) -> list[str]:
         "| Service left stale | pod created before its Service was re-pointed |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for key, load in (("real_failover", "idle"), ("real_failover_under_load", "200 jobs being created")):
+    for key, load in (
+        ("real_failover_before", "idle, before the urgent lane"),
+        ("real_failover_under_load_before", "200 jobs being created, before the urgent lane"),
+        ("real_failover", "idle"),
+        ("real_failover_under_load", "200 jobs being created"),
+    ):
         entry = results.get(key) or {}
         for name in _ordered({k: v for k, v in entry.items() if isinstance(v, dict) and "failovers" in v}):
             f = entry[name]
