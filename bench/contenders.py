@@ -11,15 +11,17 @@ itself, as fast as a client can, and so measures the API server's own limit.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench.harness import controller
-from bench.realplane import KUBEDL_PY_USER, RealCluster
+from bench.realplane import KUBEDL_PY_USER, RealCluster, real_cluster
 from kubedl_py.api import constants as c
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.resources import Resource
@@ -167,3 +169,18 @@ def chosen(spec: str, parser: argparse.ArgumentParser) -> list[Contender]:
     if any(contender.peer for contender in contenders):
         peers.ensure_peers()
     return contenders
+
+
+def each_on_a_fresh_cluster(
+    contenders: list[Contender],
+    nodes: int,
+    measure: Callable[[Contender, RealCluster, Path], Awaitable[dict[str, Any]]],
+) -> dict[str, Any]:
+    """``measure`` each contender in turn on a real cluster of its own; the figures by contender name."""
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        for contender in contenders:
+            with real_cluster(tmp, nodes=nodes, install=contender.install) as cluster:
+                results[contender.name] = asyncio.run(measure(contender, cluster, tmp))
+    return results

@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -27,9 +26,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_failover import Timeline
-from bench.contenders import CONTENDERS, Contender, chosen
+from bench.contenders import Contender, chosen, each_on_a_fresh_cluster
 from bench.harness import bounded, environment, percentile
-from bench.realplane import real_cluster
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.resources import PODS
 from kubedl_py.local.kubernetes.cluster import create_namespace
@@ -132,13 +130,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         args.failovers, args.workers, args.nodes = 3, 2, 4
         args.background_jobs = min(args.background_jobs, 3)
-    names = [contender.name for contender in chosen(args.contenders, parser)]
+    contenders = chosen(args.contenders, parser)
+    names = [contender.name for contender in contenders]
     results: dict[str, Any] = {"control_plane": "kubernetes", "background_jobs": args.background_jobs}
-    with tempfile.TemporaryDirectory() as tmp_name:
-        for name in names:
-            contender = CONTENDERS[name]
-            with real_cluster(Path(tmp_name), nodes=args.nodes, install=contender.install) as cluster:
-                results[name] = asyncio.run(run(contender, cluster, Path(tmp_name), args))
+    results.update(
+        each_on_a_fresh_cluster(
+            contenders, args.nodes, lambda contender, cluster, tmp: run(contender, cluster, tmp, args)
+        )
+    )
     results.update(environment())
     load = f" while {args.background_jobs} jobs are created" if args.background_jobs else ""
     print(f"host-network failover on the real control plane, {args.failovers} pod deletions{load}:")

@@ -18,17 +18,16 @@ import asyncio
 import contextlib
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.contenders import CONTENDERS, Contender, chosen
+from bench.contenders import Contender, chosen, each_on_a_fresh_cluster
 from bench.harness import bounded, environment, percentile
 from bench.real_controller import warm_up
-from bench.realplane import RealCluster, real_cluster
+from bench.realplane import RealCluster
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import NotFound
 from kubedl_py.kube.resources import PODS, SERVICES
@@ -93,9 +92,8 @@ async def submit_to_running(contender: Contender, kube: KubeClient, runs: int, r
     latencies = []
     for run in range(runs):
         name = f"lat-{run}"
-        watcher = asyncio.create_task(running_pods(kube, replicas, time.monotonic()))
-        await asyncio.sleep(0)  # the watch's list goes out before the job exists
         started = time.monotonic()
+        watcher = asyncio.create_task(running_pods(kube, replicas, started))  # lists, then watches: misses none
         await kube.create(contender.resource, contender.job(name, NS, replicas), namespace=NS)
         latencies.append(await watcher - started)
         await kube.delete(contender.resource, name, namespace=NS, propagation_policy="Foreground")
@@ -174,13 +172,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.smoke:
         args.runs, args.replicas, args.lifecycle_jobs, args.nodes = 2, 4, 2, 4
-    names = [contender.name for contender in chosen(args.contenders, parser)]
+    contenders = chosen(args.contenders, parser)
+    names = [contender.name for contender in contenders]
     results: dict[str, Any] = {"control_plane": "kubernetes"}
-    with tempfile.TemporaryDirectory() as tmp_name:
-        for name in names:
-            contender = CONTENDERS[name]
-            with real_cluster(Path(tmp_name), nodes=args.nodes, install=contender.install) as cluster:
-                results[name] = asyncio.run(run(contender, cluster, Path(tmp_name), args))
+    results.update(
+        each_on_a_fresh_cluster(
+            contenders, args.nodes, lambda contender, cluster, tmp: run(contender, cluster, tmp, args)
+        )
+    )
     results.update(environment())
     for name in names:
         lat, life = results[name]["submit_to_all_running"], results[name]["lifecycle"]

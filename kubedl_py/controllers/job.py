@@ -544,7 +544,8 @@ class JobReconciler:
             and (r in missing or r.pod is not None)
             and (not host or slot_of(r) in host_ports)
         ]
-        # Some replicas still have their pods: these are replacements, and their peers wait for them.
+        # Some replicas still have their pods: usually replacements, whose peers wait for them (or the later
+        # step of a staged start, e.g. an MPI launcher after its workers: also work of a job already running).
         urgent = any(r.pod is not None for r in seen.replicas.values())
         service_results = await self._gather(
             (self._create(SERVICES, build_service(job, r.replica_type, r.index, addressing)) for r in need_service),

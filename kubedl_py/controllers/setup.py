@@ -85,11 +85,6 @@ def pod_in_trouble(pod: Object) -> bool:
     )
 
 
-def never(_: Object) -> bool:
-    """No update is urgent (deletions still are, see ``Controller.watch``)."""
-    return False
-
-
 def trim_pod(pod: Object) -> Object:
     """The fields of a pod the reconcilers read; everything else is dropped from the cache."""
     meta = pod.get("metadata") or {}
@@ -230,12 +225,11 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
             controller.watch(jobs)
             # A pod or Service of a job deleted, a pod stopping or failed: that job goes to the front of the
             # queue (its peers are stalled until it is replaced), ahead of jobs merely being created.
-            controller.watch(
-                pods, map=owner_key(framework.kind, api_version=resource.api_version), urgent=pod_in_trouble
-            )
-            controller.watch(services, map=owner_key(framework.kind, api_version=resource.api_version), urgent=never)
+            owned = owner_key(framework.kind, api_version=resource.api_version)
+            controller.watch(pods, map=owned, urgent=pod_in_trouble, urgent_delete=True)
+            controller.watch(services, map=owned, urgent_delete=True)
             if podgroups is not None:
-                controller.watch(podgroups, map=owner_key(framework.kind, api_version=resource.api_version))
+                controller.watch(podgroups, map=owned)
             expectations = reconciler.expectations
             pods.add_handler(
                 Handler(

@@ -135,13 +135,18 @@ class Controller:
         self._tasks: list[asyncio.Task[None]] = []
 
     def watch(
-        self, informer: Informer, *, map: Mapper = own_key, urgent: Callable[[Object], bool] | None = None
+        self,
+        informer: Informer,
+        *,
+        map: Mapper = own_key,
+        urgent: Callable[[Object], bool] | None = None,
+        urgent_delete: bool = False,
     ) -> None:
         """Enqueue the keys ``map`` gives for every added, updated (and resynced) or deleted object.
 
         On an update both the old and the new object are mapped, so moving an object from one owner to
-        another wakes both owners. A deletion, or an update whose new object ``urgent`` says so, puts the keys
-        at the front of the queue (:meth:`WorkQueue.add`): recovery before new work.
+        another wakes both owners. An update whose new object ``urgent`` says so, and with ``urgent_delete``
+        a deletion, puts the keys at the front of the queue (:meth:`WorkQueue.add`): recovery before new work.
         """
 
         def on_add(obj: Object) -> None:
@@ -157,9 +162,8 @@ class Controller:
                 self.queue.add(key, urgent=hurry)
 
         def on_delete(obj: Object) -> None:
-            hurry = urgent is not None
             for key in map(obj):
-                self.queue.add(key, urgent=hurry)
+                self.queue.add(key, urgent=urgent_delete)
 
         informer.add_handler(Handler(on_add=on_add, on_update=on_update, on_delete=on_delete))
 

@@ -124,11 +124,11 @@ class WorkQueue(Generic[K]):
         if self._shutting_down:
             return
         if key in self._dirty:
-            if urgent and key not in self._processing and key in self._queue:
+            if urgent and key in self._processing:
+                self._urgent.add(key)
+            elif urgent:  # dirty and not processing: it waits in the queue; move it to the front
                 self._queue.remove(key)
                 self._queue.appendleft(key)
-            elif urgent:
-                self._urgent.add(key)
             return
         self._dirty.add(key)
         if self._metrics is not None:

@@ -193,3 +193,35 @@ async def test_two_managers_in_one_process_have_separate_registries() -> None:
     assert b.metrics.counter("jobs_failed_total", "x") is not a.metrics.counter("jobs_failed_total", "x")
     assert a.metrics.value("kubedl_jobs_failed_total") == 1
     assert b.metrics.value("kubedl_jobs_failed_total") == 0
+
+
+async def test_a_deleted_or_troubled_object_puts_its_owner_first() -> None:
+    """``urgent``/``urgent_delete``: the owner of a deleted pod, or of one the predicate flags, jumps the queue;
+    ordinary events keep their order."""
+    from kubedl_py.kube.informer import Handler
+    from kubedl_py.kube.manager import Controller
+    from kubedl_py.kube.metrics import Metrics
+
+    handlers: list[Handler] = []
+
+    class Informer:
+        def add_handler(self, handler: Handler) -> None:
+            handlers.append(handler)
+
+    controller = Controller("c", Reconciles(), workers=1, metrics=Metrics())
+    controller.watch(
+        cast(Any, Informer()),
+        map=owner_key("PyTorchJob"),
+        urgent=lambda o: o["metadata"].get("deletionTimestamp") is not None,
+        urgent_delete=True,
+    )
+    (handler,) = handlers
+    assert handler.on_add and handler.on_update and handler.on_delete
+    for job in ("a", "b", "c"):
+        handler.on_add(obj(f"{job}-worker-0", owner=job))
+    handler.on_delete(obj("c-worker-0", owner="c"))
+    stopping = obj("b-worker-0", owner="b")
+    stopping["metadata"]["deletionTimestamp"] = "2026-11-23T00:00:00Z"
+    handler.on_update(obj("b-worker-0", owner="b"), stopping)
+    handler.on_update(obj("a-worker-0", owner="a"), obj("a-worker-0", owner="a"))  # not urgent: stays put
+    assert [await controller.queue.get() for _ in range(3)] == ["ns/b", "ns/c", "ns/a"]
