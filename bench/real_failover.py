@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.bench_failover import Timeline
 from bench.contenders import Contender, chosen, each_on_a_fresh_cluster
 from bench.harness import bounded, environment, percentile
+from bench.realplane import RealCluster
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.resources import PODS
 from kubedl_py.local.kubernetes.cluster import create_namespace
@@ -124,13 +125,28 @@ async def measure(
     return figures
 
 
-async def run(contender: Contender, cluster: Any, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+async def run(contender: Contender, cluster: RealCluster, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     async with KubeClient(kubeconfig=cluster.admin) as kube:
         await create_namespace(kube, NS)
         async with contender.run(cluster, tmp):
-            return await measure(
+            mark = cluster.audit_mark()
+            figures = await measure(
                 contender, kube, failovers=args.failovers, workers=args.workers, background_jobs=args.background_jobs
             )
+    # how long the controller's writes took inside kube-apiserver meanwhile, and how much of it was APF queueing
+    writes = cluster.write_latencies(contender.user, mark)
+    if writes:
+        took = [t for t, _ in writes]
+        figures.update(
+            {
+                "writes": len(writes),
+                "write_p50_ms": round(percentile(took, 50) * 1000, 1),
+                "write_p99_ms": round(percentile(took, 99) * 1000, 1),
+                "write_max_ms": round(max(took) * 1000, 1),
+                "apf_queued_max_ms": round(max(q for _, q in writes) * 1000, 1),
+            }
+        )
+    return figures
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -167,6 +183,12 @@ def main(argv: list[str] | None = None) -> int:
             f" {figures['deletion_p99_ms']} ms; the controller's part p50 {figures['controller_p50_ms']} ms,"
             f" p99 {figures['controller_p99_ms']} ms"
         )
+        if "writes" in figures:
+            line += (
+                f"\n  {'':20s} its {figures['writes']} writes in kube-apiserver p50 {figures['write_p50_ms']} ms,"
+                f" p99 {figures['write_p99_ms']} ms, max {figures['write_max_ms']} ms (APF queueing at most"
+                f" {figures['apf_queued_max_ms']} ms)"
+            )
         print(line)
     print(json.dumps(results))
     return 0
