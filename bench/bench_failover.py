@@ -63,6 +63,7 @@ class Timeline:
         self.kube, self.namespace = kube, namespace
         self.pods: dict[str, str] = {}  # name -> uid of the newest pod seen
         self.pod_added: dict[tuple[str, str], float] = {}  # (name, uid) -> time
+        self.pod_gone: dict[tuple[str, str], float] = {}  # (name, uid) -> time its DELETED event arrived
         self.target: dict[str, int] = {}  # service name -> targetPort
         self.target_changed: dict[tuple[str, int], float] = {}  # (service, port) -> time first seen
         self.changed = asyncio.Event()
@@ -81,6 +82,8 @@ class Timeline:
         if resource is PODS and kind in ("ADDED", "MODIFIED") and not meta.get("deletionTimestamp"):
             self.pod_added.setdefault((meta["name"], meta["uid"]), now)
             self.pods[meta["name"]] = meta["uid"]
+        elif resource is PODS and kind == "DELETED":
+            self.pod_gone.setdefault((meta["name"], meta["uid"]), now)
         elif resource is SERVICES and kind in ("ADDED", "MODIFIED"):
             port = obj["spec"]["ports"][0]["targetPort"]
             if isinstance(port, int):

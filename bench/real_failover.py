@@ -5,6 +5,9 @@ Master pod is deleted F times (KubeDL makes a Service for the Master only, so th
 timed on). Timed from the delete request until a pod of the same name with a new uid exists and
 its Service targets the new pod's host port, both seen on watches (``bench_failover.Timeline``). With
 ``--background-jobs N`` the same happens while N other 8-replica jobs are being created (8 in flight).
+Each failover is also split in two: the old pod's graceful deletion (delete request until its DELETED
+event: the node agent and the API server, the same work whichever controller runs) and the controller's
+part (that event until the new pod and the re-pointed Service are both seen).
 
 A controller that never re-points the Service is reported as such: the time until the new pod exists, and
 how many failovers left the Service pointing at a port the new pod does not listen on.
@@ -28,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.bench_failover import Timeline
 from bench.contenders import Contender, chosen, each_on_a_fresh_cluster
 from bench.harness import bounded, environment, percentile
+from bench.realplane import RealCluster
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.resources import PODS
 from kubedl_py.local.kubernetes.cluster import create_namespace
@@ -62,6 +66,10 @@ async def measure(
         load = asyncio.create_task(bounded(8, [kube.create(resource, d, namespace=NS) for d in documents]))
     new_pod: list[float] = []
     complete: list[float] = []
+    # the two shares of each failover: the old pod's graceful deletion (node agent + API server, the same
+    # for every contender) and the controller's part, from the old pod's DELETED event to pod and Service
+    deletion: list[float] = []
+    controller: list[float] = []
     stale = 0
     out_of_order = 0
     for n in range(failovers):
@@ -72,7 +80,9 @@ async def measure(
         await timeline.until(lambda name=name, old_uid=old_uid: timeline.pods.get(name) not in (None, old_uid), 120)
         new_uid = timeline.pods[name]
         created = timeline.pod_added[(name, new_uid)]
+        gone = timeline.pod_gone.get((name, old_uid), created)
         new_pod.append(created - started)
+        deletion.append(gone - started)
         pod = await kube.get(PODS, name, namespace=NS)
         port = host_port(pod)
 
@@ -83,10 +93,12 @@ async def measure(
             await timeline.until(pointed, within=10.0)
         except TimeoutError:
             stale += 1  # the Service still targets the old pod's port: peers cannot reach the new one
+            controller.append(created - gone)
             continue
         repointed = timeline.target_changed[(name, timeline.target[name])]
         out_of_order += repointed > created
         complete.append(max(repointed, created) - started)
+        controller.append(max(repointed, created) - gone)
     if load is not None:
         await load
     await timeline.stop()
@@ -96,6 +108,10 @@ async def measure(
         "new_pod_p50_ms": round(percentile(new_pod, 50) * 1000, 1),
         "new_pod_p99_ms": round(percentile(new_pod, 99) * 1000, 1),
         "service_left_stale": stale,
+        "deletion_p50_ms": round(percentile(deletion, 50) * 1000, 1),
+        "deletion_p99_ms": round(percentile(deletion, 99) * 1000, 1),
+        "controller_p50_ms": round(percentile(controller, 50) * 1000, 1),
+        "controller_p99_ms": round(percentile(controller, 99) * 1000, 1),
     }
     if complete:
         figures.update(
@@ -109,13 +125,28 @@ async def measure(
     return figures
 
 
-async def run(contender: Contender, cluster: Any, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+async def run(contender: Contender, cluster: RealCluster, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     async with KubeClient(kubeconfig=cluster.admin) as kube:
         await create_namespace(kube, NS)
         async with contender.run(cluster, tmp):
-            return await measure(
+            mark = cluster.audit_mark()
+            figures = await measure(
                 contender, kube, failovers=args.failovers, workers=args.workers, background_jobs=args.background_jobs
             )
+    # how long the controller's writes took inside kube-apiserver meanwhile, and how much of it was APF queueing
+    writes = cluster.write_latencies(contender.user, mark)
+    if writes:
+        took = [t for t, _ in writes]
+        figures.update(
+            {
+                "writes": len(writes),
+                "write_p50_ms": round(percentile(took, 50) * 1000, 1),
+                "write_p99_ms": round(percentile(took, 99) * 1000, 1),
+                "write_max_ms": round(max(took) * 1000, 1),
+                "apf_queued_max_ms": round(max(q for _, q in writes) * 1000, 1),
+            }
+        )
+    return figures
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,6 +178,17 @@ def main(argv: list[str] | None = None) -> int:
         if "p99_ms" in figures:
             line += f"; with the Service re-pointed p50 {figures['p50_ms']} ms, p99 {figures['p99_ms']} ms"
         line += f"; Service left stale {figures['service_left_stale']} times"
+        line += (
+            f"\n  {'':20s} of which the old pod's deletion p50 {figures['deletion_p50_ms']} ms, p99"
+            f" {figures['deletion_p99_ms']} ms; the controller's part p50 {figures['controller_p50_ms']} ms,"
+            f" p99 {figures['controller_p99_ms']} ms"
+        )
+        if "writes" in figures:
+            line += (
+                f"\n  {'':20s} its {figures['writes']} writes in kube-apiserver p50 {figures['write_p50_ms']} ms,"
+                f" p99 {figures['write_p99_ms']} ms, max {figures['write_max_ms']} ms (APF queueing at most"
+                f" {figures['apf_queued_max_ms']} ms)"
+            )
         print(line)
     print(json.dumps(results))
     return 0

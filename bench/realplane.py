@@ -22,7 +22,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -134,27 +136,63 @@ class RealCluster:
         """The audit log's length now: :meth:`requests` counts from here."""
         return self.audit_log.stat().st_size if self.audit_log.exists() else 0
 
+    def _events(self, user: str, since: int, until: int | None) -> Iterator[dict[str, Any]]:
+        """``user``'s audit events between two marks, each request once (its last stage logged)."""
+        with self.audit_log.open("rb") as log:
+            log.seek(since)
+            data = log.read() if until is None else log.read(until - since)
+        last: dict[str, dict[str, Any]] = {}
+        for line in data.splitlines():
+            if line.strip():
+                event = json.loads(line)
+                if event.get("user", {}).get("username") == user:
+                    last[event["auditID"]] = event
+        yield from last.values()
+
     def requests(self, user: str, since: int, until: int | None = None) -> Counter[str]:
         """``user``'s requests logged between two marks, by verb (``watch`` included), plus ``"total"`` and
         ``"writes"``."""
         counts: Counter[str] = Counter()
-        seen: set[str] = set()
-        with self.audit_log.open("rb") as log:
-            log.seek(since)
-            data = log.read() if until is None else log.read(until - since)
-        for line in data.splitlines():
-            if not line.strip():
-                continue
-            event = json.loads(line)
-            if event.get("user", {}).get("username") != user or event["auditID"] in seen:
-                continue
-            seen.add(event["auditID"])
+        for event in self._events(user, since, until):
             verb = event.get("verb", "?")
             counts[verb] += 1
             counts["total"] += 1
             if verb in WRITE_VERBS:
                 counts["writes"] += 1
         return counts
+
+    def write_latencies(self, user: str, since: int, until: int | None = None) -> list[tuple[float, float]]:
+        """Per write of ``user`` between two marks, as kube-apiserver saw it: (seconds from receiving the
+        request to completing the answer, seconds of that spent queued by API Priority and Fairness). The
+        queue time comes from the ``apiserver.latency.k8s.io/apf-queue-wait`` audit annotation, which
+        kube-apiserver adds to slow requests only (0 where it is absent)."""
+        out: list[tuple[float, float]] = []
+        for event in self._events(user, since, until):
+            if event.get("verb") not in WRITE_VERBS or event.get("stage") != "ResponseComplete":
+                continue
+            took = _timestamp(event["stageTimestamp"]) - _timestamp(event["requestReceivedTimestamp"])
+            queued = go_duration(event.get("annotations", {}).get("apiserver.latency.k8s.io/apf-queue-wait", "0s"))
+            out.append((took, queued))
+        return out
+
+
+def _timestamp(value: str) -> float:
+    return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def go_duration(value: str) -> float:
+    """Seconds in a Go ``time.Duration`` string (``"1m2.5s"``, ``"450.6649ns"``, ``"0s"``)."""
+    total, rest = 0.0, value.strip()
+    while rest:
+        match = re.match(r"([0-9.]+)(ns|us|µs|μs|ms|s|m|h)", rest)
+        if match is None:
+            raise ValueError(f"not a Go duration: {value!r}")
+        total += float(match.group(1)) * _GO_UNITS[match.group(2)]
+        rest = rest[match.end() :]
+    return total
 
 
 @contextlib.contextmanager

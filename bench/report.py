@@ -108,8 +108,9 @@ def lifecycle(results: dict[str, Any]) -> list[str]:
 def failover(results: dict[str, Any]) -> list[str]:
     lines = [
         "| load | controller | delete -> new pod and Service re-pointed, p50 | p99 | max | new pod only, p50 | p99 "
-        "| Service left stale | pod created before its Service was re-pointed |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| Service left stale | pod created before its Service was re-pointed | old pod's deletion p50 / p99 "
+        "| controller's part p50 / p99 | its writes in kube-apiserver p99 (max) | APF queueing max |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key, load in (
         ("real_failover_before", "idle, before the urgent lane"),
@@ -123,7 +124,11 @@ def failover(results: dict[str, Any]) -> list[str]:
             lines.append(
                 f"| {load} | {name} | {_get(f, 'p50_ms', ' ms')} | {_get(f, 'p99_ms', ' ms')} | "
                 f"{_get(f, 'max_ms', ' ms')} | {f['new_pod_p50_ms']} ms | {f['new_pod_p99_ms']} ms | "
-                f"{f['service_left_stale']} of {f['failovers']} | {_get(f, 'pod_created_before_service_repointed')} |"
+                f"{f['service_left_stale']} of {f['failovers']} | {_get(f, 'pod_created_before_service_repointed')} | "
+                f"{_get(f, 'deletion_p50_ms', ' ms')} / {_get(f, 'deletion_p99_ms', ' ms')} | "
+                f"{_get(f, 'controller_p50_ms', ' ms')} / {_get(f, 'controller_p99_ms', ' ms')} | "
+                f"{_get(f, 'write_p99_ms', ' ms')} ({_get(f, 'write_max_ms', ' ms')}) | "
+                f"{_get(f, 'apf_queued_max_ms', ' ms')} |"
             )
     return lines
 
