@@ -146,6 +146,8 @@ class HostNetworkStep:
     refusal: str | None
     #: ports reserved in this reconcile for the replicas about to be made
     reserved: dict[Slot, int] = field(default_factory=dict)
+    #: what each Service re-pointed in this reconcile became, for ``report``
+    repointed: list[str] = field(default_factory=list)
 
     async def announce(self) -> None:
         """Say (once per requested change) that a change of network mode is refused."""
@@ -185,9 +187,17 @@ class HostNetworkStep:
             await network._point(seen, name, service, port)
             message = f"{rtype} {index}: Service {name} re-pointed from host port {old} to {port} for the new pod"
             logger.info("%s: %s", seen.key, message)
-            await network.recorder.normal(seen.raw, "HostPortChanged", message)
+            self.repointed.append(message)
         self.reserved.update(chosen)
         return True
+
+    async def report(self) -> None:
+        """The ``HostPortChanged`` events of the Services this reconcile re-pointed. Called once the new pods
+        are sent, not between the Service and its pod: an Event is one more round trip to the API server, and
+        a failover's peers wait for the pod, not for the Event."""
+        messages, self.repointed = self.repointed, []
+        for message in messages:
+            await self.network.recorder.normal(self.seen.raw, "HostPortChanged", message)
 
     def ports(self) -> dict[Slot, int]:
         """Host ports of every replica: live pods' own ports plus the ones just reserved."""

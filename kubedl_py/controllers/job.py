@@ -266,9 +266,14 @@ class JobReconciler:
             await self._create_owned(seen, network)
             await self._create_missing(seen, network)
         except JobFailure as failure:
+            await network.report()
             self._set_failed(seen, failure.reason, failure.message)
             await self.recorder.warning(seen.raw, failure.reason, failure.event)
             return
+        except Exception:
+            await network.report()  # a re-pointed Service is told about even when its pod could not be sent
+            raise
+        await network.report()
         await network.settle()
 
     async def _suspend(self, seen: Observation) -> None:

@@ -100,6 +100,10 @@ async def test_pytorch_master_listens_on_its_host_port_workers_use_the_service(
     assert (w["PET_MASTER_ADDR"], w["PET_MASTER_PORT"]) == ("hddp-master-0", "23456")
 
 
+async def _changed_events(kube: Kube, job: str) -> list[dict[str, Any]] | None:
+    return [e for e in await events_for(kube, job) if e["reason"] == "HostPortChanged"] or None
+
+
 async def test_failover_gets_a_new_port_and_the_service_is_repointed_first(
     cluster: Env, kube: Kube, controller: RunningController
 ) -> None:
@@ -121,20 +125,27 @@ async def test_failover_gets_a_new_port_and_the_service_is_repointed_first(
     assert host_port(new) != host_port(old)
     service = next(s for s in await services_of(kube, "fo") if s["metadata"]["name"] == "fo-worker-0")
     assert target_port(service) == host_port(new)
-    # The Service was re-pointed before the replacement was created.
-    order = [
+    # The Service was re-pointed before the replacement was created, and nothing else was written between the
+    # two (the HostPortChanged Event goes out after the pod: peers wait for the pod, not for the Event).
+    events = await eventually(lambda: _changed_events(kube, "fo"), what="a HostPortChanged event")
+    writes = [
         (r.verb, r.resource, r.name)
         for r in cluster.request_log.records
         if r.status < 300
-        and ((r.verb == "patch" and r.resource == "services") or (r.verb == "create" and r.resource == "pods"))
+        and not r.subresource
+        and (
+            (r.verb == "patch" and r.resource == "services")
+            or (r.verb == "create" and r.resource in ("pods", "events"))
+        )
     ]
-    assert order == [("patch", "services", "fo-worker-0"), ("create", "pods", "")], order
+    order = [w for w in writes if w[1] != "events"]
+    assert order == [("patch", "services", "fo-worker-0"), ("create", "pods", "")], writes
+    repointed = writes.index(order[0])
+    assert writes[repointed + 1] == order[1], writes
     # Peers keep their settings: nothing else was touched.
     still = next(p for p in await pods_of(kube, "fo") if p["metadata"]["name"] == "fo-worker-1")
     assert env_of(still) == peer_env
-    events = await events_for(kube, "fo")
-    changed = [e for e in events if e["reason"] == "HostPortChanged"]
-    assert changed and f"from host port {host_port(old)} to {host_port(new)}" in changed[0]["message"]
+    assert f"from host port {host_port(old)} to {host_port(new)}" in events[0]["message"]
 
 
 async def test_port_exhaustion_waits_with_a_reason_and_proceeds_when_ports_free(cluster: Env, kube: Kube) -> None:
