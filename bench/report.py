@@ -116,6 +116,7 @@ def failover(results: dict[str, Any]) -> list[str]:
         ("real_failover_before", "idle, before the urgent lane"),
         ("real_failover_under_load_before", "200 jobs being created, before the urgent lane"),
         ("real_failover", "idle"),
+        ("real_failover_under_load_before_event", "200 jobs being created, Event still before the pod"),
         ("real_failover_under_load", "200 jobs being created"),
     ):
         entry = results.get(key) or {}
