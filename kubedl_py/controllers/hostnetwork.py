@@ -146,7 +146,7 @@ class HostNetworkStep:
     refusal: str | None
     #: ports reserved in this reconcile for the replicas about to be made
     reserved: dict[Slot, int] = field(default_factory=dict)
-    #: what each Service re-pointed in this reconcile became, for ``report``
+    #: the messages of the Services this reconcile re-pointed, for ``report``
     repointed: list[str] = field(default_factory=list)
 
     async def announce(self) -> None:
