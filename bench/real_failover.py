@@ -80,9 +80,10 @@ async def measure(
         await timeline.until(lambda name=name, old_uid=old_uid: timeline.pods.get(name) not in (None, old_uid), 120)
         new_uid = timeline.pods[name]
         created = timeline.pod_added[(name, new_uid)]
-        gone = timeline.pod_gone.get((name, old_uid), created)
+        gone = timeline.pod_gone.get((name, old_uid))  # None: the watch restarted over the event, no split
         new_pod.append(created - started)
-        deletion.append(gone - started)
+        if gone is not None:
+            deletion.append(gone - started)
         pod = await kube.get(PODS, name, namespace=NS)
         port = host_port(pod)
 
@@ -93,12 +94,14 @@ async def measure(
             await timeline.until(pointed, within=10.0)
         except TimeoutError:
             stale += 1  # the Service still targets the old pod's port: peers cannot reach the new one
-            controller.append(created - gone)
+            if gone is not None:
+                controller.append(created - gone)
             continue
         repointed = timeline.target_changed[(name, timeline.target[name])]
         out_of_order += repointed > created
         complete.append(max(repointed, created) - started)
-        controller.append(max(repointed, created) - gone)
+        if gone is not None:
+            controller.append(max(repointed, created) - gone)
     if load is not None:
         await load
     await timeline.stop()
@@ -108,11 +111,17 @@ async def measure(
         "new_pod_p50_ms": round(percentile(new_pod, 50) * 1000, 1),
         "new_pod_p99_ms": round(percentile(new_pod, 99) * 1000, 1),
         "service_left_stale": stale,
-        "deletion_p50_ms": round(percentile(deletion, 50) * 1000, 1),
-        "deletion_p99_ms": round(percentile(deletion, 99) * 1000, 1),
-        "controller_p50_ms": round(percentile(controller, 50) * 1000, 1),
-        "controller_p99_ms": round(percentile(controller, 99) * 1000, 1),
+        "split_failovers": len(deletion),
     }
+    if deletion:
+        figures.update(
+            {
+                "deletion_p50_ms": round(percentile(deletion, 50) * 1000, 1),
+                "deletion_p99_ms": round(percentile(deletion, 99) * 1000, 1),
+                "controller_p50_ms": round(percentile(controller, 50) * 1000, 1),
+                "controller_p99_ms": round(percentile(controller, 99) * 1000, 1),
+            }
+        )
     if complete:
         figures.update(
             {
@@ -178,11 +187,12 @@ def main(argv: list[str] | None = None) -> int:
         if "p99_ms" in figures:
             line += f"; with the Service re-pointed p50 {figures['p50_ms']} ms, p99 {figures['p99_ms']} ms"
         line += f"; Service left stale {figures['service_left_stale']} times"
-        line += (
-            f"\n  {'':20s} of which the old pod's deletion p50 {figures['deletion_p50_ms']} ms, p99"
-            f" {figures['deletion_p99_ms']} ms; the controller's part p50 {figures['controller_p50_ms']} ms,"
-            f" p99 {figures['controller_p99_ms']} ms"
-        )
+        if "deletion_p50_ms" in figures:
+            line += (
+                f"\n  {'':20s} of which the old pod's deletion p50 {figures['deletion_p50_ms']} ms, p99"
+                f" {figures['deletion_p99_ms']} ms; the controller's part p50 {figures['controller_p50_ms']} ms,"
+                f" p99 {figures['controller_p99_ms']} ms"
+            )
         if "writes" in figures:
             line += (
                 f"\n  {'':20s} its {figures['writes']} writes in kube-apiserver p50 {figures['write_p50_ms']} ms,"
