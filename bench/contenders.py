@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import os
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -175,12 +175,15 @@ def each_on_a_fresh_cluster(
     contenders: list[Contender],
     nodes: int,
     measure: Callable[[Contender, RealCluster, Path], Awaitable[dict[str, Any]]],
+    *,
+    traced: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """``measure`` each contender in turn on a real cluster of its own; the figures by contender name."""
+    """``measure`` each contender in turn on a real cluster of its own; the figures by contender name.
+    ``traced``: pods/Services whose every request is audited (``real_cluster``)."""
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         for contender in contenders:
-            with real_cluster(tmp, nodes=nodes, install=contender.install) as cluster:
+            with real_cluster(tmp, nodes=nodes, install=contender.install, traced=traced) as cluster:
                 results[contender.name] = asyncio.run(measure(contender, cluster, tmp))
     return results

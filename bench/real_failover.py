@@ -31,12 +31,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.bench_failover import Timeline
 from bench.contenders import Contender, chosen, each_on_a_fresh_cluster
 from bench.harness import bounded, environment, percentile
-from bench.realplane import RealCluster
+from bench.realplane import WRITE_VERBS, RealCluster, completed, received
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.resources import PODS
 from kubedl_py.local.kubernetes.cluster import create_namespace
 
 NS = "failover"
+#: the pod deleted in every failover, and its Service
+MASTER = "fo-master-0"
 
 
 def host_port(pod: dict[str, Any]) -> int | None:
@@ -45,6 +47,43 @@ def host_port(pod: dict[str, Any]) -> int | None:
             if port.get("hostPort"):
                 return int(port["hostPort"])
     return None
+
+
+def audit_split(events: list[dict[str, Any]], controller: str) -> dict[str, list[float]]:
+    """Each failover's controller part as kube-apiserver's audit log tells it (every request on the Master pod
+    and Service, any user, in the order received; ``controller`` is the controller's user). A failover starts
+    with the benchmark's delete (the first delete after the controller's last write); the pod is gone when
+    the last delete before the controller's first write of the failover completes (the node agent's, or the
+    benchmark's own when the pod was not yet on a node). Per failover:
+
+    - ``reaction``: gone until the controller's first write is received: the watch event's way to the
+      controller, its queue and its reconcile, and the request's way out;
+    - ``repair``: that write received until the last of the failover's writes (Service re-point, pod create)
+      is answered.
+
+    Both on kube-apiserver's clock, so neither includes the benchmark's own watch delay."""
+    reaction: list[float] = []
+    repair: list[float] = []
+    gone: float | None = None
+    writes: list[dict[str, Any]] = []
+
+    def close() -> None:
+        if gone is not None and writes:
+            reaction.append(received(writes[0]) - gone)
+            repair.append(max(completed(w) for w in writes) - received(writes[0]))
+
+    for event in events:
+        verb = event.get("verb")
+        ours = event.get("user", {}).get("username") == controller
+        if verb == "delete" and not ours:
+            if writes:  # the controller answered the previous deletion: a new failover begins
+                close()
+                writes = []
+            gone = completed(event) if event.get("responseStatus", {}).get("code", 200) < 300 else gone
+        elif ours and verb in WRITE_VERBS and gone is not None:
+            writes.append(event)
+    close()
+    return {"reaction": reaction, "repair": repair}
 
 
 async def measure(
@@ -58,7 +97,7 @@ async def measure(
     job = contender.job("fo", NS, workers + 1, host_network=True, restart_policy="ExitCode")
     await kube.create(resource, job, namespace=NS)
     # The Master: KubeDL gives only the Master a Service, so it is the replica both can be timed on.
-    names = ["fo-master-0"]
+    names = [MASTER]
     await timeline.until(lambda: all(n in timeline.pods and n in timeline.target for n in names), within=120)
     load: asyncio.Task[None] | None = None
     if background_jobs:
@@ -143,6 +182,17 @@ async def run(contender: Contender, cluster: RealCluster, tmp: Path, args: argpa
                 contender, kube, failovers=args.failovers, workers=args.workers, background_jobs=args.background_jobs
             )
     # how long the controller's writes took inside kube-apiserver meanwhile, and how much of it was APF queueing
+    split = audit_split(cluster.traced(MASTER, mark), contender.user)
+    if split["reaction"]:
+        figures.update(
+            {
+                "audited_failovers": len(split["reaction"]),
+                "reaction_p50_ms": round(percentile(split["reaction"], 50) * 1000, 1),
+                "reaction_p99_ms": round(percentile(split["reaction"], 99) * 1000, 1),
+                "repair_p50_ms": round(percentile(split["repair"], 50) * 1000, 1),
+                "repair_p99_ms": round(percentile(split["repair"], 99) * 1000, 1),
+            }
+        )
     writes = cluster.write_latencies(contender.user, mark)
     if writes:
         took = [t for t, _ in writes]
@@ -175,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"control_plane": "kubernetes", "background_jobs": args.background_jobs}
     results.update(
         each_on_a_fresh_cluster(
-            contenders, args.nodes, lambda contender, cluster, tmp: run(contender, cluster, tmp, args)
+            contenders, args.nodes, lambda contender, cluster, tmp: run(contender, cluster, tmp, args), traced=[MASTER]
         )
     )
     results.update(environment())
@@ -192,6 +242,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"\n  {'':20s} of which the old pod's deletion p50 {figures['deletion_p50_ms']} ms, p99"
                 f" {figures['deletion_p99_ms']} ms; the controller's part p50 {figures['controller_p50_ms']} ms,"
                 f" p99 {figures['controller_p99_ms']} ms"
+            )
+        if "reaction_p50_ms" in figures:
+            line += (
+                f"\n  {'':20s} in kube-apiserver's audit log: pod gone -> the controller's first write received p50"
+                f" {figures['reaction_p50_ms']} ms, p99 {figures['reaction_p99_ms']} ms; its writes p50"
+                f" {figures['repair_p50_ms']} ms, p99 {figures['repair_p99_ms']} ms"
             )
         if "writes" in figures:
             line += (

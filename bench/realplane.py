@@ -30,7 +30,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,14 +47,20 @@ CLIENT_USERS = ("bare-client", "training-operator", "kubedl")
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 
 
-def audit_policy(users: list[str]) -> str:
+def audit_policy(users: list[str], traced: list[str] | None = None) -> str:
+    """Log ``users``' requests, and every user's requests on the pods and Services named ``traced`` (a benchmark
+    follows those objects through the node agent and the controllers: a handful of requests, not a load)."""
+    rules: list[dict[str, Any]] = [{"level": "Metadata", "users": users}]
+    if traced:
+        rules.append(
+            {
+                "level": "Metadata",
+                "resources": [{"group": "", "resources": ["pods", "services"], "resourceNames": traced}],
+            }
+        )
+    rules.append({"level": "None"})
     return json.dumps(
-        {
-            "apiVersion": "audit.k8s.io/v1",
-            "kind": "Policy",
-            "omitStages": ["RequestReceived"],
-            "rules": [{"level": "Metadata", "users": users}, {"level": "None"}],
-        }
+        {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"], "rules": rules}
     )
 
 
@@ -136,8 +142,9 @@ class RealCluster:
         """The audit log's length now: :meth:`requests` counts from here."""
         return self.audit_log.stat().st_size if self.audit_log.exists() else 0
 
-    def _events(self, user: str, since: int, until: int | None) -> Iterator[dict[str, Any]]:
-        """``user``'s audit events between two marks, each request once (its last stage logged)."""
+    def _events(self, user: str | None, since: int, until: int | None) -> Iterator[dict[str, Any]]:
+        """``user``'s audit events between two marks (None: everyone's), each request once (its last stage
+        logged), in the order the log has them."""
         with self.audit_log.open("rb") as log:
             log.seek(since)
             data = log.read() if until is None else log.read(until - since)
@@ -145,7 +152,7 @@ class RealCluster:
         for line in data.splitlines():
             if line.strip():
                 event = json.loads(line)
-                if event.get("user", {}).get("username") == user:
+                if user is None or event.get("user", {}).get("username") == user:
                     last[event["auditID"]] = event
         yield from last.values()
 
@@ -175,6 +182,22 @@ class RealCluster:
             out.append((took, queued))
         return out
 
+    def traced(self, name: str, since: int, until: int | None = None) -> list[dict[str, Any]]:
+        """Every logged request on the pod or Service ``name`` between two marks (any user: the cluster must
+        have been started with ``traced=[name]``), ordered by when kube-apiserver received each."""
+        events = [e for e in self._events(None, since, until) if (e.get("objectRef") or {}).get("name") == name]
+        return sorted(events, key=lambda e: _timestamp(e["requestReceivedTimestamp"]))
+
+
+def received(event: dict[str, Any]) -> float:
+    """When kube-apiserver received the request of an audit event (seconds since the epoch)."""
+    return _timestamp(event["requestReceivedTimestamp"])
+
+
+def completed(event: dict[str, Any]) -> float:
+    """When kube-apiserver completed the answer of an audit event (seconds since the epoch)."""
+    return _timestamp(event["stageTimestamp"])
+
 
 def _timestamp(value: str) -> float:
     return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
@@ -196,13 +219,18 @@ def go_duration(value: str) -> float:
 
 
 @contextlib.contextmanager
-def real_cluster(tmp: Path, *, nodes: int, install: bool = True, timeout: float = 300.0) -> Iterator[RealCluster]:
-    """A fresh real cluster (``serve`` in a subprocess); stopped, with its data, on exit."""
+def real_cluster(
+    tmp: Path, *, nodes: int, install: bool = True, timeout: float = 300.0, traced: Sequence[str] = ()
+) -> Iterator[RealCluster]:
+    """A fresh real cluster (``serve`` in a subprocess); stopped, with its data, on exit. Every request on the
+    pods and Services named in ``traced`` is audited too (:meth:`RealCluster.traced`)."""
     directory = tmp / f"real-{time.monotonic_ns()}"
     directory.mkdir(parents=True)
     argv = [sys.executable, __file__, "--dir", str(directory), "--nodes", str(nodes)]
     if not install:
         argv.append("--no-install")
+    for name in traced:
+        argv += ["--trace", name]
     with (directory / "cluster.log").open("ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -228,9 +256,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, required=True)
     parser.add_argument("--nodes", type=int, default=10)
     parser.add_argument("--no-install", action="store_true", help="no kubedl-py CRDs nor controller identity")
+    parser.add_argument("--trace", action="append", default=[], help="also audit every request on this pod/Service")
     args = parser.parse_args(argv)
     args.dir.mkdir(parents=True, exist_ok=True)
-    (args.dir / "audit-policy.json").write_text(audit_policy([KUBEDL_PY_USER, *CLIENT_USERS]))
+    (args.dir / "audit-policy.json").write_text(audit_policy([KUBEDL_PY_USER, *CLIENT_USERS], args.trace))
     asyncio.run(serve(args.dir, args.nodes, not args.no_install))
     return 0
 

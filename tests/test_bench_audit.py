@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.real_failover import audit_split
 from bench.realplane import RealCluster, go_duration
 
 
@@ -65,3 +66,56 @@ def test_requests_and_write_latencies_come_from_each_request_once(tmp_path: Path
     assert cluster.requests("me", mark) == {"create": 1, "patch": 1, "watch": 1, "total": 3, "writes": 2}
     writes = sorted(cluster.write_latencies("me", mark))
     assert writes == [pytest.approx((0.25, 0.0)), pytest.approx((0.8, 0.6))]
+
+
+def _on(
+    audit_id: str, user: str, verb: str, span: tuple[float, float], *, name: str = "fo-master-0"
+) -> dict[str, object]:
+    """An audit event on ``name`` received and completed ``span`` seconds after 10:00:00."""
+
+    def at(seconds: float) -> str:
+        return f"2026-11-23T10:00:{seconds:09.6f}Z"
+
+    return {
+        "auditID": audit_id,
+        "stage": "ResponseComplete",
+        "verb": verb,
+        "user": {"username": user},
+        "objectRef": {"resource": "pods", "name": name},
+        "responseStatus": {"code": 200},
+        "requestReceivedTimestamp": at(span[0]),
+        "stageTimestamp": at(span[1]),
+    }
+
+
+def test_traced_requests_are_every_users_on_that_name_in_the_order_received(tmp_path: Path) -> None:
+    log = tmp_path / "audit.log"
+    events = [
+        _on("b", "node", "delete", (2.0, 2.1)),
+        _on("a", "bench", "delete", (1.0, 1.1)),
+        _on("c", "ctl", "patch", (3.0, 3.1), name="other"),
+    ]
+    log.write_text("\n".join(json.dumps(e) for e in events) + "\n")
+    traced = RealCluster(tmp_path, {"audit_log": str(log)}).traced("fo-master-0", 0)
+    assert [e["auditID"] for e in traced] == ["a", "b"]
+
+
+def test_a_failover_splits_into_the_controllers_reaction_and_its_writes() -> None:
+    events = [
+        _on("0", "ctl", "create", (0.0, 0.1)),  # the first pod: no deletion before it, not a failover
+        # failover 1: the benchmark deletes, the node agent removes the pod at 2.0, the controller writes twice
+        _on("1", "bench", "delete", (1.0, 1.05)),
+        _on("2", "node", "delete", (1.9, 2.0)),
+        _on("3", "ctl", "patch", (2.3, 2.4)),
+        _on("4", "ctl", "create", (2.45, 2.7)),
+        _on("5", "bench", "get", (2.8, 2.81)),
+        # failover 2: the pod was not on a node yet, the benchmark's own delete removes it
+        _on("6", "bench", "delete", (3.0, 3.2)),
+        _on("7", "ctl", "patch", (3.25, 3.3)),
+        _on("8", "ctl", "create", (3.3, 3.5)),
+        # a deletion the controller never answered is no failover of the split
+        _on("9", "bench", "delete", (4.0, 4.1)),
+    ]
+    split = audit_split(events, "ctl")
+    assert split["reaction"] == [pytest.approx(0.3), pytest.approx(0.05)]
+    assert split["repair"] == [pytest.approx(0.4), pytest.approx(0.25)]
