@@ -126,10 +126,14 @@ class Controller:
         workers: int,
         metrics: Metrics,
         backoff: BackoffSettings | None = None,
+        urgent_workers: int = 0,
     ) -> None:
         self.name = name
         self.reconciler = reconciler
         self.workers = workers
+        #: workers beside ``workers`` that take urgent keys only (:class:`WorkQueue`): a failover does not wait
+        #: for one of the others to finish its reconcile when new work keeps them all busy
+        self.urgent_workers = urgent_workers
         self.metrics = metrics
         self.queue: WorkQueue[str] = WorkQueue(name=name, backoff=ExponentialBackoff(backoff), metrics=metrics)
         self._tasks: list[asyncio.Task[None]] = []
@@ -176,6 +180,10 @@ class Controller:
 
     def start(self) -> None:
         self._tasks = [asyncio.create_task(self._worker(), name=f"{self.name}-worker-{i}") for i in range(self.workers)]
+        self._tasks += [
+            asyncio.create_task(self._worker(urgent_only=True), name=f"{self.name}-urgent-worker-{i}")
+            for i in range(self.urgent_workers)
+        ]
 
     async def stop(self, *, grace: float) -> None:
         """Stop handing out keys; wait up to ``grace`` seconds for in-flight reconciles, then cancel them."""
@@ -192,10 +200,10 @@ class Controller:
             await asyncio.gather(*pending, return_exceptions=True)
         self._tasks = []
 
-    async def _worker(self) -> None:
+    async def _worker(self, *, urgent_only: bool = False) -> None:
         while True:
             try:
-                key = await self.queue.get()
+                key = await self.queue.get(urgent_only=urgent_only)
             except ShutDown:
                 return
             try:
@@ -251,6 +259,8 @@ class ManagerSettings:
 
     #: workers per controller unless ``add_controller`` says otherwise (``--workers``)
     workers: int = 16
+    #: more workers per controller that take urgent keys only (owners of deleted or failing pods)
+    urgent_workers: int = 4
     #: ``HOST:PORT`` of /metrics /healthz /readyz (``--metrics-addr``); None: no server
     metrics_addr: str | None = None
     #: compete for this Lease and reconcile only while holding it (``--leader-elect``); None: always act
@@ -321,6 +331,7 @@ class Manager:
             workers=workers or self.settings.workers,
             metrics=self.metrics,
             backoff=self.settings.backoff,
+            urgent_workers=self.settings.urgent_workers,
         )
         self.controllers.append(controller)
         return controller
@@ -376,7 +387,8 @@ class Manager:
             for controller in self.controllers:
                 controller.start()
             self._running = True
-            logger.info("manager: started %s", ", ".join(f"{c.name} x{c.workers}" for c in self.controllers))
+            started = (f"{c.name} x{c.workers} (+{c.urgent_workers} for urgent keys)" for c in self.controllers)
+            logger.info("manager: started %s", ", ".join(started))
             lost = asyncio.create_task(self.elector.lost.wait()) if self.elector is not None else None
             watched = [t for t in (stop_wait, lost, elector_task) if t is not None]
             try:

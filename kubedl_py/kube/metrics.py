@@ -51,6 +51,14 @@ class Metrics:
             ["queue"],
             registry=self.registry,
         )
+        self.queue_wait = Histogram(
+            f"{prefix}_workqueue_queue_duration_seconds",
+            "Seconds a key waited in a work queue before a worker took it, by queue and lane (urgent: the owner of"
+            " a deleted or failing object; ordinary: everything else).",
+            ["queue", "lane"],
+            buckets=_RECONCILE_BUCKETS,
+            registry=self.registry,
+        )
         self.queue_adds = Counter(
             f"{prefix}_workqueue_adds_total", "Keys added to a work queue.", ["queue"], registry=self.registry
         )

@@ -13,6 +13,10 @@ Why these rules (they are what makes a level-based reconciler correct and cheap)
   resets the count once it succeeds.
 - **Delayed adds.** :meth:`add_after` wakes a key later (deadlines, TTL after finish, polling); when a
   key already waits, the earliest time wins, so a short requeue is never postponed by a long one.
+- **Urgent keys.** ``add(key, urgent=True)`` (a job that lost a running pod) lines the key up ahead of
+  ordinary keys, first come first served among urgent ones. Going first is not enough when every worker is
+  busy with new work: a worker frees up only when its reconcile ends. So a controller may keep a few workers
+  that take urgent keys only (``get(urgent_only=True)``); they idle until a failover needs them.
 
 The queue is single-loop asyncio: ``add*`` are plain functions (event handlers call them from the informer
 without awaiting), and only :meth:`get` waits.
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -100,8 +105,13 @@ class WorkQueue(Generic[K]):
         self.name = name
         self.backoff: ExponentialBackoff[K] = backoff or ExponentialBackoff()
         self._metrics = metrics
+        #: ordinary keys ready to be handed out, in order
         self._queue: deque[K] = deque()
-        #: keys that need processing: waiting in _queue, or to be re-queued when their processing ends
+        #: urgent keys ready to be handed out, in order; handed out before any of ``_queue``
+        self._front: deque[K] = deque()
+        #: when each key of ``_front`` and ``_queue`` was lined up (monotonic): its wait, for the metrics
+        self._ready_at: dict[K, float] = {}
+        #: keys that need processing: waiting in _front or _queue, or to be re-queued when their processing ends
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
         #: keys being processed that were added again as urgent: done() re-queues them at the front
@@ -109,6 +119,8 @@ class WorkQueue(Generic[K]):
         #: delayed keys: when each is due (loop time) and the timer that will add it
         self._waiting: dict[K, tuple[float, asyncio.TimerHandle]] = {}
         self._getters: deque[asyncio.Future[None]] = deque()
+        #: workers waiting for an urgent key only
+        self._urgent_getters: deque[asyncio.Future[None]] = deque()
         self._shutting_down = False
         self._idle = asyncio.Event()
         self._idle.set()
@@ -118,17 +130,17 @@ class WorkQueue(Generic[K]):
     def add(self, key: K, *, urgent: bool = False) -> None:
         """Ask for ``key`` to be processed (once, however often this is called before a worker takes it).
 
-        ``urgent`` puts it at the front of the line (and moves it there if it already waits): a job that lost
-        a running pod must not wait behind hundreds of jobs being created, its peers are stalled meanwhile.
+        ``urgent`` lines it up ahead of every ordinary key (and moves it there if it already waits): a job that
+        lost a running pod must not wait behind hundreds of jobs being created, its peers are stalled meanwhile.
         """
         if self._shutting_down:
             return
         if key in self._dirty:
             if urgent and key in self._processing:
                 self._urgent.add(key)
-            elif urgent:  # dirty and not processing: it waits in the queue; move it to the front
+            elif urgent and key not in self._front:  # it waits among the ordinary keys: move it up
                 self._queue.remove(key)
-                self._queue.appendleft(key)
+                self._line_up(key, urgent=True)
             return
         self._dirty.add(key)
         if self._metrics is not None:
@@ -137,12 +149,7 @@ class WorkQueue(Generic[K]):
             if urgent:
                 self._urgent.add(key)
             return  # done() re-queues it: one worker per key
-        if urgent:
-            self._queue.appendleft(key)
-        else:
-            self._queue.append(key)
-        self._changed()
-        self._wake_one()
+        self._line_up(key, urgent=urgent)
 
     def add_after(self, key: K, delay: float) -> None:
         """Add ``key`` after ``delay`` seconds; if it already waits for an earlier time, keep that one."""
@@ -181,24 +188,30 @@ class WorkQueue(Generic[K]):
 
     # --------------------------------------------------------------------------------------- handing out
 
-    async def get(self) -> K:
-        """The next key to process; it is yours until :meth:`done`. Raises :class:`ShutDown` at the end."""
-        while not self._queue:
+    async def get(self, *, urgent_only: bool = False) -> K:
+        """The next key to process (urgent ones first); it is yours until :meth:`done`. ``urgent_only``: wait
+        for an urgent key, leave ordinary ones to other workers. Raises :class:`ShutDown` at the end."""
+        getters = self._urgent_getters if urgent_only else self._getters
+        while not (self._front or (self._queue and not urgent_only)):
             if self._shutting_down:
                 raise ShutDown(self.name)
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._getters.append(waiter)
+            getters.append(waiter)
             try:
                 await waiter
             except asyncio.CancelledError:
                 # A key may have been meant for us; pass the wake-up on so it is not stranded.
                 if waiter.done() and not waiter.cancelled():
-                    self._wake_one()
+                    self._wake_one(urgent=urgent_only or bool(self._front))
                 raise
             finally:
-                if waiter in self._getters:
-                    self._getters.remove(waiter)
-        key = self._queue.popleft()
+                if waiter in getters:
+                    getters.remove(waiter)
+        lane = "urgent" if self._front else "ordinary"
+        key = self._front.popleft() if self._front else self._queue.popleft()
+        ready_at = self._ready_at.pop(key, None)
+        if self._metrics is not None and ready_at is not None:
+            self._metrics.queue_wait.labels(self.name, lane).observe(time.monotonic() - ready_at)
         self._dirty.discard(key)
         self._processing.add(key)
         self._idle.clear()
@@ -211,12 +224,7 @@ class WorkQueue(Generic[K]):
         urgent = key in self._urgent
         self._urgent.discard(key)
         if key in self._dirty:
-            if urgent:
-                self._queue.appendleft(key)
-            else:
-                self._queue.append(key)
-            self._changed()
-            self._wake_one()
+            self._line_up(key, urgent=urgent)
         if not self._processing:
             self._idle.set()
 
@@ -224,7 +232,7 @@ class WorkQueue(Generic[K]):
 
     def __len__(self) -> int:
         """Keys ready to be handed out (not the delayed ones, not those being processed)."""
-        return len(self._queue)
+        return len(self._front) + len(self._queue)
 
     @property
     def processing(self) -> frozenset[K]:
@@ -260,12 +268,15 @@ class WorkQueue(Generic[K]):
         self._waiting.clear()
         if not drain:
             self._queue.clear()
+            self._front.clear()
+            self._ready_at.clear()
             self._dirty.clear()
         self._changed()
-        while self._getters:
-            waiter = self._getters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
+        for getters in (self._getters, self._urgent_getters):
+            while getters:
+                waiter = getters.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)
 
     async def wait_idle(self) -> None:
         """Wait until no key is being processed (after shutdown: until workers let go of their keys)."""
@@ -273,13 +284,22 @@ class WorkQueue(Generic[K]):
 
     # -------------------------------------------------------------------------------------------- inner
 
-    def _wake_one(self) -> None:
-        while self._getters:
-            waiter = self._getters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                return
+    def _line_up(self, key: K, *, urgent: bool) -> None:
+        (self._front if urgent else self._queue).append(key)
+        self._ready_at.setdefault(key, time.monotonic())  # moved up from the ordinary line: waiting since then
+        self._changed()
+        self._wake_one(urgent=urgent)
+
+    def _wake_one(self, *, urgent: bool = False) -> None:
+        """Wake a worker for a key just lined up: any worker; for an urgent key, one that takes urgent keys
+        only when no other worker waits."""
+        for getters in (self._getters, self._urgent_getters) if urgent else (self._getters,):
+            while getters:
+                waiter = getters.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)
+                    return
 
     def _changed(self) -> None:
         if self._metrics is not None:
-            self._metrics.queue_depth.labels(self.name).set(len(self._queue))
+            self._metrics.queue_depth.labels(self.name).set(len(self))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any, cast
 
 import aiohttp
@@ -57,12 +58,14 @@ class Reconciles:
         self.times: dict[str, list[float]] = {}
         self.answers: dict[str, list[Result | Exception]] = {}
         self.gate: asyncio.Event | None = None
+        #: the keys the gate holds (None: every key)
+        self.gated: set[str] | None = None
         self.finished: list[str] = []
 
     async def reconcile(self, key: str) -> Result | None:
         self.calls.append(key)
         self.times.setdefault(key, []).append(asyncio.get_running_loop().time())
-        if self.gate is not None:
+        if self.gate is not None and (self.gated is None or key in self.gated):
             await self.gate.wait()
         answers = self.answers.get(key)
         answer = answers.pop(0) if answers else None
@@ -224,4 +227,26 @@ async def test_a_deleted_or_troubled_object_puts_its_owner_first() -> None:
     stopping["metadata"]["deletionTimestamp"] = "2026-11-23T00:00:00Z"
     handler.on_update(obj("b-worker-0", owner="b"), stopping)
     handler.on_update(obj("a-worker-0", owner="a"), obj("a-worker-0", owner="a"))  # not urgent: stays put
-    assert [await controller.queue.get() for _ in range(3)] == ["ns/b", "ns/c", "ns/a"]
+    assert [await controller.queue.get() for _ in range(3)] == ["ns/c", "ns/b", "ns/a"]
+
+
+async def test_a_failover_is_reconciled_while_every_worker_is_busy() -> None:
+    """The workers all hold slow reconciles of new jobs; a job that lost a pod is reconciled meanwhile by a worker
+    kept for urgent keys, not after one of them finishes."""
+    api = FakeApi({"pytorchjobs": [obj("running"), obj("new-1"), obj("new-2"), obj("new-3")], "pods": []})
+    reconciler = Reconciles()
+    reconciler.gate = asyncio.Event()
+    reconciler.gated = {"ns/new-1", "ns/new-2", "ns/new-3"}
+    manager = build(api, reconciler, dataclasses.replace(SETTINGS, urgent_workers=1))
+    run = asyncio.create_task(manager.run())
+    await eventually(lambda: "ns/running" in reconciler.finished, what="the first reconcile of the running job")
+    await eventually(lambda: len(reconciler.calls) == 3, what="both ordinary workers busy")
+    controller = manager.controllers[0]
+    assert len(controller.queue.processing) == 2 and len(controller.queue) == 1  # a new job still waits
+    controller.queue.add("ns/running", urgent=True)  # its pod was deleted
+    await eventually(lambda: reconciler.finished.count("ns/running") == 2, what="the failover's reconcile")
+    assert [key for key in reconciler.finished if key.startswith("ns/new-")] == []
+    reconciler.gate.set()
+    manager.stop()
+    async with asyncio.timeout(5):
+        await run

@@ -214,15 +214,67 @@ async def test_depth_gauge_follows_the_queue() -> None:
     assert metrics.value("kubedl_workqueue_adds_total", {"queue": "jobs"}) == 2
 
 
+async def test_the_wait_of_each_key_is_recorded_by_lane() -> None:
+    """How long keys waited for a worker, urgent ones apart: an operator sees whether failovers queue."""
+    metrics = Metrics()
+    queue: WorkQueue[str] = WorkQueue(name="jobs", metrics=metrics)
+    queue.add("ns/new")
+    queue.add("ns/lost-a-pod")
+    queue.add("ns/lost-a-pod", urgent=True)  # moved up: counted in the urgent lane
+    assert [await take(queue), await take(queue)] == ["ns/lost-a-pod", "ns/new"]
+
+    def waits(lane: str) -> float | None:
+        return metrics.value("kubedl_workqueue_queue_duration_seconds_count", {"queue": "jobs", "lane": lane})
+
+    assert waits("urgent") == 1 and waits("ordinary") == 1
+    queue.done("ns/new")
+    queue.add("ns/new")  # a key added again is a new wait
+    await take(queue)
+    assert waits("ordinary") == 2
+
+
 async def test_an_urgent_key_goes_to_the_front_even_if_it_already_waits() -> None:
-    """A job that lost a running pod is reconciled before the jobs queued ahead of it (new work)."""
+    """A job that lost a running pod is reconciled before the jobs queued ahead of it (new work); urgent keys
+    among themselves keep their order (the first failover first)."""
     queue: WorkQueue[str] = WorkQueue()
     for name in ("a", "b", "c"):
         queue.add(f"ns/{name}")
-    queue.add("ns/d", urgent=True)  # new and urgent: first
-    queue.add("ns/c", urgent=True)  # already waiting at the back: moved to the front, not duplicated
+    queue.add("ns/d", urgent=True)  # new and urgent: ahead of a, b, c
+    queue.add("ns/c", urgent=True)  # already waiting at the back: moved up behind d, not duplicated
+    queue.add("ns/d", urgent=True)  # already lined up as urgent: stays where it is
     assert len(queue) == 4
-    assert [await take(queue) for _ in range(4)] == ["ns/c", "ns/d", "ns/a", "ns/b"]
+    assert [await take(queue) for _ in range(4)] == ["ns/d", "ns/c", "ns/a", "ns/b"]
+
+
+async def test_a_worker_for_urgent_keys_takes_them_while_the_others_are_busy() -> None:
+    """Every ordinary worker holds a key; a failover's key does not wait for one of them to finish, and the
+    urgent-only worker never takes ordinary work."""
+    queue: WorkQueue[str] = WorkQueue()
+    urgent_worker = asyncio.create_task(queue.get(urgent_only=True))
+    queue.add("ns/new-job")
+    assert await take(queue) == "ns/new-job"  # an ordinary worker got it, not the urgent one
+    queue.add("ns/another-new-job")
+    assert not urgent_worker.done()
+    queue.add("ns/failover", urgent=True)
+    async with asyncio.timeout(2.0):
+        assert await urgent_worker == "ns/failover"
+    assert queue.processing == {"ns/new-job", "ns/failover"}
+    assert len(queue) == 1  # the ordinary key still waits for an ordinary worker
+
+
+async def test_an_urgent_key_wakes_an_ordinary_worker_first() -> None:
+    """An idle ordinary worker takes an urgent key: the urgent-only ones stay free for the next failover."""
+    queue: WorkQueue[str] = WorkQueue()
+    urgent_worker = asyncio.create_task(queue.get(urgent_only=True))
+    ordinary_worker = asyncio.create_task(queue.get())
+    await asyncio.sleep(0)  # both wait now
+    queue.add("ns/failover", urgent=True)
+    async with asyncio.timeout(2.0):
+        assert await ordinary_worker == "ns/failover"
+    assert not urgent_worker.done()
+    queue.shutdown()
+    with pytest.raises(ShutDown):
+        await urgent_worker
 
 
 async def test_an_urgent_add_during_processing_requeues_at_the_front_when_done() -> None:
