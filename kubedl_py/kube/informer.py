@@ -72,6 +72,10 @@ class InformerSettings:
     resync_period: float | None = None
     #: backoff between failed list/watch attempts (only the delays are used: attempts are unlimited)
     backoff: RetrySettings = field(default_factory=lambda: RetrySettings(initial_delay=0.1, max_delay=30.0, jitter=0.5))
+    #: seconds of event handling after which the informer lets the rest of the process run. A watch read hands
+    #: over every event the socket holds at once (hundreds in a burst) and handling them never waits, so
+    #: without a pause the workers, and a failover among them, would wait for the whole burst.
+    time_slice: float = 0.005
 
 
 @dataclass(frozen=True)
@@ -245,6 +249,7 @@ class Informer:
         resync: asyncio.Task[None] | None = None
         if self.settings.resync_period:
             resync = asyncio.create_task(self._resync_loop(self.settings.resync_period))
+        slice_ends = time.monotonic() + self.settings.time_slice
         try:
             async with contextlib.aclosing(self._list_watch.events()) as events:
                 async for event in events:
@@ -252,6 +257,9 @@ class Informer:
                         self._relist(event)
                     else:
                         self._apply(event)
+                    if time.monotonic() >= slice_ends:
+                        await asyncio.sleep(0)  # others' turn (see InformerSettings.time_slice)
+                        slice_ends = time.monotonic() + self.settings.time_slice
         finally:
             if resync is not None:
                 resync.cancel()

@@ -265,3 +265,28 @@ async def test_a_failing_handler_does_not_stop_the_others() -> None:
         await informer.wait_synced()
     assert seen == ["a"]
     await stop(task)
+
+
+@pytest.mark.parametrize(("time_slice", "others_run_mid_burst"), [(0.0, True), (3600.0, False)])
+async def test_a_burst_of_events_leaves_the_rest_of_the_process_a_turn(
+    time_slice: float, others_run_mid_burst: bool
+) -> None:
+    """A watch read hands over a whole burst at once; after each ``time_slice`` of handling the informer lets
+    other tasks (the workers, a failover among them) run, instead of making them wait for the whole burst."""
+    burst = [WatchEvent("ADDED", pod(f"p{i}", 20 + i)) for i in range(200)]
+    api = FakeApi([ObjectList([], "10")], [burst])
+    settings = InformerSettings(backoff=FAST.backoff, min_watch_duration=0.0, time_slice=time_slice)
+    informer = Informer(cast(KubeClient, api), PODS, namespace="ns", settings=settings)
+    recorder = Recorder()
+    informer.add_handler(recorder.handler())
+    seen_by_another_task: list[int] = []
+
+    def first_event(_: dict[str, Any]) -> None:
+        if not seen_by_another_task and informer.get("p1", namespace="ns") is None:
+            asyncio.get_running_loop().call_soon(lambda: seen_by_another_task.append(len(recorder.log)))
+
+    informer.add_handler(Handler(on_add=first_event))
+    task = asyncio.create_task(informer.run())
+    await eventually(lambda: len(recorder.log) == 200 and seen_by_another_task, what="the burst and the other task")
+    assert (seen_by_another_task[0] < 200) is others_run_mid_burst
+    await stop(task)
