@@ -102,6 +102,9 @@ SMOKE: dict[str, list[str]] = {
     "real_failover_under_load": ["--smoke", "--background-jobs", "2", "--contenders", "kubedl-py"],
 }
 BENCHMARKS = {**EMBEDDED, **KUBERNETES}
+#: real-plane benchmarks whose figures swing so much from run to run that one run says little: run this often,
+#: each figure reported as the median with its min and max (the others repeat inside their scripts)
+REAL_REPEATS = {"real_failover_under_load": 5}
 
 
 def run_once(name: str, smoke: bool) -> dict[str, Any]:
@@ -133,7 +136,7 @@ def spread(runs: list[Any]) -> Any:
 
 
 def run(name: str, smoke: bool) -> dict[str, Any]:
-    repeats = EMBEDDED_REPEATS if name in EMBEDDED and not smoke else 1
+    repeats = 1 if smoke else EMBEDDED_REPEATS if name in EMBEDDED else REAL_REPEATS.get(name, 1)
     runs = [run_once(name, smoke) for _ in range(repeats)]
     if repeats == 1:
         return runs[0]

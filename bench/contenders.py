@@ -39,8 +39,10 @@ TICKS = os.sysconf("SC_CLK_TCK")
 class Usage:
     """CPU seconds and peak RSS of one process, from /proc (Go and Python alike)."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, metrics_url: str | None = None) -> None:
         self.pid = pid
+        #: kubedl-py's /metrics server (None for the peers and the bare client)
+        self.metrics_url = metrics_url
         self.cpu_at_start = self.cpu_seconds()
 
     def cpu_seconds(self) -> float:
@@ -109,7 +111,7 @@ class Contender:
         """Start the controller against ``cluster`` (CRDs installed first) and yield its usage meter."""
         if self.peer is None:
             async with controller(cluster.controller, tmp) as process:
-                yield Usage(process.pid)
+                yield Usage(process.pid, str(process))
             return
         async with KubeClient(kubeconfig=cluster.admin) as kube:
             await peers.install_peer_crds(kube, self.peer)

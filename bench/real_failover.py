@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_failover import Timeline
 from bench.contenders import Contender, chosen, each_on_a_fresh_cluster
-from bench.harness import bounded, environment, percentile
+from bench.harness import bounded, environment, metric_sum, percentile
 from bench.realplane import WRITE_VERBS, RealCluster, completed, received
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.resources import PODS
@@ -84,6 +84,19 @@ def audit_split(events: list[dict[str, Any]], controller: str) -> dict[str, list
             writes.append(event)
     close()
     return {"reaction": reaction, "repair": repair}
+
+
+async def urgent_waits(url: str) -> dict[str, Any]:
+    """From kubedl-py's queue-wait histogram: how many urgent keys (jobs that lost a pod) a worker took, and
+    how many of them had waited longer than 100 ms and 250 ms."""
+    name = "kubedl_workqueue_queue_duration_seconds_bucket"
+    total = await metric_sum(url, "kubedl_workqueue_queue_duration_seconds_count", lane="urgent")
+    within = {bound: await metric_sum(url, name, lane="urgent", le=bound) for bound in ("0.1", "0.25")}
+    return {
+        "urgent_keys": int(total),
+        "urgent_waited_over_100ms": int(total - within["0.1"]),
+        "urgent_waited_over_250ms": int(total - within["0.25"]),
+    }
 
 
 async def measure(
@@ -176,11 +189,13 @@ async def measure(
 async def run(contender: Contender, cluster: RealCluster, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     async with KubeClient(kubeconfig=cluster.admin) as kube:
         await create_namespace(kube, NS)
-        async with contender.run(cluster, tmp):
+        async with contender.run(cluster, tmp) as usage:
             mark = cluster.audit_mark()
             figures = await measure(
                 contender, kube, failovers=args.failovers, workers=args.workers, background_jobs=args.background_jobs
             )
+            if usage.metrics_url is not None:  # kubedl-py: how long its urgent keys (the failovers) waited
+                figures.update(await urgent_waits(usage.metrics_url))
     # how long the controller's writes took inside kube-apiserver meanwhile, and how much of it was APF queueing
     split = audit_split(cluster.traced(MASTER, mark), contender.user)
     if split["reaction"]:
@@ -248,6 +263,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"\n  {'':20s} in kube-apiserver's audit log: pod gone -> the controller's first write received p50"
                 f" {figures['reaction_p50_ms']} ms, p99 {figures['reaction_p99_ms']} ms; its writes p50"
                 f" {figures['repair_p50_ms']} ms, p99 {figures['repair_p99_ms']} ms"
+            )
+        if "urgent_keys" in figures:
+            line += (
+                f"\n  {'':20s} urgent keys taken by its workers {figures['urgent_keys']}, waited > 100 ms"
+                f" {figures['urgent_waited_over_100ms']}, > 250 ms {figures['urgent_waited_over_250ms']}"
             )
         if "writes" in figures:
             line += (
