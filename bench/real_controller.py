@@ -168,6 +168,8 @@ def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     bare = [run["exist_seconds"] for run in runs.get(BARE.name, [])]
     for name, results in runs.items():
         times = [run["exist_seconds"] for run in results]
+        if not times:
+            continue  # chosen but given no round (e.g. the peers at shipped limits with --shipped-runs 0)
         entry: dict[str, Any] = {
             "runs": len(times),
             "exist_seconds_median": round(statistics.median(times), 2),
