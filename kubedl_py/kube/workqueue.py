@@ -109,7 +109,7 @@ class WorkQueue(Generic[K]):
         self._queue: deque[K] = deque()
         #: urgent keys ready to be handed out, in order; handed out before any of ``_queue``
         self._front: deque[K] = deque()
-        #: when each key of ``_front`` and ``_queue`` was lined up (monotonic): its wait, for the metrics
+        #: when each key of ``_front`` and ``_queue`` was lined up (monotonic): its wait, kept only with metrics
         self._ready_at: dict[K, float] = {}
         #: keys that need processing: waiting in _front or _queue, or to be re-queued when their processing ends
         self._dirty: set[K] = set()
@@ -286,7 +286,8 @@ class WorkQueue(Generic[K]):
 
     def _line_up(self, key: K, *, urgent: bool) -> None:
         (self._front if urgent else self._queue).append(key)
-        self._ready_at.setdefault(key, time.monotonic())  # moved up from the ordinary line: waiting since then
+        if self._metrics is not None:  # moved up from the ordinary line: waiting since it was first lined up
+            self._ready_at.setdefault(key, time.monotonic())
         self._changed()
         self._wake_one(urgent=urgent)
 
