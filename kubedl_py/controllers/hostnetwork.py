@@ -4,12 +4,17 @@ A job annotated ``kubedl.io/network-mode: host`` runs its pods on the node's net
 port P from the allocator (``ports.py``); its Service is a ClusterIP Service with ``port`` = the
 framework's port and ``targetPort`` = P, so peers keep one stable address ``<svc>.<ns>.svc:<port>``.
 
-Failover: when a replica's pod is gone (replaced after a failure, evicted, lost with its node, deleted by
-hand) the replacement gets a *new* port, and the Service is re-pointed to it **before** the new pod is
-created. So at every moment each live pod is the target of its Service; between the re-point and the
-create the Service points at a port no pod has yet, which is harmless. While a pod lives, its own port is
-the truth: a Service found pointing elsewhere (a crash between steps) is re-pointed to the live pod, and a
-healthy pod's port is never changed, also not by a controller restart.
+Failover: when a replica's pod goes (replaced after a failure, evicted, lost with its node, deleted by hand)
+the replacement gets a *new* port, and the Service is re-pointed to it **before** the new pod is created: as
+soon as the old pod is seen terminating, not only once it is gone. Its name is taken until it is gone, but the
+re-point need not wait; done meanwhile, it leaves the create as the only write between the old pod's end and
+its replacement (new connections then stop reaching the stopping process, which is no peer to a training job
+any more). The port stays reserved for the replica until the replacement is made (or the job is finished or
+gone). So at every moment each live pod is the target of its Service; between the re-point and the create the
+Service points at a port no pod has yet, which is harmless. While a pod lives, its own port is the truth: a
+Service found pointing elsewhere (a crash between steps) is re-pointed to the live pod, and a healthy pod's
+port is never changed, also not by a controller restart (a restart forgets the reservations of replicas still
+waiting for their replacement: their Services are simply re-pointed once more).
 
 Changing the annotation on a job that already has pods or Services is refused: the job keeps the mode its
 objects were made in, and a ``NetworkModeChangeRefused`` event says so (once per requested change, not per
@@ -18,8 +23,9 @@ peers; delete and resubmit the job instead.
 
 The reconcile meets all of this through one object per reconcile, :class:`HostNetworkStep`
 (``HostNetwork.step(seen)``): it knows the job's effective mode, reserves ports for the pods about to be
-made (re-pointing their Services first), gives back ports of pods that were not made, and at the end keeps
-every Service pointed at its live pod. It writes Services with its own client.
+made or about to replace a terminating one (re-pointing their Services first), gives back ports of pods
+that were not made, and at the end keeps every Service pointed at its live pod. It writes Services with its
+own client.
 """
 
 from __future__ import annotations
@@ -75,6 +81,8 @@ class HostNetwork:
         self._enqueue: dict[str, Callable[[str], None]] = {}
         #: the network mode (host?) each job asked for when its change was last refused with an event
         self._refused: dict[str, bool] = {}
+        #: ports reserved (and Services re-pointed) for replicas whose old pod is still terminating, by job key
+        self._ahead: dict[str, dict[Slot, int]] = {}
 
     # ----------------------------------------------------------------------- the cluster-wide pod watch
 
@@ -108,9 +116,17 @@ class HostNetwork:
                     enqueue(key)
 
     def job_gone(self, key: str) -> None:
-        """The job is deleted: stop waiting for ports on its behalf, forget its refused change."""
+        """The job is deleted: stop waiting for ports on its behalf, forget its refused change, give back the
+        ports reserved for replacements it will not make (:meth:`job_finished`)."""
         self._stop_waiting(key)
         self._refused.pop(key, None)
+        self.job_finished(key)
+
+    def job_finished(self, key: str) -> None:
+        """The job makes no more pods: give back the ports reserved for replacements of its terminating pods."""
+        namespace, _, name = key.partition("/")
+        for (rtype, index), port in self._ahead.pop(key, {}).items():
+            self.allocator.release(f"{namespace}/{replica_name(name, rtype, index)}", port)
 
     def _stop_waiting(self, key: str) -> None:
         for keys in self._waiting.values():
@@ -158,38 +174,81 @@ class HostNetworkStep:
             refused[key] = self.seen.job.host_network
             await self.network.recorder.warning(self.seen.raw, "NetworkModeChangeRefused", self.refusal)
 
+    async def repoint_ahead(self, terminating: list[Replica]) -> None:
+        """Replicas whose pod is terminating and will be replaced: reserve the replacement's port now and
+        re-point the Service to it, so the create is all that is left once the old pod is gone. Without a free
+        port nothing is done here; :meth:`reserve` waits for one when the pod is due."""
+        seen, network = self.seen, self.network
+        if not self.host or not (terminating or seen.key in network._ahead):
+            return
+        ahead = network._ahead.setdefault(seen.key, {})
+        for slot in [slot for slot in ahead if slot not in seen.replicas]:  # the job was scaled down meanwhile
+            network.allocator.release(f"{seen.job.namespace}/{replica_name(seen.job.name, *slot)}", ahead.pop(slot))
+        for replica in terminating:
+            slot = (replica.replica_type, replica.index)
+            name = replica_name(seen.job.name, *slot)
+            service = seen.services.get(name)
+            if slot in ahead or service is None:
+                continue
+            old = service_target_port(service)
+            try:
+                ahead[slot] = network.allocator.reserve(f"{seen.job.namespace}/{name}", avoid=[old] if old else [])
+            except PortsExhausted:
+                break
+            await self._repoint(slot, service, ahead[slot], "while the old pod terminates")
+        if not ahead:
+            del network._ahead[seen.key]
+
     async def reserve(self, missing: list[Replica]) -> bool:
-        """Reserve a new host port for each replica about to be made, re-pointing its existing Service first
-        (failover). False when the range has no room for all of them: nothing is kept reserved then, the job
-        waits (woken when a host-network pod goes away)."""
+        """A host port for each replica about to be made: the one reserved while its old pod terminated, else a
+        new one; its existing Service is re-pointed first (failover) unless it targets that port already.
+        False when the range has no room for all of them: nothing new is kept reserved then, the job waits
+        (woken when a host-network pod goes away)."""
         seen, network = self.seen, self.network
         job = seen.job
+        ahead = network._ahead.get(seen.key, {})
         chosen: dict[Slot, int] = {}
         for replica in missing:
-            name = replica_name(job.name, replica.replica_type, replica.index)
+            slot = (replica.replica_type, replica.index)
+            if slot in ahead:
+                chosen[slot] = ahead[slot]
+                continue
+            name = replica_name(job.name, *slot)
             old = service_target_port(seen.services[name]) if name in seen.services else None
             try:
-                chosen[(replica.replica_type, replica.index)] = network.allocator.reserve(
-                    f"{job.namespace}/{name}", avoid=[old] if old else []
-                )
+                chosen[slot] = network.allocator.reserve(f"{job.namespace}/{name}", avoid=[old] if old else [])
             except PortsExhausted:
                 for (rtype, index), port in chosen.items():
-                    network.allocator.release(f"{job.namespace}/{replica_name(job.name, rtype, index)}", port)
+                    if (rtype, index) not in ahead:  # those reserved ahead stay reserved for their replica
+                        network.allocator.release(f"{job.namespace}/{replica_name(job.name, rtype, index)}", port)
                 network._waiting.setdefault(_queue_of(job.api_version, job.kind), set()).add(seen.key)
                 return False
         network._stop_waiting(seen.key)
-        for (rtype, index), port in chosen.items():
-            name = replica_name(job.name, rtype, index)
-            service = seen.services.get(name)
-            if service is None:
-                continue
-            old = service_target_port(service)
-            await network._point(seen, name, service, port)
-            message = f"{rtype} {index}: Service {name} re-pointed from host port {old} to {port} for the new pod"
-            logger.info("%s: %s", seen.key, message)
-            self.repointed.append(message)
+        try:
+            for slot, port in chosen.items():
+                service = seen.services.get(replica_name(job.name, *slot))
+                if service is not None and service_target_port(service) != port:
+                    await self._repoint(slot, service, port, "for the new pod")
+        except BaseException:
+            for (rtype, index), port in chosen.items():
+                if (rtype, index) not in ahead:  # a Service not re-pointed: its new port is free again
+                    network.allocator.release(f"{job.namespace}/{replica_name(job.name, rtype, index)}", port)
+            raise
+        for slot in chosen:
+            ahead.pop(slot, None)  # from here on this reconcile's: made into a pod, or released (not_created)
+        if seen.key in network._ahead and not ahead:
+            del network._ahead[seen.key]
         self.reserved.update(chosen)
         return True
+
+    async def _repoint(self, slot: Slot, service: Object, port: int, why: str) -> None:
+        seen = self.seen
+        name = replica_name(seen.job.name, *slot)
+        old = service_target_port(service)
+        await self.network._point(seen, name, service, port)
+        message = f"{slot[0]} {slot[1]}: Service {name} re-pointed from host port {old} to {port} {why}"
+        logger.info("%s: %s", seen.key, message)
+        self.repointed.append(message)
 
     async def report(self) -> None:
         """The ``HostPortChanged`` events of the Services this reconcile re-pointed. Called once the new pods

@@ -184,6 +184,7 @@ class JobReconciler:
             return Result()
         seen = self._observe(raw, job, status, now)
         if st.is_finished(status):
+            self.hostnetwork.job_finished(key)
             await self._finish(seen)
         else:
             await self._run(seen)
@@ -261,6 +262,7 @@ class JobReconciler:
         await self._remove_surplus(seen)
         try:
             await self._handle_failures(seen)
+            await network.repoint_ahead([r for r in seen.replicas.values() if r.terminating])
             if not await self.podgroups.ensure(seen):
                 return
             await self._create_owned(seen, network)

@@ -104,16 +104,41 @@ async def _changed_events(kube: Kube, job: str) -> list[dict[str, Any]] | None:
     return [e for e in await events_for(kube, job) if e["reason"] == "HostPortChanged"] or None
 
 
+def _stopping_in(seconds: float, replicas: int = 2) -> dict[str, Any]:
+    """Workers whose containers take ``seconds`` to stop after their pod's deletion (the node agent's
+    termination time): the old pod of a failover stays terminating that long."""
+    spec = replica(replicas)
+    spec["template"]["metadata"] = {"annotations": {"local.kubedl.io/termination-seconds": str(seconds)}}
+    return spec
+
+
+async def _service(kube: Kube, name: str) -> dict[str, Any]:
+    return next(s for s in await services_of(kube, name.rsplit("-", 2)[0]) if s["metadata"]["name"] == name)
+
+
+@pytest.mark.parametrize("grace", [None, 0], ids=["graceful", "forced"])
 async def test_failover_gets_a_new_port_and_the_service_is_repointed_first(
-    cluster: Env, kube: Kube, controller: RunningController
+    cluster: Env, kube: Kube, controller: RunningController, grace: int | None
 ) -> None:
-    await kube.create(PYTORCHJOBS, pytorchjob("fo", host=True), namespace=kube.ns)
+    replicas = {"Master": replica(1), "Worker": _stopping_in(5)}
+    await kube.create(PYTORCHJOBS, pytorchjob("fo", host=True, replicas=replicas), namespace=kube.ns)
     pods = await eventually(lambda: _n_pods(kube, "fo", 3), what="3 pods")
     await eventually(lambda: _n_services(kube, "fo", 3), what="3 services")
     old = next(p for p in pods if p["metadata"]["name"] == "fo-worker-0")
     peer_env = env_of(next(p for p in pods if p["metadata"]["name"] == "fo-worker-1"))
     cluster.request_log.clear()
-    await kube.delete(PODS, "fo-worker-0", namespace=kube.ns)
+    await kube.delete(PODS, "fo-worker-0", namespace=kube.ns, grace_period_seconds=grace)
+
+    if grace is None:
+        # The old pod takes 5 s to stop; the Service is re-pointed meanwhile (read first, then the pod: the old
+        # pod still existing after the re-point was seen means it existed when the re-point was made).
+        async def repointed_while_terminating() -> dict[str, Any] | None:
+            if target_port(await _service(kube, "fo-worker-0")) == host_port(old):
+                return None
+            return await kube.get(PODS, "fo-worker-0", namespace=kube.ns)
+
+        still = await eventually(repointed_while_terminating, within=4.0, what="the re-point during termination")
+        assert still["metadata"]["uid"] == old["metadata"]["uid"] and still["metadata"].get("deletionTimestamp")
 
     async def replaced() -> dict[str, Any] | None:
         for pod in await pods_of(kube, "fo"):
@@ -123,29 +148,52 @@ async def test_failover_gets_a_new_port_and_the_service_is_repointed_first(
 
     new = await eventually(replaced, what="replacement pod")
     assert host_port(new) != host_port(old)
-    service = next(s for s in await services_of(kube, "fo") if s["metadata"]["name"] == "fo-worker-0")
-    assert target_port(service) == host_port(new)
-    # The Service was re-pointed before the replacement was created, and nothing else was written between the
-    # two (the HostPortChanged Event goes out after the pod: peers wait for the pod, not for the Event).
+    assert target_port(await _service(kube, "fo-worker-0")) == host_port(new)
+    # One re-point, before the replacement was created; nothing else of the job was written.
     events = await eventually(lambda: _changed_events(kube, "fo"), what="a HostPortChanged event")
-    writes = [
+    order = [
         (r.verb, r.resource, r.name)
         for r in cluster.request_log.records
         if r.status < 300
         and not r.subresource
-        and (
-            (r.verb == "patch" and r.resource == "services")
-            or (r.verb == "create" and r.resource in ("pods", "events"))
-        )
+        and ((r.verb == "patch" and r.resource == "services") or (r.verb == "create" and r.resource == "pods"))
     ]
-    order = [w for w in writes if w[1] != "events"]
-    assert order == [("patch", "services", "fo-worker-0"), ("create", "pods", "")], writes
-    repointed = writes.index(order[0])
-    assert writes[repointed + 1] == order[1], writes
+    assert order == [("patch", "services", "fo-worker-0"), ("create", "pods", "")]
     # Peers keep their settings: nothing else was touched.
     still = next(p for p in await pods_of(kube, "fo") if p["metadata"]["name"] == "fo-worker-1")
     assert env_of(still) == peer_env
     assert f"from host port {host_port(old)} to {host_port(new)}" in events[0]["message"]
+
+
+async def test_a_port_reserved_for_a_replacement_is_given_back_when_the_job_goes(cluster: Env, kube: Kube) -> None:
+    # Four ports: three for the first job, the fourth reserved when its worker's pod starts terminating.
+    running = RunningController(cluster, fast_options(namespace=kube.ns, host_port_range=(21010, 21013)))
+    await running.start()
+    try:
+        replicas = {"Master": replica(1), "Worker": _stopping_in(3)}
+        await kube.create(PYTORCHJOBS, pytorchjob("first", host=True, replicas=replicas), namespace=kube.ns)
+        pods = await eventually(lambda: _n_pods(kube, "first", 3), what="3 pods of the first job")
+        await eventually(lambda: _n_services(kube, "first", 3), what="3 services of the first job")
+        old = next(p for p in pods if p["metadata"]["name"] == "first-worker-0")
+        await kube.delete(PODS, "first-worker-0", namespace=kube.ns)
+
+        async def reserved() -> bool:
+            return target_port(await _service(kube, "first-worker-0")) != host_port(old)
+
+        await eventually(reserved, within=3.0, what="the fourth port reserved for the replacement")
+        await kube.delete(PYTORCHJOBS, "first", namespace=kube.ns, propagation_policy="Foreground")
+
+        async def gone() -> bool:
+            return not await pods_of(kube, "first")
+
+        await eventually(gone, within=30, what="the first job's pods gone")
+        # All four ports are needed now: one still reserved for the deleted job would keep this job waiting.
+        four = {"Master": replica(1), "Worker": replica(3)}
+        await kube.create(PYTORCHJOBS, pytorchjob("second", host=True, replicas=four), namespace=kube.ns)
+        pods = await eventually(lambda: _n_pods(kube, "second", 4), within=30, what="the second job's 4 pods")
+        assert {host_port(p) for p in pods} == {21010, 21011, 21012, 21013}
+    finally:
+        await running.stop()
 
 
 async def test_port_exhaustion_waits_with_a_reason_and_proceeds_when_ports_free(cluster: Env, kube: Kube) -> None:

@@ -4,7 +4,9 @@ Checked on every pod and Service event (not only at the end, when the evidence m
 
 - no pod name is created while a predecessor of that name still lives;
 - no two live host-network pods on one node hold the same host port;
-- a Service is never re-pointed away from a live, running pod that holds the old target port.
+- a Service is never re-pointed away from a live, running pod that holds the old target port (a terminating
+  pod is on its way out: the controller re-points its Service to the replacement's port while it stops,
+  docs/host-network.md).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class LivePod:
     port: int | None
     phase: str
     host: bool
+    terminating: bool = False
 
 
 @dataclass
@@ -104,7 +107,8 @@ class InvariantMonitor:
             self.violations.append(f"pod {key} created (uid {uid}) while its predecessor {previous.uid} lived")
         if previous is None or previous.uid != uid:
             self.created += 1
-        live = LivePod(uid, str(spec.get("nodeName") or ""), pod_port(pod), phase, bool(spec.get("hostNetwork")))
+        node, host = str(spec.get("nodeName") or ""), bool(spec.get("hostNetwork"))
+        live = LivePod(uid, node, pod_port(pod), phase, host, terminating=bool(meta.get("deletionTimestamp")))
         self.pods[key] = live
         if live.host and live.node and live.port is not None:
             for other_key, other in self.pods.items():
@@ -121,5 +125,5 @@ class InvariantMonitor:
         if old is None or old == target:
             return
         pod = self.pods.get(key)
-        if pod is not None and pod.phase == "Running" and pod.port == old:
+        if pod is not None and pod.phase == "Running" and not pod.terminating and pod.port == old:
             self.violations.append(f"Service {key} re-pointed {old} -> {target} away from live pod {pod.uid}")
