@@ -52,20 +52,22 @@ def host_port(pod: dict[str, Any]) -> int | None:
 def audit_split(events: list[dict[str, Any]], controller: str) -> dict[str, list[float]]:
     """Each failover's controller part as kube-apiserver's audit log tells it (every request on the Master pod
     and Service, any user, in the order received; ``controller`` is the controller's user). A failover starts
-    with the benchmark's delete (the first delete after the controller's last write); the pod is gone when
-    the last delete before the controller's first write of the failover completes (the node agent's, or the
-    benchmark's own when the pod was not yet on a node). Per failover:
+    with the benchmark's delete (the first delete after the controller created the pod again); the pod is
+    gone when the last delete before the controller's create completes (the node agent's, or the benchmark's
+    own when the pod was not yet on a node). Writes before that (a Service re-pointed while the old pod was
+    terminating) are off the failover's critical path and not counted. Per failover:
 
-    - ``reaction``: gone until the controller's first write is received: the watch event's way to the
-      controller, its queue and its reconcile, and the request's way out;
-    - ``repair``: that write received until the last of the failover's writes (Service re-point, pod create)
-      is answered.
+    - ``reaction``: gone until the controller's first write after it is received: the watch event's way to
+      the controller, its queue and its reconcile, and the request's way out;
+    - ``repair``: that write received until the last of the failover's writes after the pod was gone (the
+      pod create, and the Service re-point if it was not done before) is answered.
 
     Both on kube-apiserver's clock, so neither includes the benchmark's own watch delay."""
     reaction: list[float] = []
     repair: list[float] = []
     gone: float | None = None
     writes: list[dict[str, Any]] = []
+    created = False
 
     def close() -> None:
         if gone is not None and writes:
@@ -76,13 +78,16 @@ def audit_split(events: list[dict[str, Any]], controller: str) -> dict[str, list
         verb = event.get("verb")
         ours = event.get("user", {}).get("username") == controller
         if verb == "delete" and not ours:
-            if writes:  # the controller answered the previous deletion: a new failover begins
+            if created:  # the controller answered the previous deletion with a new pod: a new failover begins
                 close()
-                writes = []
-            gone = completed(event) if event.get("responseStatus", {}).get("code", 200) < 300 else gone
+                created = False
+            if event.get("responseStatus", {}).get("code", 200) < 300:
+                gone, writes = completed(event), []  # what the controller wrote before is off the critical path
         elif ours and verb in WRITE_VERBS and gone is not None:
             writes.append(event)
-    close()
+            created = created or (verb == "create" and event.get("objectRef", {}).get("resource") == "pods")
+    if created:
+        close()
     return {"reaction": reaction, "repair": repair}
 
 

@@ -69,7 +69,13 @@ def test_requests_and_write_latencies_come_from_each_request_once(tmp_path: Path
 
 
 def _on(
-    audit_id: str, user: str, verb: str, span: tuple[float, float], *, name: str = "fo-master-0"
+    audit_id: str,
+    user: str,
+    verb: str,
+    span: tuple[float, float],
+    *,
+    name: str = "fo-master-0",
+    resource: str = "pods",
 ) -> dict[str, object]:
     """An audit event on ``name`` received and completed ``span`` seconds after 10:00:00."""
 
@@ -81,7 +87,7 @@ def _on(
         "stage": "ResponseComplete",
         "verb": verb,
         "user": {"username": user},
-        "objectRef": {"resource": "pods", "name": name},
+        "objectRef": {"resource": resource, "name": name},
         "responseStatus": {"code": 200},
         "requestReceivedTimestamp": at(span[0]),
         "stageTimestamp": at(span[1]),
@@ -113,9 +119,15 @@ def test_a_failover_splits_into_the_controllers_reaction_and_its_writes() -> Non
         _on("6", "bench", "delete", (3.0, 3.2)),
         _on("7", "ctl", "patch", (3.25, 3.3)),
         _on("8", "ctl", "create", (3.3, 3.5)),
-        # a deletion the controller never answered is no failover of the split
+        # failover 3: the Service is re-pointed while the old pod terminates; only the create follows its end
         _on("9", "bench", "delete", (4.0, 4.1)),
+        _on("10", "ctl", "patch", (4.2, 4.3), resource="services"),
+        _on("11", "node", "delete", (4.5, 4.6)),
+        _on("12", "ctl", "create", (4.7, 4.9)),
+        # a deletion the controller never answered is no failover of the split
+        _on("13", "bench", "delete", (5.0, 5.1)),
+        _on("14", "ctl", "patch", (5.2, 5.3), resource="services"),
     ]
     split = audit_split(events, "ctl")
-    assert split["reaction"] == [pytest.approx(0.3), pytest.approx(0.05)]
-    assert split["repair"] == [pytest.approx(0.4), pytest.approx(0.25)]
+    assert split["reaction"] == pytest.approx([0.3, 0.05, 0.1], abs=1e-5)
+    assert split["repair"] == pytest.approx([0.4, 0.25, 0.2], abs=1e-5)
