@@ -109,7 +109,7 @@ async def measure(
 ) -> dict[str, Any]:
     assert contender.resource is not None
     resource = contender.resource
-    timeline = Timeline(kube, NS)
+    timeline = Timeline(kube, NS, names=[MASTER])
     await timeline.start()
     # ExitCode: the policy under which both replace a deleted pod (it ends Failed, 143, as it terminates)
     job = contender.job("fo", NS, workers + 1, host_network=True, restart_policy="ExitCode")
