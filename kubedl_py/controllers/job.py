@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -92,6 +93,11 @@ def _reason(job: Job, word: str, specific: str | None = None) -> str:
     return condition_reason(job.api_group, job.kind, word, specific)
 
 
+#: seconds a change of replica counts alone waits after the job's last status write, to go out with the next
+#: change: a job's pods start and end within moments of each other, one write per pod would be wasted (the
+#: Kubernetes Job controller batches its pods' updates the same way, once a second)
+STATUS_BATCH_PERIOD = 1.0
+
 # How many pod/Service writes one reconcile keeps in flight.
 WRITE_CONCURRENCY = 32
 #: writes in flight per job kind for replacing pods of running jobs, beside WRITE_CONCURRENCY
@@ -145,6 +151,8 @@ class JobReconciler:
         self.podgroups = PodGroups(client, recorder, self.options.gang, podgroups)
         #: resourceVersion of each job after our last status write (read-your-writes on a lagging cache)
         self._written: dict[str, str] = {}
+        #: when each job's status was last written (monotonic), for STATUS_BATCH_PERIOD
+        self._status_written_at: dict[str, float] = {}
 
     def _cache_behind(self, key: str, raw: Object) -> bool:
         written = self._written.get(key)
@@ -164,6 +172,7 @@ class JobReconciler:
             self.hostnetwork.job_gone(key)
             self.podgroups.forget(key)
             self._written.pop(key, None)
+            self._status_written_at.pop(key, None)
             return Result()
         if self._cache_behind(key, raw):
             # Our last status write is not in the cache yet; acting on the older copy would undo it.
@@ -767,10 +776,19 @@ class JobReconciler:
         """Write the status if it changed, only over the version it was computed from.
 
         The resourceVersion in the patch makes the server refuse (Conflict) a write based on a stale
-        copy; the reconcile is then retried on the newer version the watch brings.
+        copy; the reconcile is then retried on the newer version the watch brings. A change of replica
+        counts alone waits until STATUS_BATCH_PERIOD after the last write (the reconcile comes back then and
+        writes the counts of that moment); any other change goes out at once, with the counts.
         """
-        if seen.status == (seen.raw.get("status") or {}):
+        current = seen.raw.get("status") or {}
+        if seen.status == current:
             return
+        last = self._status_written_at.get(seen.key)
+        if last is not None and st.only_counts_changed(current, seen.status):
+            wait = last + STATUS_BATCH_PERIOD - time.monotonic()
+            if wait > 0:
+                seen.want_requeue(wait)
+                return
         meta = seen.raw.get("metadata") or {}
         patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": seen.status}
         try:
@@ -782,6 +800,7 @@ class JobReconciler:
             logger.debug("%s: status computed from a stale copy; retrying on the newer one", seen.key)
             seen.want_requeue(0.05)
             return
+        self._status_written_at[seen.key] = time.monotonic()
         version = str((written.get("metadata") or {}).get("resourceVersion") or "")
         if version:
             self._written[seen.key] = version

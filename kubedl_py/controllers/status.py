@@ -110,3 +110,24 @@ def set_condition(
 def with_changes(status: dict[str, Any] | None) -> dict[str, Any]:
     """A private copy to edit, so the cached object stays untouched until the write succeeds."""
     return copy.deepcopy(status) if status else {}
+
+
+#: the replica counts of ``replicaStatuses``: what changes with every pod that starts or ends
+COUNTS = ("active", "succeeded", "failed")
+
+
+def only_counts_changed(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """True when ``new`` differs from ``old`` in replica counts (``COUNTS``) and nothing else: no condition,
+    time, restart count or new field. Such a change may wait to be written with the next one."""
+    old_types, new_types = old.get("replicaStatuses") or {}, new.get("replicaStatuses") or {}
+    if set(old_types) != set(new_types):
+        return False
+    if {k: v for k, v in old.items() if k != "replicaStatuses"} != {
+        k: v for k, v in new.items() if k != "replicaStatuses"
+    }:
+        return False
+    for replica_type, entry in new_types.items():
+        before = old_types[replica_type] or {}
+        if {k: v for k, v in before.items() if k not in COUNTS} != {k: v for k, v in entry.items() if k not in COUNTS}:
+            return False
+    return True

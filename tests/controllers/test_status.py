@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from kubedl_py.controllers import status as s
@@ -60,3 +61,26 @@ def test_timestamp_format() -> None:
     from datetime import UTC, datetime
 
     assert s.timestamp(datetime(2026, 1, 2, 3, 4, 5, 678, tzinfo=UTC)) == "2026-01-02T03:04:05Z"
+
+
+def test_only_a_change_of_replica_counts_may_wait() -> None:
+    base: dict[str, Any] = {
+        "conditions": [{"type": "Created", "status": "True"}],
+        "startTime": "2026-11-23T10:00:00Z",
+        "replicaStatuses": {"Worker": {"active": 1, "succeeded": 0, "failed": 0, "restarts": 1, "selector": "a=b"}},
+    }
+
+    def changed(**worker: int) -> dict[str, Any]:
+        new = copy.deepcopy(base)
+        new["replicaStatuses"]["Worker"].update(worker)
+        return new
+
+    assert s.only_counts_changed(base, changed(active=2))
+    assert s.only_counts_changed(base, changed(active=0, succeeded=1))
+    assert not s.only_counts_changed(base, changed(restarts=2))  # a restart is counted against backoffLimit
+    assert not s.only_counts_changed(base, {**changed(active=2), "completionTime": "2026-11-23T10:01:00Z"})
+    running = changed(active=2)
+    running["conditions"] = [*base["conditions"], {"type": "Running", "status": "True"}]
+    assert not s.only_counts_changed(base, running)
+    assert not s.only_counts_changed(base, {**base, "replicaStatuses": {**base["replicaStatuses"], "Master": {}}})
+    assert not s.only_counts_changed({}, base)  # the first status: selectors and times are new
