@@ -117,11 +117,16 @@ def failover(results: dict[str, Any]) -> list[str]:
     for key, load in (
         ("real_failover_before", "idle, before the urgent lane"),
         ("real_failover_under_load_before", "200 jobs being created, before the urgent lane"),
+        ("real_failover_before_early_repoint", "idle, before the early re-point"),
         ("real_failover", "idle"),
         ("real_failover_under_load_before_event", "200 jobs being created, Event still before the pod"),
         (
             "real_failover_under_load_before_urgent_workers",
             "200 jobs being created, before the urgent workers and informer slice",
+        ),
+        (
+            "real_failover_under_load_before_early_repoint",
+            "200 jobs being created, before the early re-point, timed on a watch of the whole namespace",
         ),
         ("real_failover_under_load", "200 jobs being created"),
     ):
