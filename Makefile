@@ -93,7 +93,8 @@ e2e-kind: $(STAMP)
 
 # Both control planes by default; `make bench CONTROL_PLANE=kubernetes` (or embedded) runs one set. The real
 # control plane and the peers (Training Operator, KubeDL) are built from their Go modules first (cached).
-CONTROL_PLANE ?= all
+# The default is the bench target's own: a global one would also be `make demo`'s, which takes one plane only.
+bench: CONTROL_PLANE ?= all
 bench: $(STAMP)
 	$(if $(filter embedded,$(CONTROL_PLANE)),,$(BIN)/python -m kubedl_py.local.kubernetes)
 	$(if $(filter embedded,$(CONTROL_PLANE)),,$(BIN)/python -m kubedl_py.local.kubernetes.peers)

@@ -4,6 +4,7 @@ tools (pytest, mypy, ruff, kubectl...), and building the package prints no setup
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -43,6 +44,22 @@ def test_make_demo_installs_no_test_tools(tmp_path: Path) -> None:
     ]
     assert {"demo"} in extras, dry.stdout
     assert not [chosen for chosen in extras if "test" in chosen], dry.stdout
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_demo_runs_the_demo_on_one_control_plane(tmp_path: Path) -> None:
+    """``make demo`` picks one plane (embedded unless CONTROL_PLANE says otherwise); ``make bench``'s default of
+    both planes ("all", which the demo refuses) must not leak into it, as it once did through a global default."""
+    env = {k: v for k, v in os.environ.items() if k != "CONTROL_PLANE"}
+    for plane, expected in ((None, "embedded"), ("kubernetes", "kubernetes")):
+        args = ["make", "-n", "-B", "demo", f"VENV={tmp_path / 'venv'}"]
+        if plane:
+            args.append(f"CONTROL_PLANE={plane}")
+        dry = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, check=True, env=env)
+        (command,) = [line for line in dry.stdout.splitlines() if "examples/demo.py" in line]
+        assert command.endswith(f"examples/demo.py --control-plane {expected}"), command
+    bench = subprocess.run(["make", "-n", "bench"], cwd=ROOT, capture_output=True, text=True, check=True, env=env)
+    assert "-m bench --control-plane all" in bench.stdout, bench.stdout
 
 
 def test_the_license_is_an_spdx_expression() -> None:
