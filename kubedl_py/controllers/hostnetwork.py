@@ -183,7 +183,7 @@ class HostNetworkStep:
             return
         ahead = network._ahead.setdefault(seen.key, {})
         for slot in [slot for slot in ahead if slot not in seen.replicas]:  # the job was scaled down meanwhile
-            network.allocator.release(f"{seen.job.namespace}/{replica_name(seen.job.name, *slot)}", ahead.pop(slot))
+            self._release(slot, ahead.pop(slot))
         for replica in terminating:
             slot = (replica.replica_type, replica.index)
             name = replica_name(seen.job.name, *slot)
@@ -218,9 +218,9 @@ class HostNetworkStep:
             try:
                 chosen[slot] = network.allocator.reserve(f"{job.namespace}/{name}", avoid=[old] if old else [])
             except PortsExhausted:
-                for (rtype, index), port in chosen.items():
-                    if (rtype, index) not in ahead:  # those reserved ahead stay reserved for their replica
-                        network.allocator.release(f"{job.namespace}/{replica_name(job.name, rtype, index)}", port)
+                for taken, port in chosen.items():
+                    if taken not in ahead:  # those reserved ahead stay reserved for their replica
+                        self._release(taken, port)
                 network._waiting.setdefault(_queue_of(job.api_version, job.kind), set()).add(seen.key)
                 return False
         network._stop_waiting(seen.key)
@@ -230,9 +230,9 @@ class HostNetworkStep:
                 if service is not None and service_target_port(service) != port:
                     await self._repoint(slot, service, port, "for the new pod")
         except BaseException:
-            for (rtype, index), port in chosen.items():
-                if (rtype, index) not in ahead:  # a Service not re-pointed: its new port is free again
-                    network.allocator.release(f"{job.namespace}/{replica_name(job.name, rtype, index)}", port)
+            for taken, port in chosen.items():
+                if taken not in ahead:  # a Service not re-pointed: its new port is free again
+                    self._release(taken, port)
             raise
         for slot in chosen:
             ahead.pop(slot, None)  # from here on this reconcile's: made into a pod, or released (not_created)
@@ -240,6 +240,10 @@ class HostNetworkStep:
             del network._ahead[seen.key]
         self.reserved.update(chosen)
         return True
+
+    def _release(self, slot: Slot, port: int) -> None:
+        """Give back a port reserved for the replica ``slot`` of this job."""
+        self.network.allocator.release(f"{self.seen.job.namespace}/{replica_name(self.seen.job.name, *slot)}", port)
 
     async def _repoint(self, slot: Slot, service: Object, port: int, why: str) -> None:
         seen = self.seen
