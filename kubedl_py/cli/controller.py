@@ -36,6 +36,8 @@ def controller_options(args: argparse.Namespace) -> ControllerOptions:
         port_range = parse_range(args.hostnetwork_port_range)
     except ValueError as exc:
         raise UsageError(f"--hostnetwork-port-range: {exc}") from None
+    if not args.urgent_write_hold >= 0:  # also refuses nan
+        raise UsageError(f"--urgent-write-hold must be 0 (never hold) or more seconds, not {args.urgent_write_hold}")
     if args.resync_period is not None and args.resync_period <= 0:
         raise UsageError("--resync-period must be positive")
     informer = InformerSettings(resync_period=args.resync_period) if args.resync_period else None
@@ -45,6 +47,7 @@ def controller_options(args: argparse.Namespace) -> ControllerOptions:
         informer=informer,
         namespace=args.namespace or None,
         workers=args.workers,
+        urgent_write_hold=args.urgent_write_hold,
         metrics_addr=args.metrics_addr,
         leader_elect=args.leader_elect,
         leader_elect_namespace=args.leader_elect_namespace,

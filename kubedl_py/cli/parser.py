@@ -130,6 +130,13 @@ def _add_controller(sub: Subcommands) -> None:
     p.add_argument("--context", help="kubeconfig context to use")
     p.add_argument("-n", "--namespace", default=None, help="watch only this namespace (default: all)")
     p.add_argument("--workers", type=int, default=16, help="concurrent reconciles per job kind (default 16)")
+    p.add_argument(
+        "--urgent-write-hold",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="while a job that lost a pod is reconciled, other writes wait up to this long (default 1; 0: never)",
+    )
     p.add_argument("--metrics-addr", default=None, help="HOST:PORT for /metrics, /healthz, /readyz")
     p.add_argument("--leader-elect", action="store_true", help="act only while holding the leader Lease")
     p.add_argument(

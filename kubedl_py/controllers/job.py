@@ -74,6 +74,7 @@ from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.events import EventRecorder
 from kubedl_py.kube.informer import OWNER_INDEX, Informer
 from kubedl_py.kube.manager import Result
+from kubedl_py.kube.priority import WriteGate
 from kubedl_py.kube.resources import EVENTS, PODS, SERVICES, Resource
 
 logger = logging.getLogger(__name__)
@@ -826,7 +827,9 @@ class JobReconciler:
     # --------------------------------------------------------------------------------------------- writes
 
     async def _gather(self, calls: Iterable[Awaitable[Any]], *, urgent: bool = False) -> list[Any]:
-        slots = self._urgent_writes if urgent else self._writes
+        # A reconcile from the urgent lane always writes through the urgent slots: the shared ones may all be
+        # held by other jobs' writes that wait for it at the write gate (kubedl_py.kube.priority).
+        slots = self._urgent_writes if urgent or WriteGate.passing() else self._writes
 
         async def bounded(call: Awaitable[Any]) -> Any:
             async with slots:

@@ -43,6 +43,9 @@ class ControllerOptions:
     #: concurrent reconciles per job kind; their pod/Service writes share a cap of 32 in flight per kind, and
     #: 16 fill it (4 left the N = 200 burst 20% slower on the real control plane, docs/benchmarks.md)
     workers: int = 16
+    #: while a job that lost a pod is reconciled, the controller's other writes wait this long at most (0: never;
+    #: kubedl_py.kube.priority)
+    urgent_write_hold: float = 1.0
     metrics_addr: str | None = None
     leader_elect: bool = False
     leader_elect_namespace: str = "kubedl-system"
@@ -154,6 +157,7 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
         client,
         settings=ManagerSettings(
             workers=options.workers,
+            urgent_write_hold=options.urgent_write_hold,
             metrics_addr=options.metrics_addr,
             leader_election=leader if options.leader_elect else None,
             informer=options.informer,

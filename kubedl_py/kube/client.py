@@ -44,6 +44,7 @@ from kubedl_py.kube.errors import (
     error_from_status,
 )
 from kubedl_py.kube.metrics import Metrics
+from kubedl_py.kube.priority import WriteGate
 from kubedl_py.kube.resources import (
     CONFIGMAPS,
     EVENTS,
@@ -180,6 +181,8 @@ class KubeClient:
     ) -> None:
         self.settings = settings or ClientSettings()
         self.metrics = metrics
+        #: writes (any request but a GET) wait here first; a Manager sets its own (kubedl_py.kube.priority)
+        self.write_gate: WriteGate | None = None
         self._kubeconfig = os.fspath(kubeconfig) if kubeconfig is not None else None
         self._context = context
         self._configuration = configuration
@@ -613,6 +616,8 @@ class KubeClient:
         client_timeout: aiohttp.ClientTimeout | None = None,
     ) -> aiohttp.ClientResponse:
         """Send one request; return the open response on 2xx, raise the mapped error otherwise."""
+        if self.write_gate is not None and method != "GET":
+            await self.write_gate.before_write()
         api = self._require_api()
         rest = api.rest_client
         headers: dict[str, str] = {

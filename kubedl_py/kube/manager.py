@@ -36,6 +36,7 @@ from kubedl_py.kube.health import HealthServer
 from kubedl_py.kube.informer import Handler, IndexFunc, Informer, InformerSettings, drop_managed_fields
 from kubedl_py.kube.leader import LeaderElectionSettings, LeaderElector, LeadershipLost
 from kubedl_py.kube.metrics import Metrics
+from kubedl_py.kube.priority import WriteGate
 from kubedl_py.kube.resources import Resource, object_key
 from kubedl_py.kube.workqueue import BackoffSettings, ExponentialBackoff, ShutDown, WorkQueue
 
@@ -127,6 +128,7 @@ class Controller:
         metrics: Metrics,
         backoff: BackoffSettings | None = None,
         urgent_workers: int = 0,
+        write_gate: WriteGate | None = None,
     ) -> None:
         self.name = name
         self.reconciler = reconciler
@@ -134,6 +136,8 @@ class Controller:
         #: workers beside ``workers`` that take urgent keys only (:class:`WorkQueue`): a failover does not wait
         #: for one of the others to finish its reconcile when new work keeps them all busy
         self.urgent_workers = urgent_workers
+        #: held while a key from the urgent lane is reconciled: the process's other writes wait for it
+        self.write_gate = write_gate
         self.metrics = metrics
         self.queue: WorkQueue[str] = WorkQueue(name=name, backoff=ExponentialBackoff(backoff), metrics=metrics)
         self._tasks: list[asyncio.Task[None]] = []
@@ -203,11 +207,15 @@ class Controller:
     async def _worker(self, *, urgent_only: bool = False) -> None:
         while True:
             try:
-                key = await self.queue.get(urgent_only=urgent_only)
+                key, urgent = await self.queue.take(urgent_only=urgent_only)
             except ShutDown:
                 return
             try:
-                await self._reconcile(key)
+                if urgent and self.write_gate is not None:
+                    with self.write_gate.urgent():
+                        await self._reconcile(key)
+                else:
+                    await self._reconcile(key)
             finally:
                 self.queue.done(key)
 
@@ -261,6 +269,9 @@ class ManagerSettings:
     workers: int = 16
     #: more workers per controller that take urgent keys only (owners of deleted or failing pods)
     urgent_workers: int = 4
+    #: while such a key is reconciled, the process's other writes wait, this many seconds at most (0: never;
+    #: kubedl_py.kube.priority)
+    urgent_write_hold: float = 1.0
     #: ``HOST:PORT`` of /metrics /healthz /readyz (``--metrics-addr``); None: no server
     metrics_addr: str | None = None
     #: compete for this Lease and reconcile only while holding it (``--leader-elect``); None: always act
@@ -287,6 +298,8 @@ class Manager:
         self.metrics = metrics or client.metrics or Metrics()
         if client.metrics is None:
             client.metrics = self.metrics
+        self.write_gate = WriteGate(self.settings.urgent_write_hold, metrics=self.metrics)
+        client.write_gate = self.write_gate
         self.informers: list[Informer] = []
         self.controllers: list[Controller] = []
         self.elector: LeaderElector | None = None
@@ -332,6 +345,7 @@ class Manager:
             metrics=self.metrics,
             backoff=self.settings.backoff,
             urgent_workers=self.settings.urgent_workers,
+            write_gate=self.write_gate,
         )
         self.controllers.append(controller)
         return controller
@@ -381,7 +395,8 @@ class Manager:
                 return
             logger.info("manager: %d informers synced", len(self.informers))
             if self.elector is not None:
-                elector_task = asyncio.create_task(self.elector.run(), name="leader-election")
+                with WriteGate.exempt():  # the task copies the mark: a Lease renewal never waits for a failover
+                    elector_task = asyncio.create_task(self.elector.run(), name="leader-election")
                 if not await self._until(self.elector.leading.wait(), stop_wait, elector_task, *background):
                     return
             for controller in self.controllers:

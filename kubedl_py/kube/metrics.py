@@ -59,6 +59,12 @@ class Metrics:
             buckets=_RECONCILE_BUCKETS,
             registry=self.registry,
         )
+        self.write_gate_wait = Histogram(
+            f"{prefix}_write_gate_wait_seconds",
+            "Seconds a write waited for urgent reconciles (jobs replacing a lost pod) to end before it was sent.",
+            buckets=_RECONCILE_BUCKETS,
+            registry=self.registry,
+        )
         self.queue_adds = Counter(
             f"{prefix}_workqueue_adds_total", "Keys added to a work queue.", ["queue"], registry=self.registry
         )

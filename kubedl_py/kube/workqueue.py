@@ -191,6 +191,11 @@ class WorkQueue(Generic[K]):
     async def get(self, *, urgent_only: bool = False) -> K:
         """The next key to process (urgent ones first); it is yours until :meth:`done`. ``urgent_only``: wait
         for an urgent key, leave ordinary ones to other workers. Raises :class:`ShutDown` at the end."""
+        key, _urgent = await self.take(urgent_only=urgent_only)
+        return key
+
+    async def take(self, *, urgent_only: bool = False) -> tuple[K, bool]:
+        """:meth:`get`, and whether the key came from the urgent lane."""
         getters = self._urgent_getters if urgent_only else self._getters
         while not (self._front or (self._queue and not urgent_only)):
             if self._shutting_down:
@@ -216,7 +221,7 @@ class WorkQueue(Generic[K]):
         self._processing.add(key)
         self._idle.clear()
         self._changed()
-        return key
+        return key, lane == "urgent"
 
     def done(self, key: K) -> None:
         """Processing of ``key`` ended; if it was added meanwhile, it goes back in the queue now."""

@@ -332,6 +332,25 @@ def test_controller_flags_reach_the_options(tmp_path: Path) -> None:
         _controller_options(_build_parser().parse_args(["controller", "--gang-scheduler-name", "x"]))
 
 
+def test_urgent_write_hold_flag_reaches_the_manager_and_a_bad_value_names_the_flag() -> None:
+    from kubedl_py.cli.controller import controller_options
+    from kubedl_py.cli.errors import UsageError
+    from kubedl_py.cli.parser import build_parser
+    from kubedl_py.controllers.setup import ControllerOptions, build_manager
+    from kubedl_py.kube.client import KubeClient
+
+    def options(*flags: str) -> ControllerOptions:
+        return controller_options(build_parser().parse_args(["controller", *flags]))
+
+    assert options().urgent_write_hold == 1.0
+    manager = build_manager(KubeClient(), options("--urgent-write-hold", "0.25"))
+    assert manager.write_gate.max_hold == 0.25 and manager.client.write_gate is manager.write_gate
+    assert options("--urgent-write-hold", "0").urgent_write_hold == 0
+    for bad in ("-1", "nan"):
+        with pytest.raises(UsageError, match=r"--urgent-write-hold must be 0 \(never hold\) or more seconds"):
+            options("--urgent-write-hold", bad)
+
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 

@@ -230,6 +230,31 @@ async def test_a_deleted_or_troubled_object_puts_its_owner_first() -> None:
     assert [await controller.queue.get() for _ in range(3)] == ["ns/c", "ns/b", "ns/a"]
 
 
+async def test_a_reconcile_of_an_urgent_key_holds_the_other_writes_of_the_process() -> None:
+    """A key from the urgent lane is reconciled inside the manager's write gate (kubedl_py.kube.priority), an
+    ordinary one is not; the gate is the client's too, so every write of the process is held by it."""
+    api = FakeApi({"pytorchjobs": [obj("running")], "pods": []})
+    manager = build(api, Reconciles(), dataclasses.replace(SETTINGS, urgent_write_hold=2.5))
+    assert cast(Any, api).write_gate is manager.write_gate and manager.write_gate.max_hold == 2.5
+    held: dict[str, int] = {}
+
+    class Records(Reconciles):
+        async def reconcile(self, key: str) -> Result | None:
+            held[f"{key} #{len(self.calls)}"] = manager.write_gate.held
+            return await super().reconcile(key)
+
+    reconciler = Records()
+    manager.controllers[0].reconciler = reconciler
+    run = asyncio.create_task(manager.run())
+    await eventually(lambda: reconciler.finished == ["ns/running"], what="the first, ordinary reconcile")
+    manager.controllers[0].queue.add("ns/running", urgent=True)  # its pod was deleted
+    await eventually(lambda: len(reconciler.finished) == 2, what="the failover's reconcile")
+    assert held == {"ns/running #0": 0, "ns/running #1": 1} and manager.write_gate.held == 0
+    manager.stop()
+    async with asyncio.timeout(5):
+        await run
+
+
 async def test_a_failover_is_reconciled_while_every_worker_is_busy() -> None:
     """The workers all hold slow reconciles of new jobs; a job that lost a pod is reconciled meanwhile by a worker
     kept for urgent keys, not after one of them finishes."""
