@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -103,6 +104,8 @@ async def controller(
     if workers is not None:  # None: the shipped default
         args += ["--workers", str(workers)]
     args += ["--metrics-addr", f"127.0.0.1:{port}", *(extra or [])]
+    # more flags for every controller a benchmark starts: an A/B of a setting (e.g. --urgent-write-hold 0)
+    args += shlex.split(os.environ.get("BENCH_CONTROLLER_ARGS", ""))
     if namespace:
         args += ["--namespace", namespace]
     profile = os.environ.get("BENCH_PROFILE")

@@ -13,7 +13,7 @@ A controller that never re-points the Service is reported as such: the time unti
 how many failovers left the Service pointing at a port the new pod does not listen on.
 
     .venv/bin/python bench/real_failover.py [--contenders kubedl-py,kubedl] [--failovers 100]
-        [--background-jobs 0] [--smoke]
+        [--background-jobs 0] [--urgent-write-hold S] [--smoke]
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -93,14 +94,20 @@ def audit_split(events: list[dict[str, Any]], controller: str) -> dict[str, list
 
 async def urgent_waits(url: str) -> dict[str, Any]:
     """From kubedl-py's queue-wait histogram: how many urgent keys (jobs that lost a pod) a worker took, and
-    how many of them had waited longer than 100 ms and 250 ms."""
+    how many of them had waited longer than 100 ms and 250 ms; from its write-gate histogram, how many writes
+    waited for those reconciles (``--urgent-write-hold``), for how long in all, and how many over 250 ms."""
     name = "kubedl_workqueue_queue_duration_seconds_bucket"
     total = await metric_sum(url, "kubedl_workqueue_queue_duration_seconds_count", lane="urgent")
     within = {bound: await metric_sum(url, name, lane="urgent", le=bound) for bound in ("0.1", "0.25")}
+    held = await metric_sum(url, "kubedl_write_gate_wait_seconds_count")
+    held_briefly = await metric_sum(url, "kubedl_write_gate_wait_seconds_bucket", le="0.25")
     return {
         "urgent_keys": int(total),
         "urgent_waited_over_100ms": int(total - within["0.1"]),
         "urgent_waited_over_250ms": int(total - within["0.25"]),
+        "writes_held": int(held),
+        "writes_held_s": round(await metric_sum(url, "kubedl_write_gate_wait_seconds_sum"), 1),
+        "writes_held_over_250ms": int(held - held_briefly),
     }
 
 
@@ -213,6 +220,10 @@ async def run(contender: Contender, cluster: RealCluster, tmp: Path, args: argpa
                 "repair_p99_ms": round(percentile(split["repair"], 99) * 1000, 1),
             }
         )
+    if args.background_jobs:  # what the failovers cost the burst: the controller's creates of its pods
+        burst = cluster.creates_span(contender.user, "pods", "load-", mark)
+        if burst is not None:
+            figures["burst_pods_created_s"] = round(burst, 1)
     writes = cluster.write_latencies(contender.user, mark)
     if writes:
         took = [t for t, _ in writes]
@@ -235,8 +246,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=7)
     parser.add_argument("--background-jobs", type=int, default=0)
     parser.add_argument("--nodes", type=int, default=100)
+    parser.add_argument(
+        "--urgent-write-hold",
+        type=float,
+        default=None,
+        help="kubedl-py's --urgent-write-hold (default: its shipped one; 0: the A/B without the write gate)",
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for make test")
     args = parser.parse_args(argv)
+    if args.urgent_write_hold is not None:  # read by bench.harness.controller when it starts kubedl-py
+        extra = os.environ.get("BENCH_CONTROLLER_ARGS", "")  # kept: e.g. a --workers of the caller's
+        os.environ["BENCH_CONTROLLER_ARGS"] = f"{extra} --urgent-write-hold {args.urgent_write_hold}".strip()
     if args.smoke:
         args.failovers, args.workers, args.nodes = 3, 2, 4
         args.background_jobs = min(args.background_jobs, 3)
@@ -274,6 +294,13 @@ def main(argv: list[str] | None = None) -> int:
                 f"\n  {'':20s} urgent keys taken by its workers {figures['urgent_keys']}, waited > 100 ms"
                 f" {figures['urgent_waited_over_100ms']}, > 250 ms {figures['urgent_waited_over_250ms']}"
             )
+        if "writes_held" in figures:
+            line += (
+                f"\n  {'':20s} writes held for them {figures['writes_held']} ({figures['writes_held_s']} s in all),"
+                f" > 250 ms {figures['writes_held_over_250ms']}"
+            )
+        if "burst_pods_created_s" in figures:
+            line += f"\n  {'':20s} the burst's pods created in {figures['burst_pods_created_s']} s"
         if "writes" in figures:
             line += (
                 f"\n  {'':20s} its {figures['writes']} writes in kube-apiserver p50 {figures['write_p50_ms']} ms,"

@@ -182,6 +182,18 @@ class RealCluster:
             out.append((took, queued))
         return out
 
+    def creates_span(self, user: str, resource: str, prefix: str, since: int) -> float | None:
+        """Seconds from kube-apiserver receiving ``user``'s first create of a ``resource`` whose name starts with
+        ``prefix`` (since the mark) to completing its last one: how long a burst of creates took."""
+        spans = [
+            (received(e), completed(e))
+            for e in self._events(user, since, None)
+            if e.get("verb") == "create"
+            and (e.get("objectRef") or {}).get("resource") == resource
+            and str((e.get("objectRef") or {}).get("name") or "").startswith(prefix)
+        ]
+        return max(end for _, end in spans) - min(start for start, _ in spans) if spans else None
+
     def traced(self, name: str, since: int, until: int | None = None) -> list[dict[str, Any]]:
         """Every logged request on the pod or Service ``name`` between two marks (any user: the cluster must
         have been started with ``traced=[name]``), ordered by when kube-apiserver received each."""

@@ -111,8 +111,9 @@ def failover(results: dict[str, Any]) -> list[str]:
         "| load | controller | runs | delete -> new pod and Service re-pointed, p50 | p99 | new pod only, p99 "
         "| Service left stale | pod created before its Service was re-pointed | old pod's deletion p99 "
         "| controller's part p99 | audit log: pod gone -> first write, p99 | audit log: its writes, p99 "
-        "| all its writes in kube-apiserver, p99 | APF queueing max |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| all its writes in kube-apiserver, p99 | APF queueing max | writes held by the gate (> 250 ms) "
+        "| the burst's pods created in |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key, load in (
         ("real_failover_before", "idle, before the urgent lane"),
@@ -128,6 +129,8 @@ def failover(results: dict[str, Any]) -> list[str]:
             "real_failover_under_load_before_early_repoint",
             "200 jobs being created, before the early re-point, timed on a watch of the whole namespace",
         ),
+        ("real_failover_under_load_before_write_gate", "200 jobs being created, before the write gate"),
+        ("real_failover_under_load_without_gate", "200 jobs being created, write gate off (`--urgent-write-hold 0`)"),
         ("real_failover_under_load", "200 jobs being created"),
     ):
         entry = results.get(key) or {}
@@ -141,7 +144,9 @@ def failover(results: dict[str, Any]) -> list[str]:
                 f"{_get(f, 'pod_created_before_service_repointed')} | {_get(f, 'deletion_p99_ms', ' ms')} | "
                 f"{_get(f, 'controller_p99_ms', ' ms')} | "
                 f"{_get(f, 'reaction_p99_ms', ' ms')} | {_get(f, 'repair_p99_ms', ' ms')} | "
-                f"{_get(f, 'write_p99_ms', ' ms')} | {_get(f, 'apf_queued_max_ms', ' ms')} |"
+                f"{_get(f, 'write_p99_ms', ' ms')} | {_get(f, 'apf_queued_max_ms', ' ms')} | "
+                f"{_get(f, 'writes_held')} ({_get(f, 'writes_held_over_250ms')}) | "
+                f"{_get(f, 'burst_pods_created_s', ' s')} |"
             )
     return lines
 
