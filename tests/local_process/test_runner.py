@@ -124,6 +124,55 @@ async def test_main_exit_kills_leftover_group_members(runtime: ProcessRuntime, t
     await wait_until(lambda: pid_gone(int(pidfile.read_text())), what="background process killed")
 
 
+def detached(pidfile: Path, seconds: int) -> str:
+    """A script whose background ``sleep`` leaves the process group (``setsid``, as PaddlePaddle's launcher
+    starts its trainers), then ends."""
+    return f"setsid sleep {seconds} >/dev/null 2>&1 & echo $! > {pidfile}; exit 0"
+
+
+async def test_a_process_that_left_the_group_dies_with_its_container(runtime: ProcessRuntime, tmp_path: Path) -> None:
+    if runtime.cgroup_root is None:
+        pytest.skip("cgroup v2 is not writable here: containers are contained by their process group only")
+    pidfile = tmp_path / "detached.pid"
+    c = await runtime.start_container(pod(), sh("c", detached(pidfile, 300)))
+    assert c.scope is not None and c.scope.path.parent == runtime.cgroup_root
+    assert (await c.wait()).exit_code == 0
+    pid = int(pidfile.read_text())
+    await wait_until(lambda: pid_gone(pid), what="the detached process killed with its container")
+    await wait_until(lambda: not c.scope.path.exists(), what="the container's cgroup removed")  # type: ignore[union-attr]
+
+    # The contrast: contained by the process group only, the same detached process outlives its container.
+    plain = ProcessRuntime(tmp_path / "plain", cgroups=False)
+    await plain.start()
+    escaped = 0
+    try:
+        c = await plain.start_container(pod(), sh("c", detached(tmp_path / "escaped.pid", 301)))
+        assert (await c.wait()).exit_code == 0 and c.scope is None
+        escaped = int((tmp_path / "escaped.pid").read_text())
+        assert not pid_gone(escaped), "without a cgroup the detached process escapes the group kill"
+    finally:
+        await plain.close(grace_seconds=1)
+        if escaped:
+            os.kill(escaped, signal.SIGKILL)
+
+
+async def test_the_runtimes_cgroups_are_gone_after_close(tmp_path: Path) -> None:
+    rt = ProcessRuntime(tmp_path / "state")
+    await rt.start()
+    root = rt.cgroup_root
+    if root is None:
+        await rt.close()
+        pytest.skip("cgroup v2 is not writable here: containers are contained by their process group only")
+    pidfile = tmp_path / "detached.pid"
+    await rt.start_container(pod(), sh("a", "sleep 300"))
+    await rt.start_container(pod(), sh("b", f"setsid sleep 302 >/dev/null 2>&1 & echo $! > {pidfile}; wait"))
+    await wait_until(lambda: pidfile.exists() and pidfile.read_text().strip() != "", what="detached pid")
+    assert len([child for child in root.iterdir() if child.is_dir()]) == 2
+    await rt.close(grace_seconds=1)
+    assert not root.exists()
+    await wait_until(lambda: pid_gone(int(pidfile.read_text())), what="the detached process killed")
+
+
 async def test_logs_tail_follow_and_previous(runtime: ProcessRuntime, tmp_path: Path) -> None:
     p = pod()
     gate = tmp_path / "go"
@@ -190,9 +239,18 @@ _PARENT = textwrap.dedent(
         # A shell that forks: its child is a grandchild of this process, out of PDEATHSIG's reach.
         shell = await rt.start_container(
             p, ContainerSpec(name="b", command=["/bin/sh", "-c", f"sleep 301 & echo $! > {pidfile}; wait"]))
-        while not Path(pidfile).exists() or not Path(pidfile).read_text().strip():
-            await asyncio.sleep(0.02)
-        print(direct.pid, shell.pid, int(Path(pidfile).read_text()), rt.watchdog.pid, flush=True)
+        # One that left its process group: only the container's cgroup holds it (none: it is not reported).
+        detached = pidfile + ".detached"
+        await rt.start_container(p, ContainerSpec(
+            name="c", command=["/bin/sh", "-c", f"setsid sleep 302 >/dev/null 2>&1 & echo $! > {detached}; wait"]))
+        for path in (pidfile, detached):
+            while not Path(path).exists() or not Path(path).read_text().strip():
+                await asyncio.sleep(0.02)
+        pids = [direct.pid, shell.pid, int(Path(pidfile).read_text()), rt.watchdog.pid]
+        if rt.cgroup_root is not None:
+            pids.append(int(Path(detached).read_text()))
+        print(*pids, flush=True)
+        print(rt.cgroup_root or "-", flush=True)
         await asyncio.sleep(3600)
 
     asyncio.run(main())
@@ -214,12 +272,16 @@ async def test_no_process_outlives_a_sigkilled_parent(tmp_path: Path) -> None:
         assert parent.stdout is not None
         line = await asyncio.wait_for(parent.stdout.readline(), 20)
         pids = [int(x) for x in line.split()]
-        assert len(pids) == 4, line
+        root = (await asyncio.wait_for(parent.stdout.readline(), 20)).decode().strip()
+        # with cgroups, the fifth is the process that left its group
+        assert len(pids) == (4 if root == "-" else 5), line
         assert not any(pid_gone(p) for p in pids), "all started"
         os.kill(parent.pid, signal.SIGKILL)
         await parent.wait()
-        for p in pids:  # direct children (PDEATHSIG), the grandchild (watchdog) and the watchdog itself
+        for p in pids:  # direct children (PDEATHSIG), the grandchildren (watchdog) and the watchdog itself
             await wait_until(lambda p=p: pid_gone(p), deadline_s=10, what=f"pid {p} gone after parent SIGKILL")
+        if root != "-":
+            assert not await asyncio.to_thread(Path(root).exists), "the watchdog removes the runtime's cgroups"
     finally:
         if parent.returncode is None:
             parent.kill()

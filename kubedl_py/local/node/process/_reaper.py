@@ -8,6 +8,10 @@ the cluster tells this watchdog ``+<pgid>`` / ``-<pgid>`` over a pipe, and when 
 the kernel guarantees when the cluster exits in any way, because nobody else holds the write end — the
 watchdog SIGKILLs every group still registered and exits.
 
+Where containers run in cgroups (``cgroup.py``), the runtime registers the cgroup holding them as
+``+g:<path>`` / ``-g:<path>``; on EOF every process in it and in its children is killed (``cgroup.kill``),
+even one that left its process group, and the cgroups are removed.
+
 Containers run by an engine (podman) are not our descendants at all: the engine's monitor (conmon) keeps
 them alive when their client dies. The cluster registers them as ``+c:<id>`` / ``-c:<id>``, and on EOF the
 watchdog runs the removal command it was started with (``python _reaper.py podman ... rm --force --time 0``)
@@ -26,14 +30,35 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 CONTAINER = b"c:"
+CGROUP = b"g:"
 
 
 def _kill_all(groups: set[int]) -> None:
     for pgid in groups:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
+
+
+def _kill_cgroups(roots: set[str]) -> None:
+    """cgroup.kill each container cgroup under each root and the root, then remove them, children first."""
+    for root in map(Path, roots):
+        if not root.is_dir():
+            continue
+        children = [child for child in root.iterdir() if child.is_dir()]
+        for path in [*children, root]:
+            with contextlib.suppress(OSError):
+                (path / "cgroup.kill").write_text("1")
+        deadline = time.monotonic() + 5
+        for path in [*children, root]:
+            while path.exists() and time.monotonic() < deadline:
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+                    break
+                time.sleep(0.01)
 
 
 def _remove_all(command: list[str], containers: set[str]) -> None:
@@ -46,11 +71,13 @@ def main() -> None:
     remove = sys.argv[1:]
     groups: set[int] = set()
     containers: set[str] = set()
+    cgroups: set[str] = set()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
     def on_term(_sig: int, _frame: object) -> None:
         _kill_all(groups)
+        _kill_cgroups(cgroups)
         _remove_all(remove, containers)
         os._exit(0)
 
@@ -60,7 +87,13 @@ def main() -> None:
         if not line:
             continue
         op, what = line[:1], line[1:]
-        if what.startswith(CONTAINER):
+        if what.startswith(CGROUP):
+            path = os.fsdecode(what[len(CGROUP) :])
+            if op == b"+":
+                cgroups.add(path)
+            elif op == b"-":
+                cgroups.discard(path)
+        elif what.startswith(CONTAINER):
             name = what[len(CONTAINER) :].decode()
             if op == b"+":
                 containers.add(name)
@@ -71,6 +104,7 @@ def main() -> None:
         elif op == b"-":
             groups.discard(int(what))
     _kill_all(groups)
+    _kill_cgroups(cgroups)
     _remove_all(remove, containers)
 
 

@@ -15,11 +15,14 @@ ignores the image. What still has to hold, because the controller and users obse
   runtime signals only PID 1 of the container; signalling the group means ``sh -c "python x.py"`` still
   stops gracefully, which is what users expect of a container.) When the main process exits, whatever is
   left in its group is killed, like a container's cgroup being torn down.
+- no process outlives its container: each container's first process joins a cgroup of its own before exec
+  (``cgroup.py``), so whatever it starts is in it, even a process that left the group on purpose (``setsid``,
+  as PaddlePaddle's launcher starts its trainers); when the main process exits, the cgroup is killed whole.
+  Where cgroup v2 is not writable (no root, no delegation) the process group is all there is, and a
+  ``setsid`` daemon escapes it.
 - no process outlives the cluster, even when the cluster is SIGKILLed: each child gets
   ``PR_SET_PDEATHSIG(SIGKILL)`` and its own process group, and a watchdog process (``_reaper.py``) kills the
-  registered groups when the cluster's end of a pipe closes. Processes that leave their group on purpose
-  (``setsid`` daemons) escape this — as they would escape a process group anywhere; only a PID namespace or
-  cgroup would catch them.
+  registered groups, and the runtime's cgroups, when the cluster's end of a pipe closes.
 
 ``PR_SET_PDEATHSIG`` fires when the *thread* that forked the child exits, so containers must be started from
 the event loop's thread of a loop that lives as long as the cluster (asyncio subprocesses fork in the loop
@@ -48,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from .cgroup import Scope, containment_root, remove_tree
 from .logs import ContainerLog, pump_stream
 from .sandbox import Mount, Sandbox, wrap_argv
 
@@ -185,11 +189,13 @@ def build_argv(spec: ContainerSpec, env: Mapping[str, str]) -> list[str]:
     return [expand_vars(a, env) for a in (*spec.command, *spec.args)]
 
 
-def _child_setup(parent_pid: int) -> None:  # pragma: no cover - runs in the forked child
+def _child_setup(parent_pid: int, scope: Scope | None = None) -> None:  # pragma: no cover - in the forked child
     # Runs between fork and exec. SIGKILL, not SIGTERM: when the cluster is gone nobody honours a grace.
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent_pid:  # the parent died before prctl took effect
         os._exit(1)
+    if scope is not None:  # before exec: everything the program starts is born in the container's cgroup
+        scope.join()
 
 
 def _resolve_executable(argv0: str, env: Mapping[str, str], cwd: str) -> str | None:
@@ -270,6 +276,7 @@ class ContainerProcess:
         started_at: dt.datetime,
         on_exit: Any,
         exec_context: ExecContext | None = None,
+        scope: Scope | None = None,
     ) -> None:
         self.pod = pod
         self.spec = spec
@@ -284,6 +291,8 @@ class ContainerProcess:
         self._done = asyncio.get_running_loop().create_future()
         self._on_exit = on_exit
         self._exec_context = exec_context
+        #: the container's cgroup (``cgroup.py``); None where cgroups cannot contain it
+        self.scope = scope
         self._supervisor = asyncio.create_task(self._supervise(), name=f"container {self.describe()}")
 
     def describe(self) -> str:
@@ -366,20 +375,26 @@ class ContainerProcess:
         ]
         try:
             returncode = await self._exited
-            # The container is over: nothing else in its group may keep running (cgroup teardown).
+            # The container is over: nothing it started may keep running (cgroup teardown).
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.pid, signal.SIGKILL)
+            if self.scope is not None:
+                self.scope.kill()  # what left the group too; its pipes close with it
             _done, pending = await asyncio.wait(pumps, timeout=_DRAIN_TIMEOUT)
             for t in pending:
                 log.warning("container %s: output still held open by a detached process", self.describe())
                 t.cancel()
             if pending:  # abandon the pipes (the process itself has been reaped)
                 self._proc._transport.close()  # type: ignore[attr-defined]
+            if self.scope is not None:
+                await self.scope.remove()
         except BaseException:
             for t in pumps:
                 t.cancel()
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.pid, signal.SIGKILL)
+            if self.scope is not None:
+                self.scope.kill()
             self._done.cancel()  # wake waiters instead of leaving them hanging
             raise
         finally:
@@ -423,7 +438,8 @@ class Watchdog:
         )
 
     def tell(self, op: bytes, what: bytes) -> None:
-        """``+``/``-`` a process group id, or ``c:<id>`` for an engine container."""
+        """``+``/``-`` a process group id, ``c:<id>`` for an engine container, or ``g:<path>`` for a cgroup
+        whose processes (its children's included) are killed and which is then removed."""
         process = self._process
         if process is None or process.stdin is None:
             return
@@ -463,12 +479,16 @@ class ProcessRuntime:
         base_env: Mapping[str, str] | None = None,
         default_working_dir: str | None = None,
         reaper: bool = True,
+        cgroups: bool = True,
     ) -> None:
         self.state_dir = Path(state_dir)
         self.logs_dir = self.state_dir / "pods"
         self.base_env = dict(os.environ if base_env is None else base_env)
         self.default_working_dir = default_working_dir or os.getcwd()
         self._use_reaper = reaper
+        self._use_cgroups = cgroups
+        #: the cgroup holding one cgroup per container (``cgroup.py``); None: process groups only
+        self.cgroup_root: Path | None = None
         self.watchdog = Watchdog()
         self._running: dict[tuple[str, str], RunningContainer] = {}
         self._latest: dict[tuple[str, str], int] = {}
@@ -485,12 +505,20 @@ class ProcessRuntime:
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         if self._use_reaper:
             self.watchdog.start()
+        if self._use_cgroups and self.cgroup_root is None:
+            self.cgroup_root = containment_root()
+            if self.cgroup_root is not None:
+                self.watchdog.tell(b"+", b"g:" + os.fsencode(self.cgroup_root))
 
     async def close(self, grace_seconds: float = 5.0) -> None:
         """Stop every running container (SIGTERM, grace, SIGKILL), then retire the watchdog."""
         running = list(self._running.values())
         if running:
             await asyncio.gather(*(c.stop(grace_seconds) for c in running), return_exceptions=True)
+        root, self.cgroup_root = self.cgroup_root, None
+        if root is not None:
+            await asyncio.to_thread(remove_tree, root)
+            self.watchdog.tell(b"-", b"g:" + os.fsencode(root))
         await self.watchdog.close()
 
     def log_path(self, pod: PodRef, container: str, restart_count: int) -> Path:
@@ -542,6 +570,7 @@ class ProcessRuntime:
         if _resolve_executable(argv[0], env, cwd) is None:
             raise start_error(f'exec: "{argv[0]}": executable file not found in $PATH')
         container_log = ContainerLog(self.log_path(pod, spec.name, restart_count), writable=True)
+        scope = Scope.create(self.cgroup_root, container_id.removeprefix("process://")) if self.cgroup_root else None
         try:
             proc, exited = await spawn(
                 wrap_argv(argv, sandbox),
@@ -551,11 +580,15 @@ class ProcessRuntime:
                 cwd=cwd,
                 env=env,
                 start_new_session=True,  # own session and process group: group signals, no terminal signals
-                preexec_fn=functools.partial(_child_setup, os.getpid()),
+                preexec_fn=functools.partial(_child_setup, os.getpid(), scope),
             )
-        except OSError as e:
+        except (OSError, subprocess.SubprocessError) as e:
             container_log.close()
-            raise start_error(f"{e.strerror or e}: {argv[0]!r}") from e
+            if scope is not None:
+                await scope.remove()
+            if isinstance(e, OSError):
+                raise start_error(f"{e.strerror or e}: {argv[0]!r}") from e
+            raise start_error(f"the container process could not join its cgroup {scope.path if scope else ''}") from e
         self.watchdog.tell(b"+", b"%d" % proc.pid)
         container = ContainerProcess(
             pod=pod,
@@ -568,6 +601,7 @@ class ProcessRuntime:
             started_at=started_at,
             on_exit=self._exited,
             exec_context=ExecContext(env=env, cwd=cwd, sandbox=sandbox),
+            scope=scope,
         )
         self._running[key] = container
         self._latest[key] = restart_count
