@@ -8,7 +8,9 @@ module's own files, and they run as subprocesses against a kubeconfig, logging i
 
 - scheduler-plugins runs as a second scheduler named ``scheduler-plugins-scheduler`` (a kube-scheduler
   profile with the Coscheduling plugin as its queue sort and on every extension point); ready when its
-  ``/readyz`` answers, which waits for its informers to sync;
+  ``/readyz`` answers, which waits for its informers to sync. Its PodGroup controller runs beside it, as its
+  installation has it: Coscheduling re-tries a gang it refused only when a pod is added or a PodGroup changes,
+  and the controller's PodGroup status writes are what tell it that another gang has finished;
 - Volcano's scheduler runs with the ``enqueue`` and ``allocate`` actions and the ``gang`` plugin, scheduler
   name ``volcano``. vc-controller-manager is not needed for PodGroups made by a controller: the scheduler
   itself creates the ``root`` and ``default`` queues and writes PodGroup phases; the one thing only the
@@ -35,7 +37,7 @@ import socket
 import ssl
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
@@ -83,7 +85,11 @@ SCHEDULER_PLUGINS: Final = GoProgram(
     name="scheduler-plugins",
     module="sigs.k8s.io/scheduler-plugins",
     version=f"v{SCHEDULER_PLUGINS_VERSION}",
-    commands={"kube-scheduler": "sigs.k8s.io/scheduler-plugins/cmd/scheduler"},
+    commands={
+        "kube-scheduler": "sigs.k8s.io/scheduler-plugins/cmd/scheduler",
+        # its PodGroup controller: writes PodGroup status, whose updates re-queue the gangs Coscheduling refused
+        "controller": "sigs.k8s.io/scheduler-plugins/cmd/controller",
+    },
     replaces={f"k8s.io/{name}": "v0.34.3" for name in _PLUGINS_STAND_INS},
 )
 VOLCANO: Final = GoProgram(
@@ -158,6 +164,8 @@ class GangSchedulerProcess:
         self.start_timeout = start_timeout
         self.log_path = self.dir / f"{self.program.name}.log"
         self.process: asyncio.subprocess.Process | None = None
+        #: (name, process) of what runs beside the scheduler (:meth:`start_companions`), stopped before it
+        self.companions: list[tuple[str, asyncio.subprocess.Process]] = []
 
     async def __aenter__(self) -> GangSchedulerProcess:
         await self.start()
@@ -174,24 +182,11 @@ class GangSchedulerProcess:
         async with KubeClient(kubeconfig=self.kubeconfig) as kube:
             await install_scheduler_crds(kube, crds)
             await self.prepare(kube)
-        argv = self.arguments(built)
-        setpriv = shutil.which("setpriv")
-        if setpriv is not None:
-            argv = [setpriv, "--pdeathsig", "KILL", "--", *argv]  # dies with us, even on SIGKILL
-        log_fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        try:
-            self.process = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=log_fd,
-                stderr=asyncio.subprocess.STDOUT,
-                env=self.environment(),
-            )
-        finally:
-            os.close(log_fd)
+        self.process = await _spawn(self.arguments(built), self.log_path, self.environment())
         started = time.monotonic()
         try:
-            await self._wait_ready(started + self.start_timeout)
+            await self._wait_ready()
+            await self.start_companions(built)
         except BaseException:
             await self.stop()
             raise
@@ -205,6 +200,9 @@ class GangSchedulerProcess:
         )
 
     async def stop(self, grace: float = 10.0) -> None:
+        for name, companion in reversed(self.companions):
+            await stop_process(companion, f"{name} of {self.program.name}", grace)
+        self.companions = []
         process, self.process = self.process, None
         await stop_process(process, f"{self.program.name} (log {self.log_path})", grace)
 
@@ -219,25 +217,36 @@ class GangSchedulerProcess:
     async def prepare(self, kube: KubeClient) -> None:
         """Objects the scheduler needs before it starts (none by default)."""
 
+    async def start_companions(self, built: BuiltProgram) -> None:
+        """Start what the scheduler relies on beside it, once it is ready (nothing by default); append each to
+        :attr:`companions`."""
+
     async def ready(self) -> bool:
         raise NotImplementedError
 
-    async def _wait_ready(self, deadline: float) -> None:
-        while True:
-            process = self.process
-            if process is not None and process.returncode is not None:
-                raise SchedulerError(
-                    f"{self.program.name} exited with code {process.returncode} while starting; "
-                    f"log {self.log_path}:\n{log_tail(self.log_path)}"
-                )
-            if await self.ready():
-                return
-            if time.monotonic() > deadline:
-                raise SchedulerError(
-                    f"{self.program.name} was not ready within {self.start_timeout:g}s; "
-                    f"log {self.log_path}:\n{log_tail(self.log_path)}"
-                )
-            await asyncio.sleep(0.2)
+    async def _wait_ready(self) -> None:
+        await _wait_started(self.process, self.ready, self.program.name, self.log_path, self.start_timeout)
+
+
+async def _wait_started(
+    process: asyncio.subprocess.Process | None,
+    ready: Callable[[], Awaitable[bool]],
+    name: str,
+    log_path: Path,
+    within: float,
+) -> None:
+    """Until ``ready()``; a process that exits first, or ``within`` seconds passed, raises with its log's tail."""
+    deadline = time.monotonic() + within
+    while True:
+        if process is not None and process.returncode is not None:
+            raise SchedulerError(
+                f"{name} exited with code {process.returncode} while starting; log {log_path}:\n{log_tail(log_path)}"
+            )
+        if await ready():
+            return
+        if time.monotonic() > deadline:
+            raise SchedulerError(f"{name} was not ready within {within:g}s; log {log_path}:\n{log_tail(log_path)}")
+        await asyncio.sleep(0.2)
 
 
 class SchedulerPlugins(GangSchedulerProcess):
@@ -246,13 +255,44 @@ class SchedulerPlugins(GangSchedulerProcess):
     program = SCHEDULER_PLUGINS
     command = "kube-scheduler"
     scheduler_name = "scheduler-plugins-scheduler"
-    crd_files = ("config/crd/bases/scheduling.x-k8s.io_podgroups.yaml",)
+    #: ElasticQuotas too: its controller watches them (without the CRD its manager does not start)
+    crd_files = (
+        "config/crd/bases/scheduling.x-k8s.io_podgroups.yaml",
+        "config/crd/bases/scheduling.x-k8s.io_elasticquotas.yaml",
+    )
     #: how long a gang's first pods wait at Permit for the rest before the group is rejected and retried
     permit_waiting_seconds = 10
+    #: what its controller logs once its PodGroup informers have synced and it reconciles
+    CONTROLLER_READY: ClassVar[tuple[str, str]] = ("Starting workers", "podgroup")
 
     def __init__(self, kubeconfig: Path, work_dir: Path, **options: Any) -> None:
         super().__init__(kubeconfig, work_dir, **options)
         self.port = _free_port()
+        self.controller_log = self.dir / f"{self.program.name}-controller.log"
+
+    async def start_companions(self, built: BuiltProgram) -> None:
+        """Its PodGroup controller, as scheduler-plugins installs it beside the scheduler. Coscheduling re-tries
+        a gang it refused only on a new pod or a PodGroup change (its ``EventsToRegister``), not when other pods
+        end; the controller's status writes (a finished gang's PodGroup turns Finished) are that change.
+        Without it a refused gang waits for the scheduler's 5-minute flush of unschedulable pods."""
+        argv = [
+            str(built["controller"]),
+            f"--metricsAddr=127.0.0.1:{_free_port()}",
+            f"--probeAddr=127.0.0.1:{_free_port()}",
+            "--enableLeaderElection=false",
+        ]
+        environment = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        process = await _spawn(argv, self.controller_log, environment)
+        self.companions.append(("controller", process))
+        name = f"{self.program.name}'s controller"
+        await _wait_started(process, self._controller_ready, name, self.controller_log, self.start_timeout)
+
+    async def _controller_ready(self) -> bool:
+        try:
+            lines = self.controller_log.read_text(errors="replace").splitlines()
+        except OSError:
+            return False
+        return any(all(part in line for part in self.CONTROLLER_READY) for line in lines)
 
     def configuration(self) -> dict[str, Any]:
         return {
@@ -390,6 +430,24 @@ class Volcano(GangSchedulerProcess):
 
 
 SCHEDULERS: Final[dict[str, type[GangSchedulerProcess]]] = {"scheduler-plugins": SchedulerPlugins, "volcano": Volcano}
+
+
+async def _spawn(argv: list[str], log_path: Path, env: Mapping[str, str]) -> asyncio.subprocess.Process:
+    """Start ``argv`` with its output appended to ``log_path``; it dies with us (``setpriv --pdeathsig``)."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is not None:
+        argv = [setpriv, "--pdeathsig", "KILL", "--", *argv]  # even on SIGKILL
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        return await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=log_fd,
+            stderr=asyncio.subprocess.STDOUT,
+            env=dict(env),
+        )
+    finally:
+        os.close(log_fd)
 
 
 def _free_port() -> int:
