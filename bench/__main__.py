@@ -173,7 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     out = HERE / "results.json"
     for name in names:
         started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-        figures = {"measured_at": started, "machine": MACHINE, **run(name, args.smoke)}
+        figures: dict[str, Any] = {"measured_at": started, "machine": MACHINE}
+        if os.environ.get("BENCH_CONTROLLER_ARGS"):  # flags every kubedl-py controller of the run was given
+            figures["controller_args"] = os.environ["BENCH_CONTROLLER_ARGS"]
+        figures.update(run(name, args.smoke))
         if not args.smoke:
             # Written after each benchmark (a long run stopped half-way keeps what it measured); each entry
             # carries its own date, and a partial re-run replaces only its own entries.
