@@ -156,6 +156,24 @@ async def test_a_process_that_left_the_group_dies_with_its_container(runtime: Pr
             os.kill(escaped, signal.SIGKILL)
 
 
+async def test_a_container_that_cannot_join_its_cgroup_fails_to_start(
+    runtime: ProcessRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kubedl_py.local.node.process import cgroup
+
+    # A cgroup that is gone by the time the child joins it (as if removed under us): a start error, like
+    # containerd's when it cannot place a container, and no process left behind.
+    monkeypatch.setattr(cgroup.Scope, "create", classmethod(lambda cls, root, name: cls(tmp_path / "gone")))
+    real_root, runtime.cgroup_root = runtime.cgroup_root, tmp_path  # cgroups in use, whatever this host has
+    try:
+        with pytest.raises(ContainerStartError, match=r"could not join its cgroup .*gone") as failure:
+            await runtime.start_container(pod(), sh("c", "sleep 300"))
+    finally:
+        runtime.cgroup_root = real_root
+    assert failure.value.terminated.exit_code == 128 and failure.value.terminated.reason == "StartError"
+    assert runtime.running() == []
+
+
 async def test_the_runtimes_cgroups_are_gone_after_close(tmp_path: Path) -> None:
     rt = ProcessRuntime(tmp_path / "state")
     await rt.start()

@@ -588,7 +588,9 @@ class ProcessRuntime:
                 await scope.remove()
             if isinstance(e, OSError):
                 raise start_error(f"{e.strerror or e}: {argv[0]!r}") from e
-            raise start_error(f"the container process could not join its cgroup {scope.path if scope else ''}") from e
+            # only the preexec function raises this, and in it only joining the cgroup can fail
+            where = scope.path if scope is not None else "(none)"
+            raise start_error(f"the container's process could not join its cgroup {where}: {e}") from e
         self.watchdog.tell(b"+", b"%d" % proc.pid)
         container = ContainerProcess(
             pod=pod,
