@@ -262,6 +262,8 @@ class SchedulerPlugins(GangSchedulerProcess):
     )
     #: how long a gang's first pods wait at Permit for the rest before the group is rejected and retried
     permit_waiting_seconds = 10
+    #: how long a refused pod may wait in the unschedulable queue before it is re-tried anyway (``arguments``)
+    unschedulable_flush_seconds = 30
     #: what its controller logs once its PodGroup informers have synced and it reconciles
     CONTROLLER_READY: ClassVar[tuple[str, str]] = ("Starting workers", "podgroup")
 
@@ -274,7 +276,8 @@ class SchedulerPlugins(GangSchedulerProcess):
         """Its PodGroup controller, as scheduler-plugins installs it beside the scheduler. Coscheduling re-tries
         a gang it refused only on a new pod or a PodGroup change (its ``EventsToRegister``), not when other pods
         end; the controller's status writes (a finished gang's PodGroup turns Finished) are that change.
-        Without it a refused gang waits for the scheduler's 5-minute flush of unschedulable pods."""
+        Without it a refused gang waits for the scheduler's flush of unschedulable pods (5 minutes by default,
+        :attr:`unschedulable_flush_seconds` here)."""
         argv = [
             str(built["controller"]),
             f"--metricsAddr=127.0.0.1:{_free_port()}",
@@ -328,6 +331,12 @@ class SchedulerPlugins(GangSchedulerProcess):
             f"--secure-port={self.port}",
             f"--cert-dir={self.dir / 'certs'}",
             "--profiling=false",
+            # Refused pods wait at most this long for an event that re-tries them (default 5 minutes). The
+            # controller's PodGroup status writes are that event when a gang finishes, but kubedl-py deletes a
+            # finished job's PodGroup and can do so before the controller's last write lands (its write then
+            # fails, no update is seen); on a busy cluster any new pod is such an event too, on a test's
+            # quiet one nothing else is. Deprecated flag, still served by kube-scheduler 1.34.
+            f"--pod-max-in-unschedulable-pods-duration={self.unschedulable_flush_seconds}s",
         ]
 
     async def ready(self) -> bool:
