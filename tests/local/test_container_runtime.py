@@ -368,6 +368,9 @@ def local_up(image: str, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[byte
             "--no-controller",
             "--kubeconfig",
             str(kubeconfig),
+            # its state under tmp_path: a SIGKILLed cluster cannot remove a temporary directory of its own
+            "--data-dir",
+            str(tmp_path / "data"),
             "--bridge",
             network["process_bridge"],
             "--pod-cidr",
