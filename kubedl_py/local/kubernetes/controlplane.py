@@ -376,18 +376,7 @@ class KubernetesControlPlane:
 
     async def _spawn(self, component: _Component) -> None:
         component.log_path.parent.mkdir(parents=True, exist_ok=True)
-        argv = component.argv
-        setpriv = shutil.which("setpriv")
-        if setpriv is not None:
-            # Dies with us even on SIGKILL (util-linux setpriv sets PR_SET_PDEATHSIG, then execs).
-            argv = [setpriv, "--pdeathsig", "KILL", "--", *argv]
-        log_fd = os.open(component.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        try:
-            component.process = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=log_fd, stderr=asyncio.subprocess.STDOUT
-            )
-        finally:
-            os.close(log_fd)  # the child has its own copy
+        component.process = await start_process(component.argv, component.log_path)
         log.debug("started %s (pid %s)", component.name, component.process.pid)
 
     async def _wait_http(
@@ -467,6 +456,28 @@ class KubernetesControlPlane:
 
 async def _terminate(component: _Component, grace: float = 10.0) -> None:
     await stop_process(component.process, component.name, grace)
+
+
+async def start_process(
+    argv: list[str], log_path: Path, env: Mapping[str, str] | None = None
+) -> asyncio.subprocess.Process:
+    """Start ``argv`` with stdout and stderr appended to ``log_path``: how every process launched beside the
+    control plane (its components, the gang schedulers, Kueue, the peers) is started. It dies with us even on
+    SIGKILL (util-linux ``setpriv --pdeathsig KILL`` sets PR_SET_PDEATHSIG, then execs)."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is not None:
+        argv = [setpriv, "--pdeathsig", "KILL", "--", *argv]
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        return await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=log_fd,
+            stderr=asyncio.subprocess.STDOUT,
+            env=dict(env) if env is not None else None,
+        )
+    finally:
+        os.close(log_fd)  # the child has its own copy
 
 
 async def stop_process(process: asyncio.subprocess.Process | None, name: str, grace: float = 10.0) -> None:

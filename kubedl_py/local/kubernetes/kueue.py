@@ -41,7 +41,6 @@ import copy
 import logging
 import os
 import re
-import shutil
 import sys
 import tempfile
 import time
@@ -57,7 +56,7 @@ from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import AlreadyExists, KubeError, NotFound
 from kubedl_py.kube.resources import NAMESPACES, SECRETS, SERVICES, Resource
 from kubedl_py.local.kubernetes.binaries import BuildError
-from kubedl_py.local.kubernetes.controlplane import _free_ports, log_tail, stop_process
+from kubedl_py.local.kubernetes.controlplane import _free_ports, log_tail, start_process, stop_process
 from kubedl_py.local.kubernetes.programs import GoProgram, ensure_program, module_source
 from kubedl_py.local.kubernetes.release import KUEUE_VERSION
 
@@ -250,18 +249,8 @@ class Kueue:
 
     async def _spawn(self, binary: Path, config_path: Path) -> None:
         argv = [str(binary), f"--config={config_path}", f"--zap-log-level={self.options.log_level}"]
-        setpriv = shutil.which("setpriv")
-        if setpriv is not None:
-            # Dies with us even on SIGKILL (util-linux setpriv sets PR_SET_PDEATHSIG, then execs).
-            argv = [setpriv, "--pdeathsig", "KILL", "--", *argv]
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
-        log_fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        try:
-            self._process = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=log_fd, stderr=asyncio.subprocess.STDOUT, env=env
-            )
-        finally:
-            os.close(log_fd)  # the child has its own copy
+        self._process = await start_process(argv, self.log_path, env)
         log.debug("started Kueue (pid %s), log %s", self._process.pid, self.log_path)
 
     async def _mount_secret(self, cert_dir: Path) -> None:

@@ -83,7 +83,6 @@ import contextlib
 import logging
 import os
 import re
-import shutil
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -99,7 +98,13 @@ from kubedl_py.kube.errors import AlreadyExists, KubeError
 from kubedl_py.kube.resources import NAMESPACES, SECRETS, Resource
 from kubedl_py.local.kubernetes.binaries import BuildError, Progress, _duration, _stderr
 from kubedl_py.local.kubernetes.cluster import install_crds
-from kubedl_py.local.kubernetes.controlplane import KubernetesControlPlane, _free_ports, log_tail, stop_process
+from kubedl_py.local.kubernetes.controlplane import (
+    KubernetesControlPlane,
+    _free_ports,
+    log_tail,
+    start_process,
+    stop_process,
+)
 from kubedl_py.local.kubernetes.programs import (
     BuiltProgram,
     GoProgram,
@@ -519,23 +524,13 @@ _NOT_INHERITED: Final = frozenset(
 
 async def _spawn(argv: list[str], environment: dict[str, str], log_path: Path) -> asyncio.subprocess.Process:
     inherited = {key: value for key, value in os.environ.items() if key not in _NOT_INHERITED}
-    command = list(argv)
-    setpriv = shutil.which("setpriv")
-    if setpriv is not None:
-        command = [setpriv, "--pdeathsig", "KILL", "--", *command]  # dies with us, even on SIGKILL
+    header = f"# kubedl-py: {' '.join(argv)} ({', '.join(f'{k}={v}' for k, v in environment.items())})\n"
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
-        with os.fdopen(os.dup(log_fd), "a") as header:
-            header.write(f"# kubedl-py: {' '.join(argv)} ({', '.join(f'{k}={v}' for k, v in environment.items())})\n")
-        return await asyncio.create_subprocess_exec(
-            *command,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=log_fd,
-            stderr=asyncio.subprocess.STDOUT,
-            env={**inherited, **environment},
-        )
+        os.write(log_fd, header.encode())
     finally:
-        os.close(log_fd)  # the child has its own copy
+        os.close(log_fd)
+    return await start_process(argv, log_path, {**inherited, **environment})
 
 
 async def _wait_ready(

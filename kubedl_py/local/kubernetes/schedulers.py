@@ -32,7 +32,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import shutil
 import socket
 import ssl
 import sys
@@ -48,7 +47,7 @@ from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import AlreadyExists, NotFound
 from kubedl_py.kube.resources import Resource
 from kubedl_py.local.kubernetes.binaries import BuildError, Progress, _duration, _stderr
-from kubedl_py.local.kubernetes.controlplane import log_tail, stop_process
+from kubedl_py.local.kubernetes.controlplane import log_tail, start_process, stop_process
 from kubedl_py.local.kubernetes.install import FIELD_MANAGER
 from kubedl_py.local.kubernetes.programs import BuiltProgram, GoProgram, ensure_program, find_program, module_source
 from kubedl_py.local.kubernetes.release import SCHEDULER_PLUGINS_VERSION, VOLCANO_VERSION
@@ -182,7 +181,7 @@ class GangSchedulerProcess:
         async with KubeClient(kubeconfig=self.kubeconfig) as kube:
             await install_scheduler_crds(kube, crds)
             await self.prepare(kube)
-        self.process = await _spawn(self.arguments(built), self.log_path, self.environment())
+        self.process = await start_process(self.arguments(built), self.log_path, self.environment())
         started = time.monotonic()
         try:
             await self._wait_ready()
@@ -285,7 +284,7 @@ class SchedulerPlugins(GangSchedulerProcess):
             "--enableLeaderElection=false",
         ]
         environment = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
-        process = await _spawn(argv, self.controller_log, environment)
+        process = await start_process(argv, self.controller_log, environment)
         self.companions.append(("controller", process))
         name = f"{self.program.name}'s controller"
         await _wait_started(process, self._controller_ready, name, self.controller_log, self.start_timeout)
@@ -439,24 +438,6 @@ class Volcano(GangSchedulerProcess):
 
 
 SCHEDULERS: Final[dict[str, type[GangSchedulerProcess]]] = {"scheduler-plugins": SchedulerPlugins, "volcano": Volcano}
-
-
-async def _spawn(argv: list[str], log_path: Path, env: Mapping[str, str]) -> asyncio.subprocess.Process:
-    """Start ``argv`` with its output appended to ``log_path``; it dies with us (``setpriv --pdeathsig``)."""
-    setpriv = shutil.which("setpriv")
-    if setpriv is not None:
-        argv = [setpriv, "--pdeathsig", "KILL", "--", *argv]  # even on SIGKILL
-    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        return await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=log_fd,
-            stderr=asyncio.subprocess.STDOUT,
-            env=dict(env),
-        )
-    finally:
-        os.close(log_fd)
 
 
 def _free_port() -> int:

@@ -44,14 +44,14 @@ def _kill_all(groups: set[int]) -> None:
 
 
 def _kill_cgroups(roots: set[str]) -> None:
-    """cgroup.kill each container cgroup under each root and the root, then remove them, children first."""
+    """cgroup.kill each root (which kills its descendants' processes too), then remove the container cgroups
+    under it and the root, children first (the same as ``cgroup.remove_tree``; this script imports nothing)."""
     for root in map(Path, roots):
         if not root.is_dir():
             continue
+        with contextlib.suppress(OSError):
+            (root / "cgroup.kill").write_text("1")
         children = [child for child in root.iterdir() if child.is_dir()]
-        for path in [*children, root]:
-            with contextlib.suppress(OSError):
-                (path / "cgroup.kill").write_text("1")
         deadline = time.monotonic() + 5
         for path in [*children, root]:
             while path.exists() and time.monotonic() < deadline:

@@ -114,18 +114,18 @@ class Scope:
         await asyncio.to_thread(_rmdir_when_empty, self.path, time.monotonic() + _EMPTY_TIMEOUT)
 
 
-def _rmdir_when_empty(path: Path, deadline: float) -> bool:
+def _rmdir_when_empty(path: Path, deadline: float) -> None:
     """rmdir ``path``, retrying while its killed processes exit (EBUSY) until ``deadline``."""
     while True:
         try:
             path.rmdir()
-            return True
+            return
         except FileNotFoundError:
-            return True
+            return
         except OSError as exc:
             if time.monotonic() > deadline:
                 log.warning("cgroup %s not removed (%s): processes in it did not exit", path, exc)
-                return False
+                return
             time.sleep(0.01)
 
 
@@ -133,12 +133,9 @@ def remove_tree(root: Path) -> None:
     """Kill everything under ``root`` and remove it, children first (best effort: what stays busy stays)."""
     if not root.is_dir():
         return
-    children = [child for child in root.iterdir() if child.is_dir()]
-    for child in children:
-        with contextlib.suppress(OSError):
-            (child / "cgroup.kill").write_text("1")
     with contextlib.suppress(OSError):
-        (root / "cgroup.kill").write_text("1")
+        (root / "cgroup.kill").write_text("1")  # the cgroup and all its descendants
+    children = [child for child in root.iterdir() if child.is_dir()]
     deadline = time.monotonic() + _EMPTY_TIMEOUT
     for path in [*children, root]:
         _rmdir_when_empty(path, deadline)
