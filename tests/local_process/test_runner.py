@@ -127,7 +127,18 @@ async def test_main_exit_kills_leftover_group_members(runtime: ProcessRuntime, t
 def detached(pidfile: Path, seconds: int) -> str:
     """A script whose background ``sleep`` leaves the process group (``setsid``, as PaddlePaddle's launcher
     starts its trainers), then ends."""
-    return f"setsid sleep {seconds} >/dev/null 2>&1 & echo $! > {pidfile}; exit 0"
+    return f"{leave_group(pidfile, seconds)}; exit 0"
+
+
+def leave_group(pidfile: Path | str, seconds: int) -> str:
+    """Start a ``sleep`` that has left the process group, and wait until it has: it writes its pid itself,
+    after ``setsid`` (written by the parent, the pid could name a process still in the group, killed with
+    it, and the tests would pass without the cgroup)."""
+    return (
+        # $$$$: a container's command and args expand $(VAR) and turn $$ into $ (kubelet semantics)
+        f"setsid /bin/sh -c 'echo $$$$ > {pidfile}.tmp && mv {pidfile}.tmp {pidfile}; exec sleep {seconds}' "
+        f">/dev/null 2>&1 & while [ ! -s {pidfile} ]; do sleep 0.01; done"
+    )
 
 
 async def test_a_process_that_left_the_group_dies_with_its_container(runtime: ProcessRuntime, tmp_path: Path) -> None:
@@ -183,7 +194,7 @@ async def test_the_runtimes_cgroups_are_gone_after_close(tmp_path: Path) -> None
         pytest.skip("cgroup v2 is not writable here: containers are contained by their process group only")
     pidfile = tmp_path / "detached.pid"
     await rt.start_container(pod(), sh("a", "sleep 300"))
-    await rt.start_container(pod(), sh("b", f"setsid sleep 302 >/dev/null 2>&1 & echo $! > {pidfile}; wait"))
+    await rt.start_container(pod(), sh("b", f"{leave_group(pidfile, 302)}; wait"))
     await wait_until(lambda: pidfile.exists() and pidfile.read_text().strip() != "", what="detached pid")
     assert len([child for child in root.iterdir() if child.is_dir()]) == 2
     await rt.close(grace_seconds=1)
@@ -257,10 +268,12 @@ _PARENT = textwrap.dedent(
         # A shell that forks: its child is a grandchild of this process, out of PDEATHSIG's reach.
         shell = await rt.start_container(
             p, ContainerSpec(name="b", command=["/bin/sh", "-c", f"sleep 301 & echo $! > {pidfile}; wait"]))
-        # One that left its process group: only the container's cgroup holds it (none: it is not reported).
+        # One that left its process group (it writes its pid after setsid): only the container's cgroup holds it
+        # (without cgroups it is not reported).
         detached = pidfile + ".detached"
         await rt.start_container(p, ContainerSpec(
-            name="c", command=["/bin/sh", "-c", f"setsid sleep 302 >/dev/null 2>&1 & echo $! > {detached}; wait"]))
+            name="c", command=["/bin/sh", "-c", f"setsid /bin/sh -c 'echo $$$$ > {detached}.tmp && "
+                               f"mv {detached}.tmp {detached}; exec sleep 302' >/dev/null 2>&1 & wait"]))
         for path in (pidfile, detached):
             while not Path(path).exists() or not Path(path).read_text().strip():
                 await asyncio.sleep(0.02)
