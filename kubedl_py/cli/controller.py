@@ -32,6 +32,8 @@ def controller_options(args: argparse.Namespace) -> ControllerOptions:
     """The controller's options from the flags; :class:`UsageError` naming the flag for a bad one."""
     if args.workers < 1:
         raise UsageError("--workers must be at least 1")
+    if args.write_concurrency < 1:
+        raise UsageError(f"--write-concurrency must be at least 1, not {args.write_concurrency}")
     try:
         port_range = parse_range(args.hostnetwork_port_range)
     except ValueError as exc:
@@ -48,6 +50,7 @@ def controller_options(args: argparse.Namespace) -> ControllerOptions:
         namespace=args.namespace or None,
         workers=args.workers,
         urgent_write_hold=args.urgent_write_hold,
+        write_concurrency=args.write_concurrency,
         metrics_addr=args.metrics_addr,
         leader_elect=args.leader_elect,
         leader_elect_namespace=args.leader_elect_namespace,

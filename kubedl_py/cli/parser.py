@@ -131,6 +131,13 @@ def _add_controller(sub: Subcommands) -> None:
     p.add_argument("-n", "--namespace", default=None, help="watch only this namespace (default: all)")
     p.add_argument("--workers", type=int, default=16, help="concurrent reconciles per job kind (default 16)")
     p.add_argument(
+        "--write-concurrency",
+        type=int,
+        default=32,
+        metavar="N",
+        help="pod/Service writes in flight per job kind (default 32)",
+    )
+    p.add_argument(
         "--urgent-write-hold",
         type=float,
         default=1.0,

@@ -114,6 +114,8 @@ class ReconcilerOptions:
     gang: Gang | None = None
     #: controller-wide defaults under each job's ``spec.rdma`` (``--rdma-defaults``)
     rdma_defaults: RdmaSpec | None = None
+    #: pod/Service writes in flight for the jobs of this kind (``--write-concurrency``)
+    write_concurrency: int = WRITE_CONCURRENCY
 
 
 class JobReconciler:
@@ -145,7 +147,7 @@ class JobReconciler:
         self.options = options or ReconcilerOptions()
         self.expectations = Expectations()
         self._on_transition = on_transition or (lambda kind, condition, namespace: None)
-        self._writes = asyncio.Semaphore(WRITE_CONCURRENCY)
+        self._writes = asyncio.Semaphore(self.options.write_concurrency)
         # Replacements of a running job's pods (and their Services) do not queue behind the writes of jobs
         # being created: a few slots of their own.
         self._urgent_writes = asyncio.Semaphore(URGENT_WRITE_CONCURRENCY)

@@ -21,7 +21,7 @@ from kubedl_py.api import constants as c
 from kubedl_py.api.groups import GROUPS, KUBEDL, ApiGroup
 from kubedl_py.controllers.gang import Gang, GangSchedulerKind
 from kubedl_py.controllers.hostnetwork import HostNetwork
-from kubedl_py.controllers.job import JobReconciler, ReconcilerOptions
+from kubedl_py.controllers.job import WRITE_CONCURRENCY, JobReconciler, ReconcilerOptions
 from kubedl_py.controllers.ports import DEFAULT_RANGE, HostPortAllocator
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
@@ -46,6 +46,8 @@ class ControllerOptions:
     #: while a job that lost a pod is reconciled, the controller's other writes wait this long at most (0: never;
     #: kubedl_py.kube.priority)
     urgent_write_hold: float = 1.0
+    #: pod/Service writes in flight per job kind for new and changed jobs (the urgent lane has 8 of its own)
+    write_concurrency: int = WRITE_CONCURRENCY
     metrics_addr: str | None = None
     leader_elect: bool = False
     leader_elect_namespace: str = "kubedl-system"
@@ -218,7 +220,10 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
                 hostnetwork=hostnetwork,
                 recorder=recorder,
                 options=ReconcilerOptions(
-                    cluster_domain=options.cluster_domain, gang=gang, rdma_defaults=options.rdma_defaults
+                    cluster_domain=options.cluster_domain,
+                    gang=gang,
+                    rdma_defaults=options.rdma_defaults,
+                    write_concurrency=options.write_concurrency,
                 ),
                 on_transition=count,
                 podgroups=podgroups,

@@ -351,6 +351,27 @@ def test_urgent_write_hold_flag_reaches_the_manager_and_a_bad_value_names_the_fl
             options("--urgent-write-hold", bad)
 
 
+def test_write_concurrency_flag_reaches_the_reconcilers_and_a_bad_value_names_the_flag() -> None:
+    from kubedl_py.cli.controller import controller_options
+    from kubedl_py.cli.errors import UsageError
+    from kubedl_py.cli.parser import build_parser
+    from kubedl_py.controllers.job import WRITE_CONCURRENCY, JobReconciler
+    from kubedl_py.controllers.setup import build_manager
+    from kubedl_py.kube.client import KubeClient
+
+    def reconcilers(*flags: str) -> list[JobReconciler]:
+        manager = build_manager(KubeClient(), controller_options(build_parser().parse_args(["controller", *flags])))
+        found = [c.reconciler for c in manager.controllers if isinstance(c.reconciler, JobReconciler)]
+        assert found
+        return found
+
+    assert {r.options.write_concurrency for r in reconcilers()} == {WRITE_CONCURRENCY}
+    assert {r.options.write_concurrency for r in reconcilers("--write-concurrency", "8")} == {8}
+    for bad in ("0", "-3"):
+        with pytest.raises(UsageError, match=r"--write-concurrency must be at least 1, not"):
+            reconcilers("--write-concurrency", bad)
+
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
-from kubedl_py.controllers.job import WRITE_CONCURRENCY, JobReconciler
+from kubedl_py.controllers.job import WRITE_CONCURRENCY, JobReconciler, ReconcilerOptions
 from kubedl_py.kube.priority import WriteGate
 from tests.kube.support import eventually
 
 
-def reconciler() -> JobReconciler:
+def reconciler(options: ReconcilerOptions | None = None) -> JobReconciler:
     nothing = cast(Any, None)
     return JobReconciler(
         client=nothing,
@@ -22,6 +22,7 @@ def reconciler() -> JobReconciler:
         services=nothing,
         hostnetwork=nothing,
         recorder=nothing,
+        options=options,
     )
 
 
@@ -55,3 +56,28 @@ async def test_an_urgent_reconcile_writes_while_every_shared_slot_waits_at_the_g
         assert await failover == ["replacement 0", "replacement 1"]
         await new_jobs
     assert sent[:2] == ["replacement 0", "replacement 1"] and len(sent) == WRITE_CONCURRENCY + 3
+
+
+async def test_write_concurrency_caps_the_writes_in_flight() -> None:
+    job = reconciler(ReconcilerOptions(write_concurrency=3))
+    in_flight, most = 0, 0
+    release = asyncio.Event()
+
+    async def write(i: int) -> int:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        await release.wait()
+        in_flight -= 1
+        return i
+
+    batch = asyncio.create_task(job._gather(write(i) for i in range(10)))
+    await eventually(lambda: in_flight == 3, what="three writes in flight")
+    # the others wait for a slot: none starts while the three are held
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert in_flight == 3
+    release.set()
+    async with asyncio.timeout(5):
+        assert await batch == list(range(10))
+    assert most == 3
