@@ -21,8 +21,10 @@ from kubedl_py.kube.resources import PODS, SERVICES
 from kubedl_py.local.kubernetes.cluster import KubernetesCluster, create_namespace
 from kubedl_py.local.kubernetes.controlplane import log_tail
 from kubedl_py.local.kubernetes.peers import (
+    TRAINING_OPERATOR_CERT_DIR,
     PeerName,
     PeerProcess,
+    _SharedDirectory,
     get_peer,
     install_peer_crds,
     job_condition,
@@ -71,6 +73,8 @@ async def test_a_peer_runs_a_pytorchjob(
     peer_cluster: KubernetesCluster, tmp_path: Path, peer: PeerName, services: int
 ) -> None:
     chosen = get_peer(peer)
+    cert_top = TRAINING_OPERATOR_CERT_DIR.parent
+    left_before = cert_top.exists()
     kube = await prepared(peer_cluster, peer)
     try:
         kubeconfig = peer_kubeconfig(peer_cluster.control_plane, peer)
@@ -93,6 +97,10 @@ async def test_a_peer_runs_a_pytorchjob(
 
             await until(proc, job_running, what="the job's Running condition")
             assert proc.running
+            if peer == "training-operator":
+                assert (TRAINING_OPERATOR_CERT_DIR / "tls.crt").is_file()
+        # the Training Operator's fixed certificate directory does not outlive it (unless it was there before)
+        assert cert_top.exists() == left_before
     finally:
         await kube.close()
 
@@ -184,3 +192,20 @@ def test_peer_jobs_follow_each_api() -> None:
     assert container["ports"] == [{"name": "pytorchjob-port", "containerPort": 23456}]  # KubeDL needs it for Services
     with pytest.raises(ValueError, match="no host-network mode"):
         peer_pytorchjob("training-operator", "j", "ns", 2, host_network=True)
+
+
+def test_the_shared_certificate_directory_goes_with_its_last_user(tmp_path: Path) -> None:
+    top = tmp_path / "k8s-webhook-server"
+    shared = _SharedDirectory(top)
+    shared.claim()
+    shared.claim()
+    (top / "serving-certs").mkdir(parents=True)
+    shared.release()
+    assert top.is_dir()  # one user left
+    shared.release()
+    assert not top.exists()
+    # one that was there before this process is not its to remove
+    (top / "serving-certs").mkdir(parents=True)
+    shared.claim()
+    shared.release()
+    assert top.is_dir()

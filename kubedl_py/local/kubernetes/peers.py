@@ -51,8 +51,9 @@ How each is run (:func:`run_peer`):
   behaviour changes. Its webhook server reads the same directory (controller-runtime's default,
   ``os.TempDir()``: ``TMPDIR`` is removed from its environment). The directory is fixed, so concurrent runs share
   it: each writes a valid key pair atomically, and as no webhook is called, whose pair it serves does not
-  matter. Ready when ``/readyz`` answers (certificates ready, webhook server up) and its PyTorchJob controller
-  has started its workers.
+  matter. When this process's last Training Operator stops, ``/tmp/k8s-webhook-server`` is removed if this
+  process made it. Ready when ``/readyz`` answers (certificates ready, webhook server up) and its PyTorchJob
+  controller has started its workers.
 - KubeDL: ``--workloads=PyTorchJob`` (default ``auto`` asks discovery for each of its 13 kinds' CRDs, and
   for OpenKruise's), ``--enable-leader-election=false`` (default true), ``--controller-metrics-addr`` on a free
   loopback port and ``--metrics-addr`` on a free port (an int: it binds all interfaces), and one feature gate
@@ -83,6 +84,7 @@ import contextlib
 import logging
 import os
 import re
+import shutil
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -266,6 +268,31 @@ TRAINING_OPERATOR_SECRET: Final = "training-operator-webhook-cert"
 TRAINING_OPERATOR_CERT_DIR: Final = Path("/tmp/k8s-webhook-server/serving-certs")
 
 
+class _SharedDirectory:
+    """The Training Operator's fixed certificate directory, made by the first of this process's Training
+    Operators and removed (with the parent this process made, ``/tmp/k8s-webhook-server``) when the last one
+    stops, so no run leaves it behind. One that existed before is left alone."""
+
+    def __init__(self, top: Path) -> None:
+        self.top = top
+        self.users = 0
+        self.made = False
+
+    def claim(self) -> None:
+        if self.users == 0:
+            self.made = not self.top.exists()
+        self.users += 1
+
+    def release(self) -> None:
+        self.users -= 1
+        if self.users == 0 and self.made:
+            shutil.rmtree(self.top, ignore_errors=True)
+            self.made = False
+
+
+_CERT_DIR: Final = _SharedDirectory(TRAINING_OPERATOR_CERT_DIR.parent)
+
+
 class PeerError(RuntimeError):
     """A peer failed to start or to become ready; the message carries its log's tail."""
 
@@ -440,6 +467,7 @@ async def run_peer(
     metrics_port, health_port, extra_port = _free_ports(3)
     environment = {"KUBECONFIG": str(kubeconfig)}
     mirror: asyncio.Task[None] | None = None
+    claimed = False
     if chosen.name == "training-operator":
         argv = [
             str(built[chosen.command]),
@@ -460,6 +488,8 @@ async def run_peer(
         environment["MY_POD_NAMESPACE"] = TRAINING_OPERATOR_NAMESPACE
         async with KubeClient(kubeconfig=setup_kubeconfig or kubeconfig) as kube:
             await _prepare_training_operator(kube)
+        _CERT_DIR.claim()
+        claimed = True
         mirror = asyncio.create_task(
             _mirror_secret(setup_kubeconfig or kubeconfig, TRAINING_OPERATOR_CERT_DIR),
             name="training-operator-cert-mount",
@@ -513,6 +543,8 @@ async def run_peer(
             with contextlib.suppress(asyncio.CancelledError):
                 await mirror
         await stop_process(process, f"{chosen.name} (log {log_path})", grace=15)
+        if claimed:
+            _CERT_DIR.release()
 
 
 #: what would change a peer's behaviour from outside: its namespace, workload and rate-limit switches, and
