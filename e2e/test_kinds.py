@@ -15,7 +15,9 @@ job fails, naming that replica, as the policy says. Needs the ``kinds`` extra (`
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import re
 import shutil
 import sys
 import uuid
@@ -30,6 +32,7 @@ from e2e.conftest import REPO, Target
 from e2e.test_pytorch import PID, eventually, log_of
 from kubedl_py import TrainingClient
 from kubedl_py.sdk import job_state
+from kubedl_py.sdk.errors import JobNotFoundError
 
 
 @dataclass(frozen=True)
@@ -187,6 +190,35 @@ def test_a_killed_worker_fails_the_job_under_restart_policy_never(
         failed = next(c for c in job.status.conditions if c.type == "Failed")
         assert failed.reason == "ReplicaFailed", failed
         assert f"{rtype} {index} exited with code 137" in (failed.message or ""), failed
+        if kind.launcher and target.local:
+            # The launcher's trainers are its children, started in sessions of their own: once the job and
+            # its pods are gone, none of them may live on (the container's cgroup ends them with it).
+            trainers = trainer_pids(name)
+            assert trainers, "the trainers print their pids"
+            client.delete(name)
+            eventually(
+                lambda: not any(runs(pid, kind.program) for pid in trainers),
+                within=60,
+                what=f"no trainer of {sorted(trainers)} outliving its pod",
+            )
     finally:
-        client.delete(name)
+        with contextlib.suppress(JobNotFoundError):
+            client.delete(name)
         shutil.rmtree(f"/tmp/kubedl-e2e-{name}", ignore_errors=True)  # Paddle's launcher logs
+
+
+TRAINER = re.compile(r"^trainer \d+/\d+ pid=(\d+)", re.MULTILINE)
+
+
+def trainer_pids(name: str) -> set[int]:
+    """The pids the Paddle trainers of job ``name`` printed in their launchers' logs."""
+    logs = Path(f"/tmp/kubedl-e2e-{name}").glob("*/workerlog.*")
+    return {int(pid) for log in logs for pid in TRAINER.findall(log.read_text(errors="replace"))}
+
+
+def runs(pid: int, program: str) -> bool:
+    """Process ``pid`` is alive and runs ``program`` (not a later process that reuses the pid)."""
+    try:
+        return program in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False
