@@ -130,6 +130,11 @@ def failover(results: dict[str, Any]) -> list[str]:
             "200 jobs being created, before the early re-point, timed on a watch of the whole namespace",
         ),
         ("real_failover_under_load_before_write_gate", "200 jobs being created, before the write gate"),
+        (
+            "real_failover_under_load_without_gate_at_0048",
+            "200 jobs being created, write gate off (`--urgent-write-hold 0`), the run of 2026-11-24 00:48",
+        ),
+        ("real_failover_under_load_at_0036", "200 jobs being created, the run of 2026-11-24 00:36"),
         ("real_failover_under_load_without_gate", "200 jobs being created, write gate off (`--urgent-write-hold 0`)"),
         ("real_failover_under_load", "200 jobs being created"),
     ):
