@@ -99,7 +99,7 @@ def _reason(job: Job, word: str, specific: str | None = None) -> str:
 #: Kubernetes Job controller batches its pods' updates the same way, once a second)
 STATUS_BATCH_PERIOD = 1.0
 
-# How many pod/Service writes one reconcile keeps in flight.
+#: pod/Service writes in flight per job kind, shared by its reconciles (default of ``--write-concurrency``)
 WRITE_CONCURRENCY = 32
 #: writes in flight per job kind for replacing pods of running jobs, beside WRITE_CONCURRENCY
 URGENT_WRITE_CONCURRENCY = 8

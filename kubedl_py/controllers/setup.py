@@ -40,8 +40,9 @@ OWNED_SELECTOR = f"{c.LABEL_CONTROLLER}={c.CONTROLLER_NAME}"
 class ControllerOptions:
     #: watch one namespace only (None: all)
     namespace: str | None = None
-    #: concurrent reconciles per job kind; their pod/Service writes share a cap of 32 in flight per kind, and
-    #: 16 fill it (4 left the N = 200 burst 20% slower on the real control plane, docs/benchmarks.md)
+    #: concurrent reconciles per job kind; their pod/Service writes share a cap of ``write_concurrency`` (32) in
+    #: flight per kind, and 16 fill it (4 left the N = 200 burst 20% slower on the real control plane,
+    #: docs/benchmarks.md)
     workers: int = 16
     #: while a job that lost a pod is reconciled, the controller's other writes wait this long at most (0: never;
     #: kubedl_py.kube.priority)
