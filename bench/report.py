@@ -136,6 +136,10 @@ def failover(results: dict[str, Any]) -> list[str]:
         ),
         ("real_failover_under_load_at_0036", "200 jobs being created, the run of 2026-11-24 00:36"),
         ("real_failover_under_load_without_gate", "200 jobs being created, write gate off (`--urgent-write-hold 0`)"),
+        (
+            "real_failover_under_load_before_fair_status",
+            "200 jobs being created, the run of 2026-11-24 06:21, before the node agent's per-node status writes",
+        ),
         ("real_failover_under_load", "200 jobs being created"),
     ):
         entry = results.get(key) or {}
