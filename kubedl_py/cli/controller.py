@@ -40,6 +40,10 @@ def controller_options(args: argparse.Namespace) -> ControllerOptions:
         raise UsageError(f"--hostnetwork-port-range: {exc}") from None
     if not args.urgent_write_hold >= 0:  # also refuses nan
         raise UsageError(f"--urgent-write-hold must be 0 (never hold) or more seconds, not {args.urgent_write_hold}")
+    if not args.repair_window >= 0:
+        raise UsageError(f"--repair-window must be 0 (never) or more seconds, not {args.repair_window}")
+    if args.repair_workers < 1:
+        raise UsageError(f"--repair-workers must be at least 1, not {args.repair_workers}")
     if args.resync_period is not None and args.resync_period <= 0:
         raise UsageError("--resync-period must be positive")
     informer = InformerSettings(resync_period=args.resync_period) if args.resync_period else None
@@ -50,6 +54,8 @@ def controller_options(args: argparse.Namespace) -> ControllerOptions:
         namespace=args.namespace or None,
         workers=args.workers,
         urgent_write_hold=args.urgent_write_hold,
+        repair_window=args.repair_window,
+        repair_workers=args.repair_workers,
         write_concurrency=args.write_concurrency,
         metrics_addr=args.metrics_addr,
         leader_elect=args.leader_elect,

@@ -144,6 +144,21 @@ def _add_controller(sub: Subcommands) -> None:
         metavar="SECONDS",
         help="while a job that lost a pod is reconciled, other writes wait up to this long (default 1; 0: never)",
     )
+    p.add_argument(
+        "--repair-window",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="after a running job is repaired (a lost pod replaced), new jobs are reconciled by at most"
+        " --repair-workers workers per kind for this long (default 5; 0: never)",
+    )
+    p.add_argument(
+        "--repair-workers",
+        type=int,
+        default=2,
+        metavar="N",
+        help="reconciles of new and changed jobs at once per kind during the repair window (default 2)",
+    )
     p.add_argument("--metrics-addr", default=None, help="HOST:PORT for /metrics, /healthz, /readyz")
     p.add_argument("--leader-elect", action="store_true", help="act only while holding the leader Lease")
     p.add_argument(

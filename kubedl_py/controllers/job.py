@@ -274,7 +274,10 @@ class JobReconciler:
         await self._remove_surplus(seen)
         try:
             await self._handle_failures(seen)
-            await network.repoint_ahead([r for r in seen.replicas.values() if r.terminating])
+            terminating = [r for r in seen.replicas.values() if r.terminating]
+            if terminating and WriteGate.passing():
+                self._repairing()  # a running job losing a pod: new jobs go slower for a while (the repair window)
+            await network.repoint_ahead(terminating)
             if not await self.podgroups.ensure(seen):
                 return
             await self._create_owned(seen, network)
@@ -566,6 +569,8 @@ class JobReconciler:
         # Some replicas still have their pods: usually replacements, whose peers wait for them (or the later
         # step of a staged start, e.g. an MPI launcher after its workers: also work of a job already running).
         urgent = any(r.pod is not None for r in seen.replicas.values())
+        if urgent and missing and WriteGate.passing():
+            self._repairing()  # replacing a running job's lost pods
         service_results = await self._gather(
             (self._create(SERVICES, build_service(job, r.replica_type, r.index, addressing)) for r in need_service),
             urgent=urgent,
@@ -827,6 +832,11 @@ class JobReconciler:
         self._on_transition(self.framework.kind, st.FAILED, str(meta.get("namespace") or ""))
 
     # --------------------------------------------------------------------------------------------- writes
+
+    def _repairing(self) -> None:
+        """Open (or extend) the repair window: kubedl_py.kube.priority."""
+        if self.client.write_gate is not None:
+            self.client.write_gate.repaired()
 
     async def _gather(self, calls: Iterable[Awaitable[Any]], *, urgent: bool = False) -> list[Any]:
         # A reconcile from the urgent lane always writes through the urgent slots: the shared ones may all be

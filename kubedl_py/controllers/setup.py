@@ -47,6 +47,10 @@ class ControllerOptions:
     #: while a job that lost a pod is reconciled, the controller's other writes wait this long at most (0: never;
     #: kubedl_py.kube.priority)
     urgent_write_hold: float = 1.0
+    #: for this many seconds after a running job is repaired, at most ``repair_workers`` reconciles of new and
+    #: changed jobs run at once per kind (0: never; kubedl_py.kube.priority)
+    repair_window: float = 5.0
+    repair_workers: int = 2
     #: pod/Service writes in flight per job kind for new and changed jobs (the urgent lane has 8 of its own)
     write_concurrency: int = WRITE_CONCURRENCY
     metrics_addr: str | None = None
@@ -161,6 +165,8 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
         settings=ManagerSettings(
             workers=options.workers,
             urgent_write_hold=options.urgent_write_hold,
+            repair_window=options.repair_window,
+            repair_workers=options.repair_workers,
             metrics_addr=options.metrics_addr,
             leader_election=leader if options.leader_elect else None,
             informer=options.informer,

@@ -36,7 +36,7 @@ from kubedl_py.kube.health import HealthServer
 from kubedl_py.kube.informer import Handler, IndexFunc, Informer, InformerSettings, drop_managed_fields
 from kubedl_py.kube.leader import LeaderElectionSettings, LeaderElector, LeadershipLost
 from kubedl_py.kube.metrics import Metrics
-from kubedl_py.kube.priority import WriteGate
+from kubedl_py.kube.priority import OrdinaryLimit, WriteGate
 from kubedl_py.kube.resources import Resource, object_key
 from kubedl_py.kube.workqueue import BackoffSettings, ExponentialBackoff, ShutDown, WorkQueue
 
@@ -129,6 +129,7 @@ class Controller:
         backoff: BackoffSettings | None = None,
         urgent_workers: int = 0,
         write_gate: WriteGate | None = None,
+        repair_workers: int | None = None,
     ) -> None:
         self.name = name
         self.reconciler = reconciler
@@ -138,6 +139,12 @@ class Controller:
         self.urgent_workers = urgent_workers
         #: held while a key from the urgent lane is reconciled: the process's other writes wait for it
         self.write_gate = write_gate
+        #: ordinary reconciles at once while the write gate's repair window is open (None: ``workers``)
+        self.ordinary: OrdinaryLimit | None = None
+        if write_gate is not None and repair_workers is not None and repair_workers < workers:
+            self.ordinary = OrdinaryLimit(
+                write_gate, normal=workers, repairing=repair_workers, name=name, metrics=metrics
+            )
         self.metrics = metrics
         self.queue: WorkQueue[str] = WorkQueue(name=name, backoff=ExponentialBackoff(backoff), metrics=metrics)
         self._tasks: list[asyncio.Task[None]] = []
@@ -206,18 +213,23 @@ class Controller:
 
     async def _worker(self, *, urgent_only: bool = False) -> None:
         while True:
-            try:
-                key, urgent = await self.queue.take(urgent_only=urgent_only)
-            except ShutDown:
-                return
-            try:
-                if urgent and self.write_gate is not None:
-                    with self.write_gate.urgent():
+            # While the repair window is open, a worker that may take ordinary keys first waits for one of the
+            # fewer slots, and only then takes a key: a key taken and then held while waiting would be
+            # "processing", and an urgent add of the same key (its job just lost a pod) would wait for it.
+            limit = self.ordinary if self.ordinary is not None and not urgent_only else None
+            async with limit.slot() if limit is not None else contextlib.nullcontext():
+                try:
+                    key, urgent = await self.queue.take(urgent_only=urgent_only)
+                except ShutDown:
+                    return
+                try:
+                    if urgent and self.write_gate is not None:
+                        with self.write_gate.urgent():
+                            await self._reconcile(key)
+                    else:
                         await self._reconcile(key)
-                else:
-                    await self._reconcile(key)
-            finally:
-                self.queue.done(key)
+                finally:
+                    self.queue.done(key)
 
     async def _reconcile(self, key: str) -> None:
         started = time.monotonic()
@@ -272,6 +284,10 @@ class ManagerSettings:
     #: while such a key is reconciled, the process's other writes wait, this many seconds at most (0: never;
     #: kubedl_py.kube.priority)
     urgent_write_hold: float = 1.0
+    #: seconds after the last repair of a running job (a lost pod replaced, a Service re-pointed) during which
+    #: each controller runs at most ``repair_workers`` ordinary reconciles at once (0: never; kubedl_py.kube.priority)
+    repair_window: float = 5.0
+    repair_workers: int = 2
     #: ``HOST:PORT`` of /metrics /healthz /readyz (``--metrics-addr``); None: no server
     metrics_addr: str | None = None
     #: compete for this Lease and reconcile only while holding it (``--leader-elect``); None: always act
@@ -298,7 +314,9 @@ class Manager:
         self.metrics = metrics or client.metrics or Metrics()
         if client.metrics is None:
             client.metrics = self.metrics
-        self.write_gate = WriteGate(self.settings.urgent_write_hold, metrics=self.metrics)
+        self.write_gate = WriteGate(
+            self.settings.urgent_write_hold, repair_window=self.settings.repair_window, metrics=self.metrics
+        )
         client.write_gate = self.write_gate
         self.informers: list[Informer] = []
         self.controllers: list[Controller] = []
@@ -346,6 +364,7 @@ class Manager:
             backoff=self.settings.backoff,
             urgent_workers=self.settings.urgent_workers,
             write_gate=self.write_gate,
+            repair_workers=self.settings.repair_workers,
         )
         self.controllers.append(controller)
         return controller

@@ -65,6 +65,21 @@ class Metrics:
             buckets=_RECONCILE_BUCKETS,
             registry=self.registry,
         )
+        self.repairs = Counter(
+            f"{prefix}_repairs_total",
+            "Reconciles that repaired a running job (a lost pod seen terminating, or its replacement made); each"
+            " opens or extends the repair window.",
+            registry=self.registry,
+        )
+        self.repair_wait = Histogram(
+            f"{prefix}_repair_wait_seconds",
+            "Seconds a worker waited for a slot before taking its next key while running jobs were being repaired"
+            " (the repair window: fewer reconciles of new and changed jobs at once), by controller; only workers"
+            " that waited are counted.",
+            ["controller"],
+            buckets=_RECONCILE_BUCKETS,
+            registry=self.registry,
+        )
         self.queue_adds = Counter(
             f"{prefix}_workqueue_adds_total", "Keys added to a work queue.", ["queue"], registry=self.registry
         )

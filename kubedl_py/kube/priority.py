@@ -14,6 +14,16 @@ reconcile (its task and every task it starts: the mark is a context variable) an
 :meth:`WriteGate.exempt` (leader election: a lease must be renewed on time) go at once. Every other write
 waits until no urgent reconcile runs, but never longer than ``max_hold`` seconds: a slow or stuck repair delays
 new work by at most that, it never stops it. Reads (gets, lists, watches) never wait.
+
+The repair window. Holding writes during the urgent reconcile is not enough under a burst: before the
+controller even sees that a pod is gone, the old pod's deletion waits in the same CPU-bound kube-apiserver,
+kept busy by the burst's creates and by what follows each created pod (bindings, kubelet status writes). Only
+creating new pods more slowly shortens that, so the process does it while it is repairing: an urgent reconcile
+that replaces a pod or re-points its Service calls :meth:`WriteGate.repaired`, and for ``repair_window``
+seconds after the last such call each controller runs at most ``repair_workers`` ordinary reconciles at once
+(:class:`OrdinaryLimit`), instead of all its workers. Failovers come in groups (a node lost, a preemption), so
+the first one of a group is not helped; the ones after it are, and new jobs are created more slowly
+meanwhile. A burst with no failover is not slowed at all.
 """
 
 from __future__ import annotations
@@ -21,12 +31,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import AsyncIterator, Iterator
 from contextvars import ContextVar
 
 from kubedl_py.kube.metrics import Metrics
 
-__all__ = ["WriteGate"]
+__all__ = ["OrdinaryLimit", "WriteGate"]
 
 #: set inside an urgent reconcile (and the tasks it starts) or an exempt block: its writes never wait
 _PASS: ContextVar[bool] = ContextVar("kubedl_write_gate_pass", default=False)
@@ -35,15 +46,36 @@ _PASS: ContextVar[bool] = ContextVar("kubedl_write_gate_pass", default=False)
 class WriteGate:
     """Holds the writes of everything but urgent reconciles while one runs (see the module docstring).
 
-    ``max_hold``: the longest a write waits, in seconds; 0 turns the gate off (nothing ever waits)."""
+    ``max_hold``: the longest a write waits, in seconds; 0 turns the gate off (nothing ever waits).
+    ``repair_window``: seconds after the last :meth:`repaired` during which :meth:`repair_left` is positive
+    (0: never)."""
 
-    def __init__(self, max_hold: float, *, metrics: Metrics | None = None) -> None:
-        if max_hold < 0:
+    def __init__(self, max_hold: float, *, repair_window: float = 0.0, metrics: Metrics | None = None) -> None:
+        if not max_hold >= 0:  # also refuses nan
             raise ValueError(f"max_hold must be >= 0 seconds (0 turns the gate off), not {max_hold}")
+        if not repair_window >= 0:
+            raise ValueError(f"repair_window must be >= 0 seconds (0 turns it off), not {repair_window}")
         self.max_hold = max_hold
+        self.repair_window = repair_window
         self.metrics = metrics
         self._held = 0
         self._waiters: set[asyncio.Future[None]] = set()
+        self._repair_until = 0.0
+        #: how many times :meth:`repaired` was called
+        self.repairs = 0
+
+    def repaired(self) -> None:
+        """A running job is being repaired (it lost a pod, or the pod's replacement is made): open the repair
+        window, or push its end ``repair_window`` seconds from now."""
+        self.repairs += 1
+        if self.metrics is not None:
+            self.metrics.repairs.inc()
+        if self.repair_window:
+            self._repair_until = max(self._repair_until, time.monotonic() + self.repair_window)
+
+    def repair_left(self) -> float:
+        """Seconds until the repair window closes; 0 when it is closed."""
+        return max(0.0, self._repair_until - time.monotonic())
 
     @property
     def held(self) -> int:
@@ -104,3 +136,66 @@ class WriteGate:
             self._waiters.discard(waiter)
             if self.metrics is not None:
                 self.metrics.write_gate_wait.observe(time.monotonic() - started)
+
+
+class OrdinaryLimit:
+    """How many ordinary (not urgent) reconciles of one controller run at once: ``normal`` (all its workers, so
+    no limit at all) while the gate's repair window is closed, ``repairing`` while it is open (see the module
+    docstring). An ending reconcile wakes the longest waiter; a window that closes lets them all through."""
+
+    def __init__(
+        self, gate: WriteGate, *, normal: int, repairing: int, name: str = "", metrics: Metrics | None = None
+    ) -> None:
+        if repairing < 1:
+            raise ValueError(f"repairing must be at least 1 reconcile, not {repairing}")
+        self.gate = gate
+        self.normal = normal
+        self.repairing = repairing
+        self.name = name
+        self.metrics = metrics
+        self._running = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    @property
+    def running(self) -> int:
+        """Ordinary reconciles running now."""
+        return self._running
+
+    def limit(self) -> int:
+        """How many may run now."""
+        return min(self.normal, self.repairing) if self.gate.repair_left() > 0 else self.normal
+
+    @contextlib.asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        """Run one ordinary reconcile inside this block; wait first while the limit is reached."""
+        started: float | None = None
+        # No queue-jumping rule for newcomers: with one, a worker ending its reconcile would queue behind the
+        # waiters even under the limit, and the workers would convoy one at a time after a window closes.
+        while self._running >= self.limit():
+            if started is None:
+                started = time.monotonic()
+            left = self.gate.repair_left()
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                # woken by a reconcile that ends, or by the window closing (then the limit is ``normal``)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(left if left > 0 else None):
+                        await waiter
+            finally:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
+        if started is not None and self.metrics is not None:
+            self.metrics.repair_wait.labels(self.name).observe(time.monotonic() - started)
+        self._running += 1
+        try:
+            yield
+        finally:
+            self._running -= 1
+            self._wake()
+
+    def _wake(self) -> None:
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+                return

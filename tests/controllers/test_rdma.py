@@ -351,6 +351,34 @@ def test_urgent_write_hold_flag_reaches_the_manager_and_a_bad_value_names_the_fl
             options("--urgent-write-hold", bad)
 
 
+def test_repair_flags_reach_the_controllers_and_a_bad_value_names_the_flag() -> None:
+    from kubedl_py.cli.controller import controller_options
+    from kubedl_py.cli.errors import UsageError
+    from kubedl_py.cli.parser import build_parser
+    from kubedl_py.controllers.setup import ControllerOptions, build_manager
+    from kubedl_py.kube.client import KubeClient
+
+    def options(*flags: str) -> ControllerOptions:
+        return controller_options(build_parser().parse_args(["controller", *flags]))
+
+    manager = build_manager(KubeClient(), options())
+    assert manager.write_gate.repair_window == 5.0
+    assert manager.controllers and all(
+        c.ordinary is not None and c.ordinary.repairing == 2 and c.ordinary.normal == 16 for c in manager.controllers
+    )
+    manager = build_manager(KubeClient(), options("--repair-window", "2.5", "--repair-workers", "6"))
+    assert manager.write_gate.repair_window == 2.5
+    assert all(c.ordinary is not None and c.ordinary.repairing == 6 for c in manager.controllers)
+    # as many repair workers as workers: nothing to limit
+    manager = build_manager(KubeClient(), options("--workers", "4", "--repair-workers", "4"))
+    assert all(c.ordinary is None for c in manager.controllers)
+    for bad in ("-1", "nan"):
+        with pytest.raises(UsageError, match=r"--repair-window must be 0 \(never\) or more seconds"):
+            options("--repair-window", bad)
+    with pytest.raises(UsageError, match="--repair-workers must be at least 1, not 0"):
+        options("--repair-workers", "0")
+
+
 def test_write_concurrency_flag_reaches_the_reconcilers_and_a_bad_value_names_the_flag() -> None:
     from kubedl_py.cli.controller import controller_options
     from kubedl_py.cli.errors import UsageError

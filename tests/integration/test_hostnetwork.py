@@ -127,6 +127,9 @@ async def test_failover_gets_a_new_port_and_the_service_is_repointed_first(
     old = next(p for p in pods if p["metadata"]["name"] == "fo-worker-0")
     peer_env = env_of(next(p for p in pods if p["metadata"]["name"] == "fo-worker-1"))
     cluster.request_log.clear()
+    assert controller.manager is not None
+    gate = controller.manager.write_gate
+    assert gate.repairs == 0  # making a job's pods is not a repair: new jobs are not slowed by it
     await kube.delete(PODS, "fo-worker-0", namespace=kube.ns, grace_period_seconds=grace)
 
     if grace is None:
@@ -148,6 +151,8 @@ async def test_failover_gets_a_new_port_and_the_service_is_repointed_first(
 
     new = await eventually(replaced, what="replacement pod")
     assert host_port(new) != host_port(old)
+    # the failover opened the repair window (kubedl_py.kube.priority): new jobs go slower meanwhile
+    assert gate.repairs >= 1
     assert target_port(await _service(kube, "fo-worker-0")) == host_port(new)
     # One re-point, before the replacement was created; nothing else of the job was written.
     events = await eventually(lambda: _changed_events(kube, "fo"), what="a HostPortChanged event")

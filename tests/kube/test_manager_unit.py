@@ -275,3 +275,29 @@ async def test_a_failover_is_reconciled_while_every_worker_is_busy() -> None:
     manager.stop()
     async with asyncio.timeout(5):
         await run
+
+
+async def test_while_repairing_fewer_ordinary_reconciles_run_and_a_waiting_key_can_still_turn_urgent() -> None:
+    """The repair window is open (kubedl_py.kube.priority): one ordinary reconcile at a time. The other workers
+    wait for a slot *before* taking a key, so a job still in the queue whose pod is then deleted is reconciled at
+    once by the urgent worker, not after a worker that took it as ordinary work gets a slot."""
+    api = FakeApi({"pytorchjobs": [obj("running"), obj("new-1"), obj("new-2"), obj("new-3")], "pods": []})
+    reconciler = Reconciles()
+    reconciler.gate = asyncio.Event()
+    reconciler.gated = {"ns/new-1"}
+    settings = dataclasses.replace(SETTINGS, workers=3, urgent_workers=1, repair_workers=1, repair_window=60.0)
+    manager = build(api, reconciler, settings)
+    controller = manager.controllers[0]
+    assert controller.ordinary is not None
+    manager.write_gate.repaired()  # another job was just repaired
+    run = asyncio.create_task(manager.run())
+    await eventually(lambda: reconciler.calls == ["ns/running", "ns/new-1"], what="new-1's slow reconcile")
+    assert controller.ordinary.running >= 1 and len(controller.queue) == 2  # new-2 and new-3 still queued
+    controller.queue.add("ns/new-3", urgent=True)  # its pod was deleted
+    await eventually(lambda: "ns/new-3" in reconciler.finished, what="new-3's urgent reconcile")
+    assert "ns/new-2" not in reconciler.calls  # one ordinary reconcile at a time: new-1 still holds the slot
+    reconciler.gate.set()
+    await eventually(lambda: "ns/new-2" in reconciler.finished, what="new-2 once new-1 is done")
+    manager.stop()
+    async with asyncio.timeout(5):
+        await run
