@@ -140,6 +140,10 @@ def failover(results: dict[str, Any]) -> list[str]:
             "real_failover_under_load_before_fair_status",
             "200 jobs being created, the run of 2026-11-24 06:21, before the node agent's per-node status writes",
         ),
+        (
+            "real_failover_under_load_before_repair_window",
+            "200 jobs being created, the run of 2026-11-24 11:15, before the repair window",
+        ),
         ("real_failover_under_load", "200 jobs being created"),
     ):
         entry = results.get(key) or {}
