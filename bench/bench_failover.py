@@ -151,6 +151,9 @@ async def run(kubeconfig: Path, tmp: Path, failovers: int, workers: int, backgro
             latencies: list[float] = []
             repoint: list[float] = []
             out_of_order = 0
+            # the slowest failover: when it came (seconds after the first delete), how long, its re-point
+            slowest: dict[str, float | int] = {}
+            first = time.monotonic()
             for n in range(failovers):
                 name = names[n % workers]
                 old_uid, old_port = timeline.pods[name], timeline.target[name]
@@ -167,6 +170,13 @@ async def run(kubeconfig: Path, tmp: Path, failovers: int, workers: int, backgro
                 out_of_order += pointed > created
                 repoint.append(pointed - started)
                 latencies.append(max(pointed, created) - started)
+                if latencies[-1] >= float(slowest.get("ms", 0)) / 1000:
+                    slowest = {
+                        "failover": n,
+                        "at_s": round(started - first, 1),
+                        "ms": round(latencies[-1] * 1000, 1),
+                        "repoint_ms": round((pointed - started) * 1000, 1),
+                    }
             if load is not None:
                 await load
             await timeline.stop()
@@ -176,6 +186,7 @@ async def run(kubeconfig: Path, tmp: Path, failovers: int, workers: int, backgro
         "p50_ms": round(percentile(latencies, 50) * 1000, 1),
         "p99_ms": round(percentile(latencies, 99) * 1000, 1),
         "max_ms": round(max(latencies) * 1000, 1),
+        "slowest": slowest,
         "repoint_p50_ms": round(percentile(repoint, 50) * 1000, 1),
         "pod_created_before_service_repointed": out_of_order,
     }

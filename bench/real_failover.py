@@ -136,6 +136,9 @@ async def measure(
     controller: list[float] = []
     stale = 0
     out_of_order = 0
+    # the slowest failover, whole: when it came (seconds after the first delete) and its two shares
+    slowest: dict[str, float | int | None] = {}
+    first = time.monotonic()
     for n in range(failovers):
         name = names[n % len(names)]
         old_uid = timeline.pods[name]
@@ -166,6 +169,14 @@ async def measure(
         complete.append(max(repointed, created) - started)
         if gone is not None:
             controller.append(max(repointed, created) - gone)
+        if complete[-1] >= float(slowest.get("ms") or 0) / 1000:
+            slowest = {
+                "failover": n,
+                "at_s": round(started - first, 1),
+                "ms": round(complete[-1] * 1000, 1),
+                "deletion_ms": None if gone is None else round((gone - started) * 1000, 1),
+                "controller_ms": None if gone is None else round((max(repointed, created) - gone) * 1000, 1),
+            }
     if load is not None:
         await load
     await timeline.stop()
@@ -192,6 +203,7 @@ async def measure(
                 "p50_ms": round(percentile(complete, 50) * 1000, 1),
                 "p99_ms": round(percentile(complete, 99) * 1000, 1),
                 "max_ms": round(max(complete) * 1000, 1),
+                "slowest": slowest,
                 "pod_created_before_service_repointed": out_of_order,
             }
         )
