@@ -19,9 +19,10 @@ The repair window. Holding writes during the urgent reconcile is not enough unde
 controller even sees that a pod is gone, the old pod's deletion waits in the same CPU-bound kube-apiserver,
 kept busy by the burst's creates and by what follows each created pod (bindings, kubelet status writes). Only
 creating new pods more slowly shortens that, so the process does it while it is repairing: an urgent reconcile
-that replaces a pod or re-points its Service calls :meth:`WriteGate.repaired`, and for ``repair_window``
-seconds after the last such call each controller runs at most ``repair_workers`` ordinary reconciles at once
-(:class:`OrdinaryLimit`), instead of all its workers. Failovers come in groups (a node lost, a preemption), so
+that finds a running job losing a pod (one seen terminating, or its replacement being made) calls
+:meth:`WriteGate.repaired`, and for ``repair_window`` seconds after the last such call each controller's
+workers take keys through ``repair_workers`` slots (:class:`OrdinaryLimit`) instead of all at once; the
+workers kept for urgent keys are never limited. Failovers come in groups (a node lost, a preemption), so
 the first one of a group is not helped; the ones after it are, and new jobs are created more slowly
 meanwhile. A burst with no failover is not slowed at all.
 """
@@ -139,9 +140,10 @@ class WriteGate:
 
 
 class OrdinaryLimit:
-    """How many ordinary (not urgent) reconciles of one controller run at once: ``normal`` (all its workers, so
-    no limit at all) while the gate's repair window is closed, ``repairing`` while it is open (see the module
-    docstring). An ending reconcile wakes the longest waiter; a window that closes lets them all through."""
+    """How many of one controller's ordinary workers (not those kept for urgent keys) take a key and reconcile it
+    at once: ``normal`` (all of them, so no limit at all) while the gate's repair window is closed,
+    ``repairing`` while it is open (see the module docstring). An ending turn wakes the longest waiter; a window
+    that closes lets them all through."""
 
     def __init__(
         self, gate: WriteGate, *, normal: int, repairing: int, name: str = "", metrics: Metrics | None = None
@@ -158,7 +160,7 @@ class OrdinaryLimit:
 
     @property
     def running(self) -> int:
-        """Ordinary reconciles running now."""
+        """Workers in a turn now (taking a key, or reconciling it)."""
         return self._running
 
     def limit(self) -> int:
@@ -167,7 +169,9 @@ class OrdinaryLimit:
 
     @contextlib.asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
-        """Run one ordinary reconcile inside this block; wait first while the limit is reached."""
+        """One worker's turn (take a key, reconcile it) inside this block; wait first while the limit is reached.
+        A worker waits here *before* taking a key: one that held a key while waiting would keep that job from
+        the urgent workers if it then lost a pod (the key being "processing")."""
         started: float | None = None
         # No queue-jumping rule for newcomers: with one, a worker ending its reconcile would queue behind the
         # waiters even under the limit, and the workers would convoy one at a time after a window closes.
