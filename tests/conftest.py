@@ -2,11 +2,17 @@
 
 Every async test must clean up after itself: a task still pending after the test's fixtures are torn
 down is a leak (a watch nobody stops, a controller left running) and fails the test that left it.
+
+Ctrl-C works in the processes the tests start, however the suite itself was started: a shell starts a
+background job (``make test &``, ``nohup``) with SIGINT ignored, an ignored signal stays ignored across
+exec, and Python then installs no KeyboardInterrupt handler, so ``kubedl-py get -w`` stopped with SIGINT
+(as a user's Ctrl-C) would never end. The suite handles SIGINT as an interactive run does.
 """
 
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -20,6 +26,11 @@ from kubedl_py.templates import ManifestOptions
 from tests.tiers import KUBERNETES, LoopThread, require_tier
 
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
