@@ -32,6 +32,7 @@ def test_manifest_kinds() -> None:
     assert kinds == [
         "Namespace",
         *["CustomResourceDefinition"] * len(KINDS),  # one per registered kind
+        *["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * len(KINDS),  # what a schema cannot say
         "ServiceAccount",
         "ClusterRole",
         "ClusterRoleBinding",

@@ -29,6 +29,12 @@ CONTROLLER_NAME: Final = "kubedl-py"
 # Host-network mode switch (on the job) and the audit record of the chosen port (on each pod).
 ANNOTATION_NETWORK_MODE: Final = "kubedl.io/network-mode"
 NETWORK_MODE_HOST: Final = "host"
+NETWORK_MODE_POD: Final = "pod"
+#: the values the annotation accepts (any other is refused at create: a misspelt mode must not run silently)
+NETWORK_MODES: Final = (NETWORK_MODE_HOST, NETWORK_MODE_POD)
+#: host ports one pod may declare, the framework's included (the default of ``--max-host-ports-per-pod``): a
+#: job must not take a node's ports in thousands
+DEFAULT_MAX_HOST_PORTS_PER_POD: Final = 8
 ANNOTATION_HOST_PORT: Final = f"{GROUP}/host-port"
 
 PYTORCH_CONTAINER: Final = "pytorch"

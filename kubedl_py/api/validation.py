@@ -36,6 +36,8 @@ __all__ = [
     "KUBEDL_ONLY_SPEC_FIELDS",
     "FieldError",
     "JobValidationError",
+    "host_port_count",
+    "host_port_errors",
     "parse_job",
     "parse_rdma",
     "validate_job",
@@ -158,7 +160,74 @@ def validate_job(job: Job) -> list[FieldError]:
     errors += _check_scheduling(job)
     errors += _check_completion(job)
     errors += _check_rdma(job)
+    errors += _check_network_mode(job)
     return errors
+
+
+def _check_network_mode(job: Job) -> list[FieldError]:
+    """``kubedl.io/network-mode`` is ``host`` or ``pod``, exactly: a misspelt ``Host`` must not run the job in
+    the other mode silently; a template's own ``hostNetwork: true`` contradicts an explicit ``pod``."""
+    mode = (job.metadata.annotations or {}).get(c.ANNOTATION_NETWORK_MODE)
+    field = f"metadata.annotations[{c.ANNOTATION_NETWORK_MODE}]"
+    if mode is not None and mode not in c.NETWORK_MODES:
+        return [
+            FieldError(
+                field,
+                f"{mode!r} is not a network mode; use 'host' (the node's network: host ports chosen per pod, "
+                "ClusterIP Services forwarding to them) or 'pod' (the pod network, also what no annotation means); "
+                "the value is case-sensitive",
+            )
+        ]
+    if mode == c.NETWORK_MODE_POD:
+        return [
+            FieldError(
+                f"{_specs_path(job)}.{replica_type}.template.spec.hostNetwork",
+                f"is true but the job's {c.ANNOTATION_NETWORK_MODE} annotation says 'pod': remove hostNetwork from "
+                "the template, or set the annotation to 'host' for the node's network",
+            )
+            for replica_type in job.host_network_templates
+        ]
+    return []
+
+
+def host_port_count(job: Job, replica_type: str) -> int:
+    """The host ports one pod of ``replica_type`` holds: in host-network mode the framework's port plus every
+    other port its template declares (Kubernetes makes each a hostPort); in the pod network those declared
+    with a ``hostPort``."""
+    spec = job.replica_specs[replica_type].template.to_dict().get("spec") or {}
+    declared = [
+        port
+        for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]
+        for port in container.get("ports") or []
+        if isinstance(port, Mapping)
+    ]
+    if job.host_network:
+        return 1 + sum(1 for port in declared if port.get("name") != job.framework.port_name)
+    return sum(1 for port in declared if port.get("hostPort"))
+
+
+def host_port_errors(job: Job, limit: int | None) -> list[FieldError]:
+    """Pods that would hold more than ``limit`` host ports each (``--max-host-ports-per-pod``): refused, so no
+    job can take a node's ports in thousands (what the install's admission policy refuses at create)."""
+    if limit is None:
+        return []
+    errors = []
+    for replica_type in job.replica_specs:
+        count = host_port_count(job, replica_type)
+        if count > limit:
+            what = (
+                "the framework's port and the other ports its containers declare"
+                if job.host_network
+                else ("ports declared with a hostPort")
+            )
+            errors.append(
+                FieldError(
+                    f"{_specs_path(job)}.{replica_type}.template.spec.containers",
+                    f"a pod would hold {count} host ports ({what}), more than the {limit} a pod may hold "
+                    "(--max-host-ports-per-pod); declare fewer ports",
+                )
+            )
+    return _as_written(errors, job.api_group)
 
 
 def _specs_path(job: Job) -> str:

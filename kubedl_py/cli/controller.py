@@ -42,6 +42,10 @@ def controller_options(args: argparse.Namespace) -> ControllerOptions:
         raise UsageError(f"--urgent-write-hold must be 0 (never hold) or more seconds, not {args.urgent_write_hold}")
     if not args.repair_window >= 0:
         raise UsageError(f"--repair-window must be 0 (never) or more seconds, not {args.repair_window}")
+    if not args.host_port_retry_after > 0:
+        raise UsageError(f"--host-port-retry-after must be more than 0 seconds, not {args.host_port_retry_after}")
+    if args.max_host_ports_per_pod < 1:
+        raise UsageError(f"--max-host-ports-per-pod must be at least 1, not {args.max_host_ports_per_pod}")
     if args.repair_workers < 1:
         raise UsageError(f"--repair-workers must be at least 1, not {args.repair_workers}")
     if args.resync_period is not None and args.resync_period <= 0:
@@ -61,6 +65,8 @@ def controller_options(args: argparse.Namespace) -> ControllerOptions:
         leader_elect=args.leader_elect,
         leader_elect_namespace=args.leader_elect_namespace,
         host_port_range=port_range,
+        host_port_retry_after=args.host_port_retry_after,
+        max_host_ports_per_pod=args.max_host_ports_per_pod,
         cluster_domain=args.cluster_domain or os.environ.get("CUSTOM_CLUSTER_DOMAIN") or None,
         gang_scheduler=args.gang_scheduler,
         gang_scheduler_name=args.gang_scheduler_name,

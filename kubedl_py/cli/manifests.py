@@ -22,6 +22,8 @@ def run_manifests(args: argparse.Namespace) -> int:
             f"--image {args.image!r} {problem}: give an image reference, e.g. {DEFAULT_IMAGE} or "
             f"registry.example.com/ml/{DEFAULT_IMAGE}"
         )
+    if args.max_host_ports_per_pod < 1:
+        raise UsageError(f"--max-host-ports-per-pod must be at least 1, not {args.max_host_ports_per_pod}")
     extra = (f"--gang-scheduler={args.gang_scheduler}",) if args.gang_scheduler else ()
     options = ManifestOptions(
         image=args.image,
@@ -30,6 +32,7 @@ def run_manifests(args: argparse.Namespace) -> int:
         controller_args=extra,
         gang_scheduler=args.gang_scheduler,
         kubeflow_api=args.kubeflow_api,
+        max_host_ports_per_pod=args.max_host_ports_per_pod,
     )
     sys.stdout.write(render_manifests(options))
     return 0

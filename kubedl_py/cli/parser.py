@@ -169,7 +169,24 @@ def _add_controller(sub: Subcommands) -> None:
     p.add_argument(
         "--hostnetwork-port-range",
         default="20000-30000",
-        help="host ports for host-network pods, LOW-HIGH, both inclusive (default 20000-30000)",
+        help="host ports for host-network pods, LOW-HIGH, both inclusive (default 20000-30000); unique per"
+        " node, not per cluster: a small range serves any number of nodes",
+    )
+    p.add_argument(
+        "--host-port-retry-after",
+        type=float,
+        default=15.0,
+        metavar="SECONDS",
+        help="a host-network pod Pending this long because no node has its host port free gets another port"
+        " (default 15; doubled each time for the same replica, up to 300)",
+    )
+    p.add_argument(
+        "--max-host-ports-per-pod",
+        type=int,
+        default=8,
+        metavar="N",
+        help="host ports one pod may hold, the framework's included; jobs asking more fail InvalidSpec"
+        " (default 8; render the manifests' admission policy with the same value)",
     )
     p.add_argument(
         "--resync-period",
@@ -212,6 +229,14 @@ def _add_manifests(sub: Subcommands) -> None:
     p.add_argument("--image", default=DEFAULT_IMAGE, help=f"controller image (default {DEFAULT_IMAGE})")
     p.add_argument("--namespace", default=DEFAULT_NAMESPACE, help=f"controller namespace (default {DEFAULT_NAMESPACE})")
     p.add_argument("--crds-only", action="store_true", help="print only the CustomResourceDefinitions")
+    p.add_argument(
+        "--max-host-ports-per-pod",
+        type=int,
+        default=8,
+        metavar="N",
+        help="host ports one pod may hold: the admission policy refuses jobs asking more, and the controller"
+        " gets the same flag (default 8)",
+    )
     p.add_argument(
         "--gang-scheduler",
         choices=GANG_SCHEDULERS,

@@ -39,7 +39,7 @@ from kubedl_py.api import TrainingJob
 from kubedl_py.api import constants as c
 from kubedl_py.api.quantities import format_quantity, quantity_value
 from kubedl_py.controllers.observation import Observation
-from kubedl_py.controllers.ownership import owner_reference
+from kubedl_py.controllers.ownership import conflict_of, owner_reference
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.events import EventRecorder
@@ -272,7 +272,6 @@ class PodGroups:
         gang = self.gang
         assert gang is not None
         job = seen.job
-        uid = job.metadata.uid or ""
         body = build_podgroup(job, gang, owner_reference(job))
         try:
             created: Object = await self.client.create(gang.resource, body, namespace=job.namespace)
@@ -286,18 +285,23 @@ class PodGroups:
                 seen.backoff = True  # deleted in between: made on the next try
                 return None, False
             owners = _owner_uids(existing)
-            if not owners:
-                # Orphaned (its job deleted with propagationPolicy=Orphan): nobody will remove it; adopt it.
-                # Our labels too: the PodGroup informer selects by them.
+            labels = (existing.get("metadata") or {}).get("labels") or {}
+            ours = labels.get(c.LABEL_CONTROLLER) == c.CONTROLLER_NAME and labels.get(c.LABEL_JOB_NAME) == job.name
+            if not owners and ours:
+                # Made by kubedl-py for a job of this name, then orphaned (the job deleted with
+                # propagationPolicy=Orphan): nobody will remove it; adopt it. A stranger's is never taken.
                 metadata = {"ownerReferences": [owner_reference(job)], "labels": body["metadata"]["labels"]}
                 patch = {"metadata": metadata, "spec": body["spec"]}
                 adopted: Object = await self.client.patch(
                     gang.resource, podgroup_name(job), patch, namespace=job.namespace
                 )
                 return adopted, False
-            if uid not in owners:
-                logger.info("%s: PodGroup still belongs to a previous job of this name; waiting for it to go", seen.key)
-                seen.backoff = True
+            conflict = conflict_of(owner_reference(job), existing, gang.resource.kind)
+            if conflict is not None:
+                # A previous job of this name (its group is about to be collected) or someone else's group.
+                logger.info("%s: %s", seen.key, conflict.message)
+                seen.conflicts.append(conflict)
+                seen.want_requeue(10.0)
                 return None, False
             return existing, False
         except (errors.NotFound, errors.Forbidden) as exc:

@@ -1,20 +1,28 @@
 """Host-network mode: host ports for pods, ClusterIP Services that forward to them, and failover.
 
-A job annotated ``kubedl.io/network-mode: host`` runs its pods on the node's network. Each pod gets a host
-port P from the allocator (``ports.py``); its Service is a ClusterIP Service with ``port`` = the
-framework's port and ``targetPort`` = P, so peers keep one stable address ``<svc>.<ns>.svc:<port>``.
+A job annotated ``kubedl.io/network-mode: host`` (or whose pod templates ask for ``hostNetwork: true``, see
+docs/host-network.md) runs its pods on the node's network. Each pod gets a host port P, declared as its
+``hostPort``, chosen by the allocator (``ports.py``) where it is least used: ports need only be unique per node,
+and kube-scheduler keeps two pods declaring one port off a node. The pod's Service is a ClusterIP Service with
+``port`` = the framework's port and ``targetPort`` = P, so peers keep one stable address ``<svc>.<ns>.svc:<port>``.
 
 Failover: when a replica's pod goes (replaced after a failure, evicted, lost with its node, deleted by hand)
-the replacement gets a *new* port, and the Service is re-pointed to it **before** the new pod is created: as
-soon as the old pod is seen terminating, not only once it is gone. Its name is taken until it is gone, but the
-re-point need not wait; done meanwhile, it leaves the create as the only write between the old pod's end and
-its replacement (new connections then stop reaching the stopping process, which is no peer to a training job
-any more). The port stays reserved for the replica until the replacement is made (or the job is finished or
-gone). So at every moment each live pod is the target of its Service; between the re-point and the create the
-Service points at a port no pod has yet, which is harmless. While a pod lives, its own port is the truth: a
-Service found pointing elsewhere (a crash between steps) is re-pointed to the live pod, and a healthy pod's
-port is never changed, also not by a controller restart (a restart forgets the reservations of replicas still
-waiting for their replacement: their Services are simply re-pointed once more).
+the replacement gets a port again, a *new* one where the range has room (the old one only when nothing else is
+left), and the Service is re-pointed to it **before** the new pod is created: as soon as the old pod is seen
+terminating, not only once it is gone. Its name is taken until it is gone, but the re-point need not wait; done
+meanwhile, it leaves the create as the only write between the old pod's end and its replacement (new
+connections then stop reaching the stopping process, which is no peer to a training job any more). The port
+stays reserved for the replica until the replacement is made (or the job is finished or gone). So at every
+moment each live pod is the target of its Service; between the re-point and the create the Service points at a
+port no pod has yet, which is harmless. While a pod lives, its own port is the truth: a Service found pointing
+elsewhere (a crash between steps, a hand edit) is re-pointed to the live pod, and a healthy pod's port is never
+changed, also not by a controller restart (a restart forgets the reservations of replicas still waiting for
+their replacement: their Services are simply re-pointed once more).
+
+A pod that the scheduler cannot place because no node has its port free (the ``NodePorts`` reason) is the one
+case where a port changes before the pod runs: after ``port_retry_after`` seconds Pending for that reason (then
+twice as long each time for the same replica, up to ``PORT_RETRY_MAX``) the pod, still unbound, is deleted and
+made again with another port, its Service re-pointed first, and a ``HostPortReassigned`` event says so.
 
 Changing the annotation on a job that already has pods or Services is refused: the job keeps the mode its
 objects were made in, and a ``NetworkModeChangeRefused`` event says so (once per requested change, not per
@@ -31,15 +39,15 @@ own client.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from kubedl_py.api import constants as c
 from kubedl_py.controllers.addressing import replica_name
-from kubedl_py.controllers.observation import Observation, Replica, Slot
+from kubedl_py.controllers.observation import Observation, Replica, Slot, parse_time
 from kubedl_py.controllers.pods import service_target_port
-from kubedl_py.controllers.ports import HostPortAllocator, PortsExhausted, pod_host_ports
+from kubedl_py.controllers.ports import HostPortAllocator, pod_host_ports
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.events import EventRecorder
 from kubedl_py.kube.resources import SERVICES
@@ -47,6 +55,14 @@ from kubedl_py.kube.resources import SERVICES
 logger = logging.getLogger(__name__)
 
 Object = dict[str, Any]
+
+#: seconds a pod may be Pending because no node has its host port free before it gets another port (the
+#: default of ``--host-port-retry-after``): long enough for a node draining its old pods to free the port
+PORT_RETRY_AFTER = 15.0
+#: the longest wait between two port changes of one replica (the wait doubles each time)
+PORT_RETRY_MAX = 300.0
+#: kube-scheduler's NodePorts filter's reason, in its "0/N nodes are available: ..." message
+NODE_PORTS_REASON = "didn't have free ports for the requested pod ports"
 
 
 def pod_port(pod: Object) -> int | None:
@@ -58,68 +74,83 @@ def pod_port(pod: Object) -> int | None:
     return ports[0] if ports else None
 
 
-def _is_live(pod: Object) -> bool:
-    meta = pod.get("metadata") or {}
-    phase = (pod.get("status") or {}).get("phase")
-    return not meta.get("deletionTimestamp") and phase not in ("Succeeded", "Failed")
+def _holds_ports(pod: Object) -> bool | None:
+    """Whether a host-network pod holds its ports: bound to a node (its node cannot take another pod with them)
+    or ours (it will be bound soon); None when it has ended (Succeeded, Failed) and holds nothing."""
+    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return None
+    if (pod.get("spec") or {}).get("nodeName"):
+        return True
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return labels.get(c.LABEL_CONTROLLER) == c.CONTROLLER_NAME
 
 
-def _queue_of(api_version: str, kind: str) -> str:
-    """Which work queue a job is in: a kind is served in two API groups, each with its own controller."""
-    return f"{api_version} {kind}"
+def ports_unschedulable_since(pod: Object) -> datetime | None:
+    """When the scheduler last found no node with this pod's host ports free (its PodScheduled condition),
+    or None when that is not why it waits."""
+    if (pod.get("spec") or {}).get("nodeName"):
+        return None
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") != "PodScheduled" or condition.get("status") != "False":
+            continue
+        if NODE_PORTS_REASON in str(condition.get("message") or ""):
+            return parse_time(condition.get("lastTransitionTime"))
+    return None
+
+
+@dataclass
+class _Unplaceable:
+    """The ports a replica could not be scheduled with, and how many times it got another port."""
+
+    ports: set[int] = field(default_factory=set)
+    changes: int = 0
 
 
 class HostNetwork:
     """Shared by the reconcilers of every kind: one allocator for the whole cluster."""
 
-    def __init__(self, allocator: HostPortAllocator, recorder: EventRecorder, client: KubeClient) -> None:
+    def __init__(
+        self,
+        allocator: HostPortAllocator,
+        recorder: EventRecorder,
+        client: KubeClient,
+        *,
+        port_retry_after: float = PORT_RETRY_AFTER,
+    ) -> None:
         self.allocator = allocator
         self.recorder = recorder
         self.client = client
-        #: jobs waiting for free ports, by "<apiVersion> <kind>" -> keys; woken when a host-network pod goes away
-        self._waiting: dict[str, set[str]] = {}
-        self._enqueue: dict[str, Callable[[str], None]] = {}
+        self.port_retry_after = port_retry_after
         #: the network mode (host?) each job asked for when its change was last refused with an event
         self._refused: dict[str, bool] = {}
         #: ports reserved (and Services re-pointed) for replicas whose old pod is still terminating, by job key
         self._ahead: dict[str, dict[Slot, int]] = {}
+        #: replicas whose pods could not be placed for their host ports, by job key
+        self._unplaceable: dict[str, dict[Slot, _Unplaceable]] = {}
+        #: jobs told that their templates' hostNetwork made them host-network jobs
+        self._noted: set[str] = set()
 
     # ----------------------------------------------------------------------- the cluster-wide pod watch
-
-    def register(self, api_version: str, kind: str, enqueue: Callable[[str], None]) -> None:
-        """The work queue of the jobs of one kind in one API group (a kind is served in two)."""
-        self._enqueue[_queue_of(api_version, kind)] = enqueue
 
     def on_pod(self, pod: Object) -> None:
         """Informer handler (add/update) of every host-network pod in the cluster."""
         meta = pod.get("metadata") or {}
         uid = str(meta.get("uid"))
-        if _is_live(pod):
-            self.allocator.observe_pod(uid, f"{meta.get('namespace')}/{meta.get('name')}", pod_host_ports(pod))
-        else:
-            self._release(uid)
+        holds = _holds_ports(pod)
+        if holds is None:
+            self.allocator.forget_pod(uid)
+            return
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        self.allocator.observe_pod(uid, key, pod_host_ports(pod), holds=holds)
 
     def on_pod_deleted(self, pod: Object) -> None:
-        self._release(str((pod.get("metadata") or {}).get("uid")))
-
-    def _release(self, uid: str) -> None:
-        before = self.allocator.free_count
-        self.allocator.forget_pod(uid)
-        if self.allocator.free_count > before:
-            self._wake_waiting()
-
-    def _wake_waiting(self) -> None:
-        for kind, keys in self._waiting.items():
-            enqueue = self._enqueue.get(kind)
-            if enqueue is not None:
-                for key in keys:
-                    enqueue(key)
+        self.allocator.forget_pod(str((pod.get("metadata") or {}).get("uid")))
 
     def job_gone(self, key: str) -> None:
-        """The job is deleted: stop waiting for ports on its behalf, forget its refused change, give back the
-        ports reserved for replacements it will not make (:meth:`job_finished`)."""
-        self._stop_waiting(key)
+        """The job is deleted: forget its refused change, give back the ports reserved for replacements it
+        will not make (:meth:`job_finished`)."""
         self._refused.pop(key, None)
+        self._noted.discard(key)
         self.job_finished(key)
 
     def job_finished(self, key: str) -> None:
@@ -127,10 +158,7 @@ class HostNetwork:
         namespace, _, name = key.partition("/")
         for (rtype, index), port in self._ahead.pop(key, {}).items():
             self.allocator.release(f"{namespace}/{replica_name(name, rtype, index)}", port)
-
-    def _stop_waiting(self, key: str) -> None:
-        for keys in self._waiting.values():
-            keys.discard(key)
+        self._unplaceable.pop(key, None)
 
     # ------------------------------------------------------------------------------------- the reconcile
 
@@ -138,13 +166,6 @@ class HostNetwork:
         """This reconcile's host-network part (see the module docstring)."""
         host, refusal = _mode(seen)
         return HostNetworkStep(self, seen, host, refusal)
-
-    def exhausted_message(self) -> str:
-        return (
-            f"waiting for free host ports: the range {self.allocator.low}-{self.allocator.high} has "
-            f"{self.allocator.free_count} free, fewer than this job's pods need; the job proceeds when "
-            "host-network pods end (or widen --hostnetwork-port-range)"
-        )
 
     async def _point(self, seen: Observation, name: str, service: Object, port: int) -> None:
         await self.client.patch(SERVICES, name, _target_port_patch(service, port), namespace=seen.job.namespace)
@@ -162,22 +183,104 @@ class HostNetworkStep:
     refusal: str | None
     #: ports reserved in this reconcile for the replicas about to be made
     reserved: dict[Slot, int] = field(default_factory=dict)
-    #: the messages of the Services this reconcile re-pointed, for ``report``
-    repointed: list[str] = field(default_factory=list)
+    #: the (reason, message) of the events this reconcile owes, for ``report``
+    notes: list[tuple[str, str]] = field(default_factory=list)
 
     async def announce(self) -> None:
-        """Say (once per requested change) that a change of network mode is refused."""
-        key, refused = self.seen.key, self.network._refused
+        """Say (once per requested change) that a change of network mode is refused, and (once, when its first
+        objects are made) that a job without the annotation runs in host-network mode because its templates ask
+        for ``hostNetwork: true``."""
+        seen = self.seen
+        templates = seen.job.host_network_templates
+        annotated = c.ANNOTATION_NETWORK_MODE in (seen.job.metadata.annotations or {})
+        first = not seen.pods and not seen.services and seen.key not in self.network._noted
+        if self.host and templates and not annotated and first:
+            self.network._noted.add(seen.key)
+            await self.network.recorder.normal(
+                seen.raw,
+                "HostNetworkFromTemplate",
+                f"the pod templates of {', '.join(templates)} ask for hostNetwork: true and the job has no "
+                f"{c.ANNOTATION_NETWORK_MODE} annotation: it runs in host-network mode (a host port chosen per "
+                "pod, ClusterIP Services forwarding to them); annotate it 'host' to say so",
+            )
+        key, refused = seen.key, self.network._refused
         if not self.refusal:
             refused.pop(key, None)
         elif refused.get(key) != self.seen.job.host_network:
             refused[key] = self.seen.job.host_network
             await self.network.recorder.warning(self.seen.raw, "NetworkModeChangeRefused", self.refusal)
 
+    def _job_ports(self) -> set[int]:
+        """The ports the job's pods have or are about to get: a new pod avoids them, so replicas of one job can
+        share a node."""
+        ports = set(self.reserved.values())
+        ports.update(self.network._ahead.get(self.seen.key, {}).values())
+        for replica in self.seen.replicas.values():
+            if replica.pod is not None:
+                port = pod_port(replica.pod)
+                if port is not None:
+                    ports.add(port)
+        return ports
+
+    def _choose(self, slot: Slot, old: int | None) -> int:
+        """A port for the replica ``slot``: least used, not one of the job's, not its old one, never one it could
+        not be scheduled with, each unless nothing else is left."""
+        seen = self.seen
+        memory = self.network._unplaceable.get(seen.key, {}).get(slot)
+        bad = memory.ports if memory is not None else set()
+        reuse = [old] if old is not None and old not in bad else []
+        pod_key = f"{seen.job.namespace}/{replica_name(seen.job.name, *slot)}"
+        return self.network.allocator.reserve(pod_key, avoid=self._job_ports(), reuse=reuse, bad=bad)
+
+    def unplaceable(self) -> list[Replica]:
+        """Replicas whose unbound pod waits because no node has its host port free, for long enough that it
+        should get another port (the caller deletes those pods; :meth:`repoint_ahead` then chooses anew)."""
+        if not self.host:
+            return []
+        seen, network = self.seen, self.network
+        due: list[Replica] = []
+        for slot, replica in seen.replicas.items():
+            if replica.pod is None:
+                continue
+            since = ports_unschedulable_since(replica.pod)
+            if since is None:
+                continue
+            memory = network._unplaceable.setdefault(seen.key, {}).setdefault(slot, _Unplaceable())
+            wait = min(network.port_retry_after * 2**memory.changes, PORT_RETRY_MAX)
+            waited = (seen.now - since).total_seconds()
+            if waited < wait:
+                seen.want_requeue(wait - waited)
+                continue
+            port = pod_port(replica.pod)
+            if port is not None:
+                memory.ports.add(port)
+            memory.changes += 1
+            name = replica_name(seen.job.name, *slot)
+            self.notes.append(
+                (
+                    "HostPortReassigned",
+                    f"{slot[0]} {slot[1]}: pod {name} was Pending for {int(waited)}s because no node has host port "
+                    f"{port} free; making it again with another port",
+                )
+            )
+            due.append(replica)
+        return due
+
+    def placed(self) -> None:
+        """Forget the ports a replica could not be scheduled with once its pod is bound."""
+        memory = self.network._unplaceable.get(self.seen.key)
+        if not memory:
+            return
+        for slot in list(memory):
+            replica = self.seen.replicas.get(slot)
+            if replica is None or (replica.pod is not None and (replica.pod.get("spec") or {}).get("nodeName")):
+                del memory[slot]
+        if not memory:
+            del self.network._unplaceable[self.seen.key]
+
     async def repoint_ahead(self, terminating: list[Replica]) -> None:
         """Replicas whose pod is terminating and will be replaced: reserve the replacement's port now and
-        re-point the Service to it, so the create is all that is left once the old pod is gone. Without a free
-        port nothing is done here; :meth:`reserve` waits for one when the pod is due."""
+        re-point the Service to it, so the create is all that is left once the old pod is gone."""
         seen, network = self.seen, self.network
         if not self.host or not (terminating or seen.key in network._ahead):
             return
@@ -191,19 +294,15 @@ class HostNetworkStep:
             if slot in ahead or service is None:
                 continue
             old = service_target_port(service)
-            try:
-                ahead[slot] = network.allocator.reserve(f"{seen.job.namespace}/{name}", avoid=[old] if old else [])
-            except PortsExhausted:
-                break
-            await self._repoint(slot, service, ahead[slot], "while the old pod terminates")
+            ahead[slot] = self._choose(slot, old)
+            if ahead[slot] != old:
+                await self._repoint(slot, service, ahead[slot], "while the old pod terminates")
         if not ahead:
             del network._ahead[seen.key]
 
-    async def reserve(self, missing: list[Replica]) -> bool:
+    async def reserve(self, missing: list[Replica]) -> None:
         """A host port for each replica about to be made: the one reserved while its old pod terminated, else a
-        new one; its existing Service is re-pointed first (failover) unless it targets that port already.
-        False when the range has no room for all of them: nothing new is kept reserved then, the job waits
-        (woken when a host-network pod goes away)."""
+        new one; its existing Service is re-pointed first (failover) unless it targets that port already."""
         seen, network = self.seen, self.network
         job = seen.job
         ahead = network._ahead.get(seen.key, {})
@@ -215,15 +314,8 @@ class HostNetworkStep:
                 continue
             name = replica_name(job.name, *slot)
             old = service_target_port(seen.services[name]) if name in seen.services else None
-            try:
-                chosen[slot] = network.allocator.reserve(f"{job.namespace}/{name}", avoid=[old] if old else [])
-            except PortsExhausted:
-                for taken, port in chosen.items():
-                    if taken not in ahead:  # those reserved ahead stay reserved for their replica
-                        self._release(taken, port)
-                network._waiting.setdefault(_queue_of(job.api_version, job.kind), set()).add(seen.key)
-                return False
-        network._stop_waiting(seen.key)
+            chosen[slot] = self._choose(slot, old)
+            self.reserved[slot] = chosen[slot]  # seen by _job_ports: the next replica avoids it
         try:
             for slot, port in chosen.items():
                 service = seen.services.get(replica_name(job.name, *slot))
@@ -231,6 +323,7 @@ class HostNetworkStep:
                     await self._repoint(slot, service, port, "for the new pod")
         except BaseException:
             for taken, port in chosen.items():
+                self.reserved.pop(taken, None)
                 if taken not in ahead:  # a Service not re-pointed: its new port is free again
                     self._release(taken, port)
             raise
@@ -239,7 +332,6 @@ class HostNetworkStep:
         if seen.key in network._ahead and not ahead:
             del network._ahead[seen.key]
         self.reserved.update(chosen)
-        return True
 
     def _release(self, slot: Slot, port: int) -> None:
         """Give back a port reserved for the replica ``slot`` of this job."""
@@ -252,15 +344,15 @@ class HostNetworkStep:
         await self.network._point(seen, name, service, port)
         message = f"{slot[0]} {slot[1]}: Service {name} re-pointed from host port {old} to {port} {why}"
         logger.info("%s: %s", seen.key, message)
-        self.repointed.append(message)
+        self.notes.append(("HostPortChanged", message))
 
     async def report(self) -> None:
-        """The ``HostPortChanged`` events of the Services this reconcile re-pointed. Called once the new pods
-        are sent, not between the Service and its pod: an Event is one more round trip to the API server, and
-        a failover's peers wait for the pod, not for the Event."""
-        messages, self.repointed = self.repointed, []
-        for message in messages:
-            await self.network.recorder.normal(self.seen.raw, "HostPortChanged", message)
+        """The events of this reconcile (``HostPortChanged`` for the Services it re-pointed,
+        ``HostPortReassigned``). Sent once the new pods are, not between the Service and its pod: an Event is one
+        more round trip to the API server, and a failover's peers wait for the pod, not for the Event."""
+        notes, self.notes = self.notes, []
+        for reason, message in notes:
+            await self.network.recorder.normal(self.seen.raw, reason, message)
 
     def ports(self) -> dict[Slot, int]:
         """Host ports of every replica: live pods' own ports plus the ones just reserved."""
@@ -279,7 +371,7 @@ class HostNetworkStep:
             self.network.allocator.release(pod_key, port)
 
     async def settle(self) -> None:
-        """A live pod's port is the truth: re-point a Service that points elsewhere (crash recovery)."""
+        """A live pod's port is the truth: re-point a Service that points elsewhere (crash recovery, hand edits)."""
         if not self.host:
             return
         seen = self.seen
@@ -312,8 +404,8 @@ def _mode(seen: Observation) -> tuple[bool, str | None]:
         return wanted, None
     now, was = ("host", "pod") if wanted else ("pod", "host")
     return actual, (
-        f"the {c.ANNOTATION_NETWORK_MODE} annotation asks for {now} network, but the job's pods and "
-        f"Services were made for {was} network; the change is refused (delete and resubmit the job to "
+        f"the job asks for {now} network ({c.ANNOTATION_NETWORK_MODE} and its templates' hostNetwork), but its "
+        f"pods and Services were made for {was} network; the change is refused (delete and resubmit the job to "
         "switch modes)"
     )
 

@@ -42,6 +42,7 @@ from kubedl_py.api import Framework, JobValidationError, RdmaSpec, TrainingJob, 
 from kubedl_py.api import constants as c
 from kubedl_py.api.defaults import default_container_index
 from kubedl_py.api.groups import KUBEDL, OWN_MANAGERS, condition_reason, group_of
+from kubedl_py.api.validation import host_port_errors
 from kubedl_py.controllers import status as st
 from kubedl_py.controllers.addressing import Addressing, replica_name
 from kubedl_py.controllers.failures import classify
@@ -59,13 +60,27 @@ from kubedl_py.controllers.observation import (
     parse_time,
     slot_of,
 )
-from kubedl_py.controllers.ownership import owner_reference
-from kubedl_py.controllers.pods import addressing_for, build_pod, build_service, type_selector
+from kubedl_py.controllers.ownership import (
+    NAME_IN_USE,
+    PREVIOUS_JOB_TERMINATING,
+    Conflict,
+    conflict_of,
+    owner_reference,
+)
+from kubedl_py.controllers.pods import (
+    addressing_for,
+    build_pod,
+    build_service,
+    service_drift,
+    service_target_port,
+    type_selector,
+)
 from kubedl_py.controllers.policies import (
     VOLUME_EVENT_REASONS,
     completion_of,
     count_phase,
     pending_cause,
+    unschedulable_message,
     whole_job_restart,
 )
 from kubedl_py.controllers.refusals import Outcome, Refusal, classify_refusal
@@ -81,6 +96,11 @@ logger = logging.getLogger(__name__)
 
 Object = dict[str, Any]
 Job = TrainingJob
+
+
+#: ``Running`` False reasons of a job whose pods wait for a scheduler or for a name (cleared when that ends)
+UNSCHEDULABLE = "Unschedulable"
+WAITING_REASONS = frozenset({UNSCHEDULABLE, NAME_IN_USE, PREVIOUS_JOB_TERMINATING})
 
 
 def reaches_backoff_limit(restarts: int, limit: int) -> bool:
@@ -99,6 +119,9 @@ def _reason(job: Job, word: str, specific: str | None = None) -> str:
 #: Kubernetes Job controller batches its pods' updates the same way, once a second)
 STATUS_BATCH_PERIOD = 1.0
 
+#: the longest an urgent reconcile waits for the cache to show the job's last status write (``_caught_up``)
+CATCH_UP_SECONDS = 1.0
+
 #: pod/Service writes in flight per job kind, shared by its reconciles (default of ``--write-concurrency``)
 WRITE_CONCURRENCY = 32
 #: writes in flight per job kind for replacing pods of running jobs, beside WRITE_CONCURRENCY
@@ -108,8 +131,10 @@ URGENT_WRITE_CONCURRENCY = 8
 @dataclass
 class ReconcilerOptions:
     cluster_domain: str | None = None
-    #: requeue delay while waiting for something that sends no event (e.g. free host ports)
+    #: requeue delay while waiting for something that sends no event (a name taken by an object not the job's)
     wait_requeue: float = 5.0
+    #: host ports a pod may declare (``--max-host-ports-per-pod``; None: no limit)
+    max_host_ports: int | None = c.DEFAULT_MAX_HOST_PORTS_PER_POD
     #: the gang scheduler whose PodGroups the jobs get (None: no PodGroups, pods untouched)
     gang: Gang | None = None
     #: controller-wide defaults under each job's ``spec.rdma`` (``--rdma-defaults``)
@@ -156,6 +181,12 @@ class JobReconciler:
         self._written: dict[str, str] = {}
         #: when each job's status was last written (monotonic), for STATUS_BATCH_PERIOD
         self._status_written_at: dict[str, float] = {}
+        #: per job: the last reason to wait told in an event (``_report_waiting``), so a resync tells nothing new
+        self._waiting_said: dict[str, str] = {}
+        #: per job: the resourceVersion of each of its Services when last found as the job wants it
+        self._services_checked: dict[str, dict[str, str]] = {}
+        #: per job: its uid and the (plural, name) of its extra objects found to be its own (``_take_over``)
+        self._owned: dict[str, tuple[str, set[tuple[str, str]]]] = {}
 
     def _cache_behind(self, key: str, raw: Object) -> bool:
         written = self._written.get(key)
@@ -176,11 +207,17 @@ class JobReconciler:
             self.podgroups.forget(key)
             self._written.pop(key, None)
             self._status_written_at.pop(key, None)
+            self._owned.pop(key, None)
+            self._services_checked.pop(key, None)
+            self._waiting_said.pop(key, None)
             return Result()
         if self._cache_behind(key, raw):
-            # Our last status write is not in the cache yet; acting on the older copy would undo it.
-            # The watch event of that write wakes us again; the requeue is only a safety net.
-            return Result(requeue_after=1.0)
+            # Our last status write is not in the cache yet; acting on the older copy would undo it. The watch
+            # event of that write wakes us again, but as an ordinary key: a job that lost a pod (an urgent
+            # reconcile) waits for its write here instead, so its repair keeps its place ahead of new work.
+            raw = await self._caught_up(key) if WriteGate.passing() else None
+            if raw is None or (raw.get("metadata") or {}).get("deletionTimestamp"):
+                return Result(requeue_after=1.0 if raw is None else 0.05)  # a safety net only
         now = datetime.now(UTC)
         status = st.with_changes(raw.get("status"))
 
@@ -205,6 +242,16 @@ class JobReconciler:
             return Result(requeue_after=max(seen.requeue_after, 0.05))
         return Result(requeue=seen.backoff)
 
+    async def _caught_up(self, key: str) -> Object | None:
+        """The job from the cache once our last status write is in it (at most ``CATCH_UP_SECONDS``), or None."""
+        deadline = time.monotonic() + CATCH_UP_SECONDS
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+            raw = self.jobs.get_by_key(key)
+            if raw is None or not self._cache_behind(key, raw):
+                return raw
+        return None
+
     # -------------------------------------------------------------------------------------------- observe
 
     def _parse(self, raw: Object) -> tuple[Job | None, list[str]]:
@@ -213,6 +260,9 @@ class JobReconciler:
             job = parse_job(document)
         except JobValidationError as exc:
             return None, [str(error) for error in exc.errors]
+        too_many = host_port_errors(job, self.options.max_host_ports)
+        if too_many:
+            return None, [str(error) for error in too_many]
         return with_defaults(job), []
 
     def _observe(self, raw: Object, job: Job, status: Object, now: datetime) -> Observation:
@@ -274,14 +324,16 @@ class JobReconciler:
         await self._remove_surplus(seen)
         try:
             await self._handle_failures(seen)
+            await self._reassign_ports(seen, network)
             terminating = [r for r in seen.replicas.values() if r.terminating]
             if terminating and WriteGate.passing():
                 self._repairing()  # a running job losing a pod: new jobs go slower for a while (the repair window)
             await network.repoint_ahead(terminating)
             if not await self.podgroups.ensure(seen):
                 return
-            await self._create_owned(seen, network)
-            await self._create_missing(seen, network)
+            if await self._create_owned(seen, network):
+                await self._create_missing(seen, network)
+            await self._repair_services(seen, network)
         except JobFailure as failure:
             await network.report()
             self._set_failed(seen, failure.reason, failure.message)
@@ -292,6 +344,57 @@ class JobReconciler:
             raise
         await network.report()
         await network.settle()
+
+    async def _reassign_ports(self, seen: Observation, network: HostNetworkStep) -> None:
+        """Host-network pods that no node can take for their host port get another port (``hostnetwork.py``):
+        the pod, never bound, is deleted at once, and made again with a new port like any replacement."""
+        network.placed()
+        due = network.unplaceable()
+        await self._gather(self._delete_pod(r.pod) for r in due if r.pod is not None)
+        for replica in due:
+            replica.pod, replica.terminating = None, True
+
+    async def _repair_services(self, seen: Observation, network: HostNetworkStep) -> None:
+        """Every Service of the job kept as the job wants it (selector, ports, type; in host-network mode the
+        targetPort is :meth:`HostNetworkStep.settle`'s): a hand edit is undone with one write, a Service whose
+        clusterIP kind was changed is deleted and made again. A Service is compared once per version of it."""
+        job = seen.job
+        checked = self._services_checked.setdefault(seen.key, {})
+        todo = {
+            name: live
+            for name, live in seen.services.items()
+            if checked.get(name) != (live.get("metadata") or {}).get("resourceVersion")
+        }
+        if not todo:
+            return
+        host_ports: dict[tuple[str, int], int] = {}
+        if network.host:
+            for slot in seen.replicas:
+                live = seen.services.get(replica_name(job.name, *slot))
+                target = service_target_port(live) if live is not None else None
+                if target is not None:
+                    host_ports[slot] = target
+        addressing = addressing_for(job, cluster_domain=self.options.cluster_domain, host_ports=host_ports)
+        for slot in seen.replicas:
+            name = replica_name(job.name, *slot)
+            live = todo.get(name)
+            if live is None or (network.host and slot not in host_ports):
+                continue
+            patch, drifted = service_drift(live, build_service(job, *slot, addressing))
+            checked[name] = str((live.get("metadata") or {}).get("resourceVersion"))
+            if not drifted:
+                continue
+            message = f"Service {name}: {', '.join(drifted)} changed by someone else; "
+            if patch is None:
+                await self._delete_service(job.namespace, name)
+                message += "deleted, to be made again as the job wants it"
+            else:
+                with contextlib.suppress(errors.NotFound):
+                    await self.client.patch(SERVICES, name, patch, namespace=job.namespace)
+                message += "put back as the job wants it"
+            checked.pop(name, None)
+            logger.info("%s: %s", seen.key, message)
+            await self.recorder.warning(seen.raw, "ServiceRepaired", message)
 
     async def _suspend(self, seen: Observation) -> None:
         """``suspend: true`` (what Kueue sets while a job waits for quota): no pods, no Services, no PodGroup;
@@ -520,11 +623,12 @@ class JobReconciler:
         entry = statuses.setdefault(replica.replica_type, {})
         entry["restarts"] = int(entry.get("restarts") or 0) + 1 + in_place_restarts(replica.pod)
 
-    async def _create_owned(self, seen: Observation, network: HostNetworkStep) -> None:
-        """The kind's extra objects (MPI's hostfile and SSH key), before any pod; AlreadyExists is fine. Only
-        tried while a pod is missing: a running job costs no request."""
+    async def _create_owned(self, seen: Observation, network: HostNetworkStep) -> bool:
+        """The kind's extra objects (MPI's hostfile and SSH key), before any pod; AlreadyExists is fine when the
+        object is the job's. Only tried while a pod is missing: a running job costs no request. False when one
+        of their names is taken by an object not the job's: no pod may be made then (it would read it)."""
         if not any(r.pod is None and not r.terminating for r in seen.replicas.values()):
-            return
+            return True
         addressing = addressing_for(seen.job, cluster_domain=self.options.cluster_domain, host_ports=network.ports())
         owned = controller_for(seen.job.kind).owned_objects(seen.job, addressing)
         for item in owned:
@@ -533,9 +637,12 @@ class JobReconciler:
             meta.setdefault("namespace", seen.job.namespace)
             meta["ownerReferences"] = [owner_reference(seen.job)]
             body["metadata"] = meta
-            refusal = await self._create(item.resource, body)
-            if refusal is not None:
-                await self._refused(seen, [refusal])
+            result = await self._create(item.resource, body)
+            if isinstance(result, Conflict):
+                self._blocked(seen, [result])
+            elif result is not None:
+                await self._refused(seen, [result])
+        return not seen.conflicts
 
     async def _create_missing(self, seen: Observation, network: HostNetworkStep) -> None:
         job = seen.job
@@ -552,10 +659,8 @@ class JobReconciler:
             and plugin.may_start(job, r.replica_type, pods_by_type)
         ]
         host = network.host
-        if host and missing and not await network.reserve(missing):
-            seen.waiting = True
-            seen.want_requeue(self.options.wait_requeue)
-            missing = []
+        if host and missing:
+            await network.reserve(missing)
         host_ports = network.ports() if host else {}
         addressing = addressing_for(job, cluster_domain=self.options.cluster_domain, host_ports=host_ports)
         # Services first (also for live pods whose Service was deleted): a starting process finds its peers.
@@ -575,6 +680,13 @@ class JobReconciler:
             (self._create(SERVICES, build_service(job, r.replica_type, r.index, addressing)) for r in need_service),
             urgent=urgent,
         )
+        conflicts = [result for result in service_results if isinstance(result, Conflict)]
+        if conflicts:
+            # A Service of another's in the place of one of ours: a rank would dial it. No pod is made.
+            for replica in missing:
+                network.not_created(seen.pod_key(replica), slot_of(replica))
+            self._blocked(seen, conflicts)
+            return
         if not missing and not any(isinstance(result, Refusal) for result in service_results):
             return
         # One pod of each type first: a template the API server refuses is found before the rest is sent.
@@ -588,12 +700,23 @@ class JobReconciler:
             (self._create_pod(seen, r, addressing, network) for r in firsts.values()), urgent=urgent
         )
         refusals = [result for result in [*service_results, *results] if isinstance(result, Refusal)]
-        if refusals:
+        conflicts = [result for result in results if isinstance(result, Conflict)]
+        if refusals or conflicts:
             for replica in rest:
                 network.not_created(seen.pod_key(replica), slot_of(replica))
-            await self._refused(seen, refusals)
+            self._blocked(seen, conflicts)
+            if refusals:
+                await self._refused(seen, refusals)
             return
-        await self._gather((self._create_pod(seen, r, addressing, network) for r in rest), urgent=urgent)
+        results = await self._gather((self._create_pod(seen, r, addressing, network) for r in rest), urgent=urgent)
+        self._blocked(seen, [result for result in results if isinstance(result, Conflict)])
+
+    def _blocked(self, seen: Observation, conflicts: list[Conflict]) -> None:
+        """Names the job needs are taken (``ownership.py``): reported by ``_report``, tried again after
+        ``wait_requeue`` (a stranger's object sends us no event when it goes; a predecessor's pod does)."""
+        if conflicts:
+            seen.conflicts.extend(conflicts)
+            seen.want_requeue(self.options.wait_requeue)
 
     async def _refused(self, seen: Observation, refusals: list[Refusal]) -> None:
         """The API server refused one of the job's objects (see refusals.py): the job fails (JobFailure) when
@@ -610,7 +733,7 @@ class JobReconciler:
 
     async def _create_pod(
         self, seen: Observation, replica: Replica, addressing: Addressing, network: HostNetworkStep
-    ) -> Refusal | None:
+    ) -> Refusal | Conflict | None:
         job = seen.job
         pod = build_pod(
             job,
@@ -696,12 +819,49 @@ class JobReconciler:
         # Counted after the conditions, so the reconcile that ends a job reports the pods' final phases, and
         # counted on after the end: pods keep finishing (a TF worker after worker 0) and cleanup removes them.
         self._update_replica_statuses(seen, finished=st.is_finished(status))
-        if seen.waiting:
-            message = self.hostnetwork.exhausted_message()
-            if st.set_condition(status, st.RUNNING, true=False, reason="HostPortsExhausted", message=message):
-                await self.recorder.warning(seen.raw, "HostPortsExhausted", message)
+        if not st.is_finished(status):
+            await self._report_waiting(seen)
         # A job that just finished is woken by the watch event of this write; _finish then times the TTL.
         await self._write_status(seen)
+
+    async def _report_waiting(self, seen: Observation) -> None:
+        """Why a job that is not running waits, on the job itself (``Running`` False with a reason, and a Warning
+        event when that changes): a name taken by an object not the job's (``ownership.py``), or pods the
+        scheduler cannot place (its message: no node with the resources, the host port, ...). Cleared when it no
+        longer applies. A job whose pods all run says nothing here: the event-free path of a healthy job."""
+        status = seen.status
+        reason, message = None, None
+        if seen.conflicts:
+            first = seen.conflicts[0]
+            reason = first.reason
+            message = "; ".join(dict.fromkeys(conflict.message for conflict in seen.conflicts))
+        else:
+            waiting = [
+                (r, text)
+                for r in seen.replicas.values()
+                if r.pod is not None and not r.terminating
+                for text in [unschedulable_message(r.pod)]
+                if text is not None
+            ]
+            if waiting:
+                replica, text = waiting[0]
+                more = f" (and {len(waiting) - 1} more pods)" if len(waiting) > 1 else ""
+                reason = UNSCHEDULABLE
+                message = (
+                    f"{replica.replica_type} {replica.index} (pod {replica_name(seen.job.name, *slot_of(replica))}) "
+                    f"cannot be scheduled{more}: {text}"
+                )
+        if reason is None or message is None:
+            st.clear_condition(status, st.RUNNING, reasons=WAITING_REASONS)
+            return
+        if st.is_true(status, st.RUNNING) or st.is_true(status, st.RESTARTING):
+            # A running job with one pod waiting (a replacement): Running/Restarting stay; the event says why.
+            changed = self._waiting_said.get(seen.key) != message
+        else:
+            changed = st.set_condition(status, st.RUNNING, true=False, reason=reason, message=message)
+        if changed:
+            self._waiting_said[seen.key] = message
+            await self.recorder.warning(seen.raw, reason, message)
 
     def _update_replica_statuses(self, seen: Observation, *, finished: bool) -> None:
         """Per replica type, the pods a user sees in ``kubectl get pods``: ``active`` running, ``succeeded``,
@@ -854,17 +1014,15 @@ class JobReconciler:
                 raise result
         return results
 
-    async def _create(self, resource: Resource, body: Object) -> Refusal | None:
-        """Create; AlreadyExists is success (deterministic names). A refusal of the object (400, 403, 422) is
-        returned classified, not raised, so a batch of creates can tell it from a failure a retry may fix."""
+    async def _create(self, resource: Resource, body: Object) -> Refusal | Conflict | None:
+        """Create; AlreadyExists is success when the object there is the job's own (deterministic names), and a
+        :class:`Conflict` when it is not (``ownership.py``). A refusal of the object (400, 403, 422) is returned
+        classified, not raised, so a batch of creates can tell it from a failure a retry may fix."""
         meta = body["metadata"]
         try:
             await self.client.create(resource, body, namespace=meta["namespace"])
         except errors.AlreadyExists:
-            # Usually an earlier reconcile (or one racing a lagging cache) made it; but it may be the job's
-            # own pod made by the controller we replace, which our informers do not see (no label of ours).
-            if resource in (PODS, SERVICES):
-                await self._adopt(resource, body)
+            return await self._take_over(resource, body)
         except (errors.Invalid, errors.BadRequest, errors.Forbidden, errors.NotFound) as exc:
             refusal = classify_refusal(exc)
             if refusal.outcome is not Outcome.GONE:
@@ -873,29 +1031,43 @@ class JobReconciler:
             logger.info("%s/%s: not created: %s", meta["namespace"], meta["name"], exc)
         return None
 
-    async def _adopt(self, resource: Resource, body: Object) -> None:
-        """Adopt a pod or Service of this job that lacks our labels: one made by KubeDL or the Training
-        Operator before kubedl-py took over the job (same group, kind and uid). It gets our labels, so the
-        informers see it and the job counts it; it keeps running. One owned by anything else is left alone
-        (a previous job of the same name, on its way out)."""
+    async def _take_over(self, resource: Resource, body: Object) -> Conflict | None:
+        """An object with the name of one of the job's is there. Usually the job's own (an earlier reconcile, or
+        one racing a lagging cache, made it); it may be the job's own made by the controller we replace (KubeDL
+        or the Training Operator: same job, so same uid), which our informers do not see for want of our
+        labels: it gets them, so the job counts it, and keeps running. Anything else is a Conflict: never used.
+        Verified ownership is remembered per job, so the kinds' extra objects (tried while any pod is missing)
+        cost one read per job, not one per reconcile."""
         meta = body["metadata"]
         name, namespace = meta["name"], meta["namespace"]
+        owner = meta["ownerReferences"][0]
+        key = f"{namespace}/{owner['name']}"
+        if key not in self._owned or self._owned[key][0] != owner["uid"]:
+            self._owned[key] = (owner["uid"], set())
+        known = self._owned[key][1]
+        if (resource.plural, name) in known:
+            return None
+        if resource.plural == "secrets":
+            # The controller may not read Secrets (they hold keys): a job's Secret is named after its uid, which
+            # no one knows before the job exists (MPI's ``secret_name``).
+            return None
         try:
             existing = await self.client.get(resource, name, namespace=namespace)
         except errors.NotFound:
-            return
-        found = existing.get("metadata") or {}
-        if (found.get("labels") or {}).get(c.LABEL_CONTROLLER) == c.CONTROLLER_NAME:
-            return  # ours already: the cache is behind
-        owner_uid = meta["ownerReferences"][0]["uid"]
-        controller = next((ref for ref in found.get("ownerReferences") or [] if ref.get("controller")), None)
-        if controller is None or controller.get("uid") != owner_uid:
-            logger.info("%s/%s %s exists and belongs to another owner; not adopted", namespace, name, resource.kind)
-            return
-        patch = {"metadata": {"labels": meta["labels"]}}
-        with contextlib.suppress(errors.NotFound):
-            await self.client.patch(resource, name, patch, namespace=namespace)
-            logger.info("%s/%s: adopted %s made by another controller", namespace, name, resource.kind)
+            return None  # gone meanwhile: made on the next reconcile
+        conflict = conflict_of(owner, existing, resource.kind)
+        if conflict is not None:
+            logger.info("%s/%s: %s", namespace, name, conflict.message)
+            return conflict
+        labels = (existing.get("metadata") or {}).get("labels") or {}
+        if resource in (PODS, SERVICES) and labels.get(c.LABEL_CONTROLLER) != c.CONTROLLER_NAME:
+            patch = {"metadata": {"labels": meta["labels"]}}
+            with contextlib.suppress(errors.NotFound):
+                await self.client.patch(resource, name, patch, namespace=namespace)
+                logger.info("%s/%s: adopted %s made by another controller", namespace, name, resource.kind)
+        elif resource not in (PODS, SERVICES):
+            known.add((resource.plural, name))
+        return None
 
     async def _delete_pod(self, pod: Object) -> None:
         meta = pod.get("metadata") or {}

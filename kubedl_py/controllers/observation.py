@@ -16,6 +16,7 @@ from typing import Any
 
 from kubedl_py.api import TrainingJob
 from kubedl_py.controllers.addressing import replica_name
+from kubedl_py.controllers.ownership import Conflict
 
 Object = dict[str, Any]
 #: (replica type, index)
@@ -87,7 +88,8 @@ class Observation:
     surplus: list[Object]
     now: datetime
     requeue_after: float | None = None
-    waiting: bool = False
+    #: names the job needs that are taken by objects not its own (``ownership.py``): no pod is made
+    conflicts: list[Conflict] = field(default_factory=list)
     #: retry with the work queue's per-key backoff (something failed that an event will not announce)
     backoff: bool = False
 

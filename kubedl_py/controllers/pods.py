@@ -195,3 +195,41 @@ def service_target_port(service: dict[str, Any]) -> int | None:
         if isinstance(target, int):
             return target
     return None
+
+
+#: what a Service must keep as the job made it (a change here is undone)
+_SERVICE_PORT_FIELDS = ("name", "port", "targetPort", "protocol")
+
+
+def _port_shape(port: dict[str, Any]) -> tuple[Any, ...]:
+    """A Service port as far as the job cares, with the API server's defaults (TCP; targetPort = port)."""
+    return (
+        port.get("name") or "",
+        port.get("port"),
+        port.get("targetPort", port.get("port")),
+        port.get("protocol") or "TCP",
+    )
+
+
+def service_drift(live: dict[str, Any], desired: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
+    """What to write to bring ``live`` (one of the job's Services) back to ``desired`` (``build_service``): a
+    JSON merge patch (None: nothing), and the fields that drifted. A Service whose ``clusterIP`` kind changed
+    (headless or not: immutable) cannot be patched back: the fields then include ``clusterIP`` and the caller
+    deletes it, to be made again."""
+    spec, want = live.get("spec") or {}, desired["spec"]
+    headless, wanted_headless = spec.get("clusterIP") == "None", want.get("clusterIP") == "None"
+    if headless != wanted_headless:
+        return None, ["clusterIP"]
+    patch: dict[str, Any] = {}
+    drifted: list[str] = []
+    selector = spec.get("selector") or {}
+    if selector != want["selector"]:
+        drifted.append("selector")
+        patch["selector"] = {**{key: None for key in selector if key not in want["selector"]}, **want["selector"]}
+    if [_port_shape(p) for p in spec.get("ports") or []] != [_port_shape(p) for p in want["ports"]]:
+        drifted.append("ports")
+        patch["ports"] = [{key: p[key] for key in _SERVICE_PORT_FIELDS if key in p} for p in want["ports"]]
+    if (spec.get("type") or "ClusterIP") != "ClusterIP":
+        drifted.append("type")
+        patch["type"] = "ClusterIP"
+    return ({"spec": patch} if patch else None), drifted

@@ -113,3 +113,16 @@ def pending_cause(pod: Object) -> str | None:
             reason = condition.get("reason") or "Unschedulable"
             return f"not scheduled: {reason}: {condition.get('message') or 'no message'}"
     return None
+
+
+def unschedulable_message(pod: Object) -> str | None:
+    """What the scheduler says when it found no node for a pod (its PodScheduled condition: ``0/3 nodes are
+    available: 3 Insufficient nvidia.com/gpu.``), or None when it has not refused it."""
+    status = pod.get("status") or {}
+    if (pod.get("spec") or {}).get("nodeName"):
+        return None
+    for condition in status.get("conditions") or []:
+        scheduled = (condition.get("type"), condition.get("status"), condition.get("reason"))
+        if scheduled == ("PodScheduled", "False", "Unschedulable"):
+            return str(condition.get("message") or "no message")
+    return None

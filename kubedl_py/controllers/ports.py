@@ -1,14 +1,30 @@
-"""Host-port allocation for host-network pods: collision-free across the cluster, O(1) per port.
+"""Host-port choice for host-network pods: ports unique per node, chosen where they are least used.
 
-A port is *held* while a live host-network pod anywhere in the cluster declares it (learned from a
-cluster-wide pod informer), or while a reconcile has reserved it for a pod it is about to create. The
-allocator hands out a random port from the configured range that nobody holds; the scheduler's host-port
-rule then keeps two pods with the same port off one node even if two controllers disagreed.
+What Kubernetes guarantees, and so what this module needs to do: every port a host-network pod listens on is
+declared as a ``hostPort`` (``build_pod`` declares the framework port; Kubernetes makes every other
+``containerPort`` of a host-network pod a ``hostPort``), and kube-scheduler's ``NodePorts`` filter never puts two
+pods declaring the same port on one node. So a port only has to be unique *per node*, and the scheduler enforces
+that. The controller's part is to choose, before the pod is scheduled, a port that is *likely* free where the
+pod will land, so the scheduler has many nodes to choose from.
 
-The free ports of the range live in an array with a position index, so picking a random free port and
-taking or returning one are O(1) — no scan of the range per pod. The state is rebuilt from the informer
-after a restart; reservations are only in memory, which is safe because a reservation becomes a pod (and
-so is observed) or is released when the create fails.
+The measure of "likely free" is a port's *use*: how many pods hold it. A pod holds its ports when it is bound
+to a node (wherever it runs, its node cannot take another pod with that port) or when it is one of ours not yet
+bound (it will land soon: counting it spreads a burst of new pods over the range). A foreign pod that is not
+bound holds nothing anywhere, so a Pending pod declaring thousands of ports in another namespace changes
+nothing for anyone. A reservation (a port chosen for a pod about to be created) counts like a pod until the pod
+is seen or the reservation is given back.
+
+``reserve`` returns a port of least use, never one the caller asks to avoid (the job's other pods' ports, so
+replicas of one job can share a node; the old port of a failover, so the Service is re-pointed to a port no
+stopping process holds; a port no node could take the pod with) unless nothing else is left. It never
+refuses: with a small range the ports are used on several nodes each, and the scheduler finds the node where
+the chosen one is free; when there is none, the pod is Pending with the scheduler's ``NodePorts`` reason and
+the controller chooses again after a while (``hostnetwork.py``).
+
+Ports are kept in buckets by use (an array per use count, with a position index), so choosing a port and
+changing a port's use are O(1): no scan of the range per pod. The state is rebuilt from the pod informer
+after a restart; reservations are only in memory, which is safe because a reservation becomes a pod (and so is
+observed) or is given back when the create fails.
 """
 
 from __future__ import annotations
@@ -19,9 +35,8 @@ from dataclasses import dataclass, field
 
 DEFAULT_RANGE = (20000, 30000)
 
-
-class PortsExhausted(Exception):
-    """No port of the range is free."""
+#: random draws from a bucket before it is scanned for a port the caller does not avoid
+_DRAWS = 8
 
 
 def parse_range(text: str) -> tuple[int, int]:
@@ -43,10 +58,14 @@ class HostPortAllocator:
     rng: random.Random = field(default_factory=random.Random)
 
     def __post_init__(self) -> None:
-        self._free: list[int] = list(range(self.low, self.high + 1))
-        self._position: dict[int, int] = {port: i for i, port in enumerate(self._free)}
-        self._holders: dict[int, set[str]] = {}
+        #: use -> the ports of the range with that use (any order), and each port's place in its bucket
+        self._buckets: dict[int, list[int]] = {0: list(range(self.low, self.high + 1))}
+        self._place: dict[int, int] = {port: i for i, port in enumerate(self._buckets[0])}
+        self._use: dict[int, int] = {}
+        #: pod uid -> the ports it holds (only pods that hold ports: bound, or ours)
         self._pod_ports: dict[str, tuple[int, ...]] = {}
+        #: "ns/name" of a pod about to be created -> its reserved ports
+        self._reserved: dict[str, list[int]] = {}
 
     # -- state --------------------------------------------------------------------------------------
 
@@ -54,71 +73,105 @@ class HostPortAllocator:
     def capacity(self) -> int:
         return self.high - self.low + 1
 
+    def use(self, port: int) -> int:
+        """How many pods (and reservations) hold ``port``, wherever they are."""
+        return self._use.get(port, 0)
+
     @property
-    def free_count(self) -> int:
-        return len(self._free)
+    def least_use(self) -> int:
+        return min(use for use, ports in self._buckets.items() if ports)
 
-    def is_held(self, port: int) -> bool:
-        return bool(self._holders.get(port))
-
-    def _take(self, port: int, holder: str) -> None:
-        holders = self._holders.setdefault(port, set())
-        if not holders and port in self._position:
-            last = self._free.pop()
-            index = self._position.pop(port)
-            if last != port:
-                self._free[index] = last
-                self._position[last] = index
-        holders.add(holder)
-
-    def _give_back(self, port: int, holder: str) -> None:
-        holders = self._holders.get(port)
-        if not holders or holder not in holders:
+    def _move(self, port: int, delta: int) -> None:
+        before = self._use.get(port, 0)
+        after = before + delta
+        if after < 0:
             return
-        holders.discard(holder)
-        if not holders:
-            del self._holders[port]
-            if self.low <= port <= self.high:
-                self._position[port] = len(self._free)
-                self._free.append(port)
+        if after:
+            self._use[port] = after
+        else:
+            self._use.pop(port, None)
+        if not self.low <= port <= self.high:
+            return
+        bucket = self._buckets[before]
+        index = self._place[port]
+        last = bucket.pop()
+        if last != port:
+            bucket[index] = last
+            self._place[last] = index
+        if not bucket and before:
+            del self._buckets[before]
+        target = self._buckets.setdefault(after, [])
+        self._place[port] = len(target)
+        target.append(port)
 
     # -- observing the cluster ----------------------------------------------------------------------
 
-    def observe_pod(self, uid: str, pod_key: str, ports: Iterable[int]) -> None:
-        """A live host-network pod holds ``ports``; it replaces any reservation made for its name."""
-        new = tuple(sorted(set(ports)))
+    def observe_pod(self, uid: str, pod_key: str, ports: Iterable[int], *, holds: bool = True) -> None:
+        """A live host-network pod declaring ``ports``. ``holds``: whether it holds them (it is bound to a node,
+        or it is ours); a pod that does not hold them is forgotten. A pod seen replaces the reservation made for
+        its name."""
+        new = tuple(sorted(set(ports))) if holds else ()
         old = self._pod_ports.get(uid, ())
-        if new == old:
-            return
-        for port in old:
-            self._give_back(port, f"pod:{uid}")
-        for port in new:
-            self._take(port, f"pod:{uid}")
-            self._give_back(port, f"reserved:{pod_key}")
-        self._pod_ports[uid] = new
+        if new != old:
+            for port in old:
+                self._move(port, -1)
+            for port in new:
+                self._move(port, +1)
+            if new:
+                self._pod_ports[uid] = new
+            else:
+                self._pod_ports.pop(uid, None)
+        if holds:
+            for port in self._reserved.pop(pod_key, []):
+                self._move(port, -1)
 
     def forget_pod(self, uid: str) -> None:
-        """The pod is gone or terminal: its ports are free unless someone else holds them."""
+        """The pod is gone or terminal: it holds nothing any more."""
         for port in self._pod_ports.pop(uid, ()):
-            self._give_back(port, f"pod:{uid}")
+            self._move(port, -1)
 
-    # -- reserving for a pod about to be created ----------------------------------------------------
+    # -- choosing for a pod about to be created -----------------------------------------------------
 
-    def reserve(self, pod_key: str, *, avoid: Iterable[int] = ()) -> int:
-        """A free port for the pod ``pod_key`` (``ns/name``), held until the pod is observed or released."""
-        avoid_set = set(avoid)
-        if not self._free or (len(self._free) <= len(avoid_set) and set(self._free) <= avoid_set):
-            raise PortsExhausted(f"no free host port in {self.low}-{self.high}")
-        while True:
-            port = self._free[self.rng.randrange(len(self._free))]
-            if port not in avoid_set:
+    def reserve(
+        self, pod_key: str, *, avoid: Iterable[int] = (), reuse: Iterable[int] = (), bad: Iterable[int] = ()
+    ) -> int:
+        """A port of least use for the pod ``pod_key`` (``ns/name``), counted until the pod is observed or the
+        reservation released. Preferences, in order, each only when nothing better is left: not in ``avoid``
+        (the job's other ports) nor ``reuse`` nor ``bad``; then a port in ``reuse`` (its own old port: free again
+        once the old pod is gone); then an avoided one; a ``bad`` one (no node could take the pod with it) last."""
+        avoided, reused, never = set(avoid), set(reuse), set(bad)
+        for excluded in (avoided | reused | never, avoided | never, never, set()):
+            port = self._pick(excluded)
+            if port is not None:
                 break
-        self._take(port, f"reserved:{pod_key}")
+        assert port is not None  # the range is never empty
+        self._reserved.setdefault(pod_key, []).append(port)
+        self._move(port, +1)
         return port
+
+    def _pick(self, avoid: set[int]) -> int | None:
+        for use in sorted(self._buckets):
+            bucket = self._buckets[use]
+            if not bucket:
+                continue
+            for _ in range(_DRAWS):
+                port = bucket[self.rng.randrange(len(bucket))]
+                if port not in avoid:
+                    return port
+            left = [port for port in bucket if port not in avoid]  # a bucket mostly avoided: rare and small
+            if left:
+                return self.rng.choice(left)
+        return None
 
     def release(self, pod_key: str, port: int) -> None:
         """Give back a reservation whose pod was not created."""
-        self._give_back(port, f"reserved:{pod_key}")
+        reserved = self._reserved.get(pod_key)
+        if not reserved or port not in reserved:
+            return
+        reserved.remove(port)
+        if not reserved:
+            del self._reserved[pod_key]
+        self._move(port, -1)
 
 
 def pod_host_ports(pod: dict[str, object]) -> list[int]:

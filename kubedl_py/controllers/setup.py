@@ -20,7 +20,7 @@ from kubedl_py.api import RdmaSpec, all_kinds
 from kubedl_py.api import constants as c
 from kubedl_py.api.groups import GROUPS, KUBEDL, ApiGroup
 from kubedl_py.controllers.gang import Gang, GangSchedulerKind
-from kubedl_py.controllers.hostnetwork import HostNetwork
+from kubedl_py.controllers.hostnetwork import PORT_RETRY_AFTER, HostNetwork
 from kubedl_py.controllers.job import WRITE_CONCURRENCY, JobReconciler, ReconcilerOptions
 from kubedl_py.controllers.ports import DEFAULT_RANGE, HostPortAllocator
 from kubedl_py.kube import errors
@@ -59,6 +59,10 @@ class ControllerOptions:
     leader_elect_name: str = "kubedl-py-controller"
     #: inclusive bounds of host ports handed to host-network pods
     host_port_range: tuple[int, int] = DEFAULT_RANGE
+    #: seconds a host-network pod may wait for a node with its host port free before it gets another port
+    host_port_retry_after: float = PORT_RETRY_AFTER
+    #: host ports one pod may declare (``--max-host-ports-per-pod``: the framework's and its template's)
+    max_host_ports_per_pod: int = c.DEFAULT_MAX_HOST_PORTS_PER_POD
     #: appended to Service names in TF_CONFIG (``<svc>.<ns>.svc.<domain>``); None: ``<svc>.<ns>.svc``
     cluster_domain: str | None = None
     informer: InformerSettings | None = None
@@ -118,6 +122,8 @@ def trim_pod(pod: Object) -> Object:
         },
         "spec": {
             "hostNetwork": spec.get("hostNetwork", False),
+            # where it runs: a host port is taken on that node only (ports.py)
+            "nodeName": spec.get("nodeName"),
             "containers": [
                 {"name": ctr.get("name"), "ports": ctr.get("ports") or []} for ctr in spec.get("containers") or []
             ],
@@ -136,7 +142,7 @@ def trim_pod(pod: Object) -> Object:
                 for cs in status.get("initContainerStatuses") or []
             ],
             "conditions": [
-                {key: cond[key] for key in ("type", "status", "reason", "message") if key in cond}
+                {key: cond[key] for key in ("type", "status", "reason", "message", "lastTransitionTime") if key in cond}
                 for cond in status.get("conditions") or []
                 if cond.get("type") == "PodScheduled"
             ],
@@ -147,9 +153,10 @@ def trim_pod(pod: Object) -> Object:
 def trim_host_pod(pod: Object) -> Object:
     """What the port allocator needs of a foreign host-network pod."""
     trimmed = trim_pod(pod)
-    trimmed["metadata"] = {
-        k: v for k, v in trimmed["metadata"].items() if k in ("name", "namespace", "uid", "deletionTimestamp")
-    }
+    meta = trimmed["metadata"]
+    trimmed["metadata"] = {k: v for k, v in meta.items() if k in ("name", "namespace", "uid", "deletionTimestamp")}
+    if (meta.get("labels") or {}).get(c.LABEL_CONTROLLER) == c.CONTROLLER_NAME:
+        trimmed["metadata"]["labels"] = {c.LABEL_CONTROLLER: c.CONTROLLER_NAME}  # ours: holds its ports unbound
     trimmed["status"] = {"phase": trimmed["status"]["phase"]}
     spec = pod.get("spec") or {}
     trimmed["spec"]["initContainers"] = [{"ports": ctr.get("ports") or []} for ctr in spec.get("initContainers") or []]
@@ -186,7 +193,9 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
         )
     recorder = manager.recorder(c.CONTROLLER_NAME)
     low, high = options.host_port_range
-    hostnetwork = HostNetwork(HostPortAllocator(low, high), recorder, client)
+    hostnetwork = HostNetwork(
+        HostPortAllocator(low, high), recorder, client, port_retry_after=options.host_port_retry_after
+    )
     host_pods.add_handler(
         Handler(
             on_add=hostnetwork.on_pod,
@@ -231,6 +240,7 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
                     gang=gang,
                     rdma_defaults=options.rdma_defaults,
                     write_concurrency=options.write_concurrency,
+                    max_host_ports=options.max_host_ports_per_pod,
                 ),
                 on_transition=count,
                 podgroups=podgroups,
@@ -254,7 +264,6 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
                     on_delete=expectations.observed_delete,
                 )
             )
-            hostnetwork.register(resource.api_version, framework.kind, controller.enqueue)
             jobs.add_handler(Handler(on_add=lambda obj, f=count: transitions_created(obj, f)))  # type: ignore[misc]
     return manager
 

@@ -107,6 +107,15 @@ def set_condition(
     return conditions != before
 
 
+def clear_condition(status: dict[str, Any], kind: str, *, reasons: frozenset[str]) -> bool:
+    """Remove condition ``kind`` when it is False for one of ``reasons`` (a wait that is over); True when removed."""
+    condition = get_condition(status, kind)
+    if condition is None or condition.get("status") != "False" or condition.get("reason") not in reasons:
+        return False
+    status["conditions"].remove(condition)
+    return True
+
+
 def with_changes(status: dict[str, Any] | None) -> dict[str, Any]:
     """A private copy to edit, so the cached object stays untouched until the write succeeds."""
     return copy.deepcopy(status) if status else {}

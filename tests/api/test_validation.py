@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from kubedl_py.api import JobValidationError, load_jobs, parse_job
+from kubedl_py.api.validation import host_port_count, host_port_errors
 
 CONTAINER = {"name": "pytorch", "image": "img"}
 
@@ -228,3 +229,73 @@ def test_a_gang_of_the_kubeflow_layout_is_named_where_it_is_written() -> None:
     errors = errors_of(document)
     assert "at most 2" in errors["spec.runPolicy.schedulingPolicy.minAvailable"]
     assert "not a Kubernetes quantity" in errors["spec.runPolicy.schedulingPolicy.minResources.cpu"]
+
+
+# ------------------------------------------------------------------------------------------- host network
+
+
+def _annotated(document: dict[str, Any], mode: str) -> dict[str, Any]:
+    document["metadata"]["annotations"] = {"kubedl.io/network-mode": mode}
+    return document
+
+
+@pytest.mark.parametrize("mode", ["Host", "hosts", "HOST ", "", "default"])
+def test_a_misspelt_network_mode_is_refused_naming_the_annotation_and_the_values(mode: str) -> None:
+    errors = errors_of(_annotated(pytorch(), mode))
+    message = errors["metadata.annotations[kubedl.io/network-mode]"]
+    assert repr(mode) in message and "'host'" in message and "'pod'" in message
+
+
+@pytest.mark.parametrize("mode", ["host", "pod"])
+def test_the_network_modes_are_accepted(mode: str) -> None:
+    assert parse_job(_annotated(pytorch(), mode)).host_network is (mode == "host")
+
+
+def test_a_host_network_template_without_the_annotation_is_host_network_mode() -> None:
+    document = pytorch(Master=replica(1), Worker=replica(2))
+    document["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["hostNetwork"] = True
+    job = parse_job(document)
+    assert job.host_network and job.host_network_templates == ["Worker"]
+
+
+def test_a_host_network_template_contradicting_the_pod_mode_is_refused() -> None:
+    document = _annotated(pytorch(Master=replica(1), Worker=replica(2)), "pod")
+    document["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["hostNetwork"] = True
+    errors = errors_of(document)
+    assert "set the annotation to 'host'" in errors["spec.pytorchReplicaSpecs.Worker.template.spec.hostNetwork"]
+
+
+def _ports(count: int, *, host_port: bool = False) -> list[dict[str, Any]]:
+    return [{"containerPort": 30000 + i, **({"hostPort": 30000 + i} if host_port else {})} for i in range(count)]
+
+
+def test_host_ports_per_pod_are_bounded_naming_the_replica_and_the_flag() -> None:
+    document = _annotated(pytorch(Master=replica(1), Worker=replica(2)), "host")
+    worker = document["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    worker["containers"][0]["ports"] = _ports(7)  # 7 and the framework's: 8, the default limit
+    job = parse_job(document)
+    assert host_port_count(job, "Worker") == 8 and host_port_errors(job, 8) == []
+    worker["initContainers"] = [{"name": "init", "image": "img", "ports": _ports(1)}]
+    (error,) = host_port_errors(parse_job(document), 8)
+    assert error.field == "spec.pytorchReplicaSpecs.Worker.template.spec.containers"
+    assert "9 host ports" in error.message and "--max-host-ports-per-pod" in error.message
+    assert host_port_errors(parse_job(document), None) == []
+
+
+def test_in_the_pod_network_only_declared_host_ports_count() -> None:
+    document = pytorch(Master=replica(1))
+    master = document["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    master["containers"][0]["ports"] = [*_ports(20), *_ports(2, host_port=True)]
+    job = parse_job(document)
+    assert host_port_count(job, "Master") == 2
+
+
+def test_a_thousand_port_template_in_a_kubeflow_job_is_named_where_it_is_written() -> None:
+    document = pytorch(Master=replica(1))
+    document["apiVersion"] = "kubeflow.org/v1"
+    document["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["hostNetwork"] = True
+    document["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["ports"] = _ports(1000)
+    (error,) = host_port_errors(parse_job(document), 8)
+    assert (
+        error.field == "spec.pytorchReplicaSpecs.Master.template.spec.containers" and "1001 host ports" in error.message
+    )

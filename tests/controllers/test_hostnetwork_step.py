@@ -2,19 +2,20 @@
 
 The end-to-end behaviour (both tiers) is in tests/integration/test_hostnetwork.py; here the cases that are
 slow or racy to stage on a cluster: a range with no room, a job scaled down or finished meanwhile, a failed
-Service write.
+Service write, a pod the scheduler cannot place for its port.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from kubedl_py.api import constants as c
 from kubedl_py.api import parse_job, with_defaults
-from kubedl_py.controllers.hostnetwork import HostNetwork
+from kubedl_py.controllers.hostnetwork import NODE_PORTS_REASON, PORT_RETRY_AFTER, HostNetwork
 from kubedl_py.controllers.observation import Observation, Replica
 from kubedl_py.controllers.ports import HostPortAllocator
 
@@ -50,7 +51,17 @@ def _service(name: str, target: int) -> dict[str, Any]:
     }
 
 
-def _seen(workers: int, services: dict[str, int], terminating: tuple[int, ...] = ()) -> Observation:
+def _pod(index: int, port: int) -> dict[str, Any]:
+    return {
+        "metadata": {"name": f"fo-worker-{index}", "namespace": NS, "annotations": {c.ANNOTATION_HOST_PORT: str(port)}},
+        "spec": {"hostNetwork": True, "containers": [{"name": "pytorch", "ports": [{"hostPort": port}]}]},
+        "status": {"phase": "Running"},
+    }
+
+
+def _seen(
+    workers: int, services: dict[str, int], terminating: tuple[int, ...] = (), pods: dict[int, int] | None = None
+) -> Observation:
     container = {"name": "pytorch", "image": "pytorch"}
     worker = {"replicas": workers, "template": {"spec": {"containers": [container]}}}
     raw = {
@@ -61,6 +72,8 @@ def _seen(workers: int, services: dict[str, int], terminating: tuple[int, ...] =
     }
     job = with_defaults(parse_job(raw))
     replicas = {("Worker", i): Replica("Worker", i, terminating=i in terminating) for i in range(workers)}
+    for index, port in (pods or {}).items():
+        replicas[("Worker", index)].pod = _pod(index, port)
     return Observation(
         raw=raw,
         job=job,
@@ -78,6 +91,12 @@ def _network(low: int, high: int) -> tuple[HostNetwork, FakeServices]:
     return HostNetwork(HostPortAllocator(low, high), FakeRecorder(), services), services  # type: ignore[arg-type]
 
 
+def _used(network: HostNetwork) -> int:
+    """Ports in use, counted with multiplicity (a port held on two nodes counts twice)."""
+    allocator = network.allocator
+    return sum(allocator.use(port) for port in range(allocator.low, allocator.high + 1))
+
+
 async def test_the_port_reserved_while_terminating_is_the_replacements_and_needs_no_second_write() -> None:
     network, client = _network(100, 109)
     network.allocator.observe_pod("old", f"{NS}/fo-worker-0", [100])  # the old pod, before it terminated
@@ -86,35 +105,81 @@ async def test_the_port_reserved_while_terminating_is_the_replacements_and_needs
     step = network.step(seen)
     await step.repoint_ahead([seen.replicas[("Worker", 0)]])
     ((name, port),) = client.patches
-    assert name == "fo-worker-0" and port != 100 and network.allocator.is_held(port)
+    assert name == "fo-worker-0" and port != 100 and network.allocator.use(port) == 1
     await step.repoint_ahead([seen.replicas[("Worker", 0)]])  # a later reconcile while it still terminates
     assert len(client.patches) == 1
 
     gone = _seen(1, {"fo-worker-0": port})  # the old pod is gone: the replacement is due
     step = network.step(gone)
-    assert await step.reserve([gone.replicas[("Worker", 0)]])
+    await step.reserve([gone.replicas[("Worker", 0)]])
     assert step.ports() == {("Worker", 0): port} and len(client.patches) == 1
     network.allocator.observe_pod("new", f"{NS}/fo-worker-0", [port])  # made: the pod holds it now
+    assert network.allocator.use(port) == 1
     network.allocator.forget_pod("new")
-    assert not network.allocator.is_held(port)
+    assert network.allocator.use(port) == 0
 
 
-async def test_a_range_without_room_keeps_the_ports_reserved_ahead_and_releases_the_rest() -> None:
+async def test_a_full_range_gives_the_replacement_its_own_old_port_without_a_write() -> None:
+    """Every port of the range is the job's: the replacement takes its old port back instead of waiting
+    (ports are unique per node; the scheduler keeps it off a node where the old pod still holds it)."""
     network, client = _network(100, 102)
-    seen = _seen(2, {"fo-worker-0": 100, "fo-worker-1": 101}, terminating=(0,))
+    for index, port in enumerate((100, 101, 102)):
+        network.allocator.observe_pod(f"uid{index}", f"{NS}/fo-worker-{index}", [port])
+    seen = _seen(3, {f"fo-worker-{i}": 100 + i for i in range(3)}, terminating=(0,), pods={1: 101, 2: 102})
     await network.step(seen).repoint_ahead([seen.replicas[("Worker", 0)]])
-    ((_, ahead),) = client.patches
-    network.allocator.observe_pod("other", "elsewhere/pod", [p for p in (100, 101, 102) if p != ahead])
-    free_before = network.allocator.free_count
+    assert client.patches == []  # the Service already points at the port the replacement gets
+    network.allocator.forget_pod("uid0")  # the old pod is gone
 
-    both = _seen(2, {"fo-worker-0": ahead, "fo-worker-1": 101})
-    step = network.step(both)
-    assert not await step.reserve(list(both.replicas.values()))  # worker 1 finds no port
-    assert network.allocator.is_held(ahead) and network.allocator.free_count == free_before
-    network.allocator.forget_pod("other")
-    step = network.step(both)
-    assert await step.reserve(list(both.replicas.values()))
-    assert step.ports()[("Worker", 0)] == ahead
+    gone = _seen(3, {f"fo-worker-{i}": 100 + i for i in range(3)}, pods={1: 101, 2: 102})
+    step = network.step(gone)
+    await step.reserve([gone.replicas[("Worker", 0)]])
+    assert step.ports()[("Worker", 0)] == 100 and client.patches == []
+
+
+async def test_replicas_of_one_job_get_distinct_ports_while_the_range_has_room() -> None:
+    network, _ = _network(100, 107)
+    network.allocator.observe_pod("far", "other/pod", [100, 101, 102, 103])  # used on another node
+    seen = _seen(6, {})
+    step = network.step(seen)
+    await step.reserve(list(seen.replicas.values()))
+    ports = list(step.ports().values())
+    assert len(set(ports)) == 6  # so replicas may share a node
+    assert {104, 105, 106, 107} <= set(ports)  # the unused ports first
+
+
+async def test_a_pod_no_node_can_take_for_its_port_gets_another_after_the_wait() -> None:
+    network, client = _network(100, 104)
+    seen = _seen(1, {"fo-worker-0": 100}, pods={0: 100})
+    pod = seen.replicas[("Worker", 0)].pod
+    assert pod is not None
+    since = seen.now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    message = f"0/3 nodes are available: 3 node(s) {NODE_PORTS_REASON}. preemption: 0/3 nodes are available."
+    pod["status"] = {
+        "phase": "Pending",
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": message,
+                "lastTransitionTime": since,
+            }
+        ],
+    }
+    step = network.step(seen)
+    assert step.unplaceable() == []  # not waited long enough: a requeue for when it will have
+    assert seen.requeue_after is not None and 0 < seen.requeue_after <= PORT_RETRY_AFTER
+
+    later = replace(seen, now=seen.now + timedelta(seconds=PORT_RETRY_AFTER + 1), requeue_after=None)
+    step = network.step(later)
+    (due,) = step.unplaceable()
+    assert due.index == 0 and step.notes and step.notes[0][0] == "HostPortReassigned"
+    due.pod, due.terminating = None, True  # the reconcile deletes the unbound pod
+    await step.repoint_ahead([due])
+    ((_, port),) = client.patches
+    assert port != 100  # not the port no node had free
+    # The next time it waits twice as long.
+    assert network._unplaceable[f"{NS}/fo"][("Worker", 0)].changes == 1
 
 
 async def test_a_failed_service_write_gives_back_the_new_port() -> None:
@@ -123,21 +188,21 @@ async def test_a_failed_service_write_gives_back_the_new_port() -> None:
     client.fail = True
     with pytest.raises(ConnectionError):
         await network.step(seen).reserve([seen.replicas[("Worker", 0)]])
-    assert network.allocator.free_count == 5
+    assert _used(network) == 0
 
 
 async def test_scaled_down_finished_or_deleted_jobs_give_their_reservations_back() -> None:
     network, _ = _network(100, 109)
     seen = _seen(3, {f"fo-worker-{i}": 100 + i for i in range(3)}, terminating=(0, 1, 2))
     await network.step(seen).repoint_ahead(list(seen.replicas.values()))
-    assert network.allocator.free_count == 7
+    assert _used(network) == 3
 
     smaller = _seen(2, {f"fo-worker-{i}": 100 + i for i in range(2)})
     await network.step(smaller).repoint_ahead([])  # worker 2 is no more: its reservation goes
-    assert network.allocator.free_count == 8
+    assert _used(network) == 2
     network.job_finished(f"{NS}/fo")
-    assert network.allocator.free_count == 10
+    assert _used(network) == 0
 
     await network.step(seen).repoint_ahead(list(seen.replicas.values()))
     network.job_gone(f"{NS}/fo")
-    assert network.allocator.free_count == 10
+    assert _used(network) == 0

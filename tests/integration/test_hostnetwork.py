@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import time
 from collections import Counter
 from typing import Any
 
 import pytest
 
 from kubedl_py.api import constants as c
-from kubedl_py.kube.resources import PODS
+from kubedl_py.kube.errors import Invalid, NotFound
+from kubedl_py.kube.resources import NAMESPACES, PODS, SERVICES
+from kubedl_py.local.kubernetes.cluster import create_namespace
 from tests.integration.conftest import (
     PYTORCHJOBS,
     TFJOBS,
     Env,
     Kube,
     RunningController,
+    condition,
     env_of,
     events_for,
     eventually,
@@ -28,7 +33,9 @@ from tests.integration.conftest import (
     replica,
     services_of,
     tfjob,
+    wait_condition,
 )
+from tests.tiers import KUBERNETES
 
 LOW, HIGH = 20000, 30000
 
@@ -170,67 +177,258 @@ async def test_failover_gets_a_new_port_and_the_service_is_repointed_first(
     assert f"from host port {host_port(old)} to {host_port(new)}" in events[0]["message"]
 
 
-async def test_a_port_reserved_for_a_replacement_is_given_back_when_the_job_goes(cluster: Env, kube: Kube) -> None:
-    # Four ports: three for the first job, the fourth reserved when its worker's pod starts terminating.
-    running = RunningController(cluster, fast_options(namespace=kube.ns, host_port_range=(21010, 21013)))
+def _host_pod(name: str, ports: range, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "hostNetwork": True,
+            "containers": [{"name": "c", "image": "busybox", "ports": [{"containerPort": p} for p in ports]}],
+            **spec,
+        },
+    }
+
+
+async def _running(kube: Kube, job: str, n: int) -> list[dict[str, Any]] | None:
+    pods = await pods_of(kube, job)
+    running = [
+        p for p in pods if p.get("status", {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+    ]
+    return running if len(running) == n else None
+
+
+async def test_a_pending_pod_declaring_every_port_starves_no_other_namespace(cluster: Env, kube: Kube) -> None:
+    """A user of namespace A makes a host-network pod that can never be scheduled and declares every port of
+    the range: a pod that is not bound holds no port anywhere, so a host-network job in namespace B runs."""
+    low, high = 21100, 21111
+    other = f"{kube.ns}-a"
+    await create_namespace(kube, other)
+    try:
+        squatter = _host_pod("squatter", range(low, high + 1), nodeSelector={"kubedl.io/no-such-node": "x"})
+        await kube.create(PODS, squatter, namespace=other)
+        running = RunningController(cluster, fast_options(namespace=kube.ns, host_port_range=(low, high)))
+        await running.start()
+        try:
+            await kube.create(PYTORCHJOBS, pytorchjob("victim", host=True), namespace=kube.ns)
+            pods = await eventually(lambda: _running(kube, "victim", 3), within=30, what="the victim's 3 pods running")
+            assert all(low <= host_port(p) <= high for p in pods)
+            (job,) = [await job_state(kube, PYTORCHJOBS, "victim")]
+            reasons = {cond["reason"] for cond in (job or {}).get("status", {}).get("conditions", [])}
+            assert "HostPortsExhausted" not in reasons
+        finally:
+            await running.stop()
+    finally:
+        with contextlib.suppress(NotFound):
+            await kube.delete(NAMESPACES, other)
+
+
+async def test_a_job_asking_thousands_of_host_ports_is_refused(
+    cluster: Env, kube: Kube, controller: RunningController
+) -> None:
+    """On the real control plane the install's admission policy refuses it at create, naming the field; where no
+    policy is installed (the embedded cluster) the controller fails it as InvalidSpec and makes no pod."""
+    job = pytorchjob("greedy", replicas={"Master": replica(1), "Worker": replica(1)})
+    worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    worker["hostNetwork"] = True
+    worker["nodeSelector"] = {"kubedl.io/no-such-node": "x"}
+    worker["containers"][0]["ports"] = [{"containerPort": p} for p in range(20000, 30001)]
+    if cluster.tier == KUBERNETES:
+        with pytest.raises(Invalid) as refused:
+            await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
+        assert "more than 8 host ports" in str(refused.value) and "pytorchReplicaSpecs" in str(refused.value)
+        return
+    await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
+    failed = await wait_condition(kube, PYTORCHJOBS, "greedy", "Failed")
+    message = condition(failed, "Failed")["message"]  # type: ignore[index]
+    assert "spec.pytorchReplicaSpecs.Worker.template.spec.containers" in message and "10002 host ports" in message
+    assert await pods_of(kube, "greedy") == []
+
+
+@pytest.mark.parametrize("mode", ["Host", "hosts", "HOST "])
+async def test_a_misspelt_network_mode_never_runs_in_the_other_mode(
+    cluster: Env, kube: Kube, controller: RunningController, mode: str
+) -> None:
+    job = pytorchjob("typo")
+    job["metadata"]["annotations"] = {c.ANNOTATION_NETWORK_MODE: mode}
+    if cluster.tier == KUBERNETES:
+        with pytest.raises(Invalid) as refused:
+            await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
+        text = str(refused.value)
+        assert f'"{mode}" is not a network mode' in text and c.ANNOTATION_NETWORK_MODE in text and '"pod"' in text
+        return
+    await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
+    failed = await wait_condition(kube, PYTORCHJOBS, "typo", "Failed")
+    assert f"{mode!r} is not a network mode" in condition(failed, "Failed")["message"]  # type: ignore[index]
+    assert await pods_of(kube, "typo") == []
+
+
+@pytest.mark.nodes(3)
+async def test_a_full_range_does_not_hang_a_failover(cluster: Env, kube: Kube) -> None:
+    """Every port of a 12-port range is held by the job's 12 pods: a replacement takes its own old port back
+    once the old pod is gone (within 1 s) instead of waiting for a free one."""
+    low, high = 21200, 21211
+    running = RunningController(cluster, fast_options(namespace=kube.ns, host_port_range=(low, high)))
     await running.start()
     try:
-        replicas = {"Master": replica(1), "Worker": _stopping_in(3)}
-        await kube.create(PYTORCHJOBS, pytorchjob("first", host=True, replicas=replicas), namespace=kube.ns)
-        pods = await eventually(lambda: _n_pods(kube, "first", 3), what="3 pods of the first job")
-        await eventually(lambda: _n_services(kube, "first", 3), what="3 services of the first job")
-        old = next(p for p in pods if p["metadata"]["name"] == "first-worker-0")
-        await kube.delete(PODS, "first-worker-0", namespace=kube.ns)
-
-        async def reserved() -> bool:
-            return target_port(await _service(kube, "first-worker-0")) != host_port(old)
-
-        await eventually(reserved, within=3.0, what="the fourth port reserved for the replacement")
-        await kube.delete(PYTORCHJOBS, "first", namespace=kube.ns, propagation_policy="Foreground")
-
-        async def gone() -> bool:
-            return not await pods_of(kube, "first")
-
-        await eventually(gone, within=30, what="the first job's pods gone")
-        # All four ports are needed now: one still reserved for the deleted job would keep this job waiting.
-        four = {"Master": replica(1), "Worker": replica(3)}
-        await kube.create(PYTORCHJOBS, pytorchjob("second", host=True, replicas=four), namespace=kube.ns)
-        pods = await eventually(lambda: _n_pods(kube, "second", 4), within=30, what="the second job's 4 pods")
-        assert {host_port(p) for p in pods} == {21010, 21011, 21012, 21013}
+        replicas = {"Master": replica(1), "Worker": replica(11)}
+        await kube.create(PYTORCHJOBS, pytorchjob("full", host=True, replicas=replicas), namespace=kube.ns)
+        pods = await eventually(lambda: _running(kube, "full", 12), within=60, what="12 pods running")
+        assert sorted(host_port(p) for p in pods) == list(range(low, high + 1))
+        old = next(p for p in pods if p["metadata"]["name"] == "full-worker-3")
+        await kube.delete(PODS, "full-worker-3", namespace=kube.ns)
+        gone_at: float | None = None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                pod = await kube.get(PODS, "full-worker-3", namespace=kube.ns)
+            except NotFound:
+                pod = None
+            now = time.monotonic()
+            if pod is not None and pod["metadata"]["uid"] != old["metadata"]["uid"]:
+                made_after = now - (gone_at if gone_at is not None else now)
+                break
+            if pod is None and gone_at is None:
+                gone_at = now
+            await asyncio.sleep(0.02)
+        else:
+            raise AssertionError("no replacement of full-worker-3 within 60 s")
+        assert made_after < 1.0, f"the replacement came {made_after:.2f}s after the old pod was gone"
+        new = await eventually(lambda: _running(kube, "full", 12), within=60, what="12 pods running again")
+        replacement = next(p for p in new if p["metadata"]["name"] == "full-worker-3")
+        assert low <= host_port(replacement) <= high
+        assert target_port(await _service(kube, "full-worker-3")) == host_port(replacement)
     finally:
         await running.stop()
 
 
-async def test_port_exhaustion_waits_with_a_reason_and_proceeds_when_ports_free(cluster: Env, kube: Kube) -> None:
-    running = RunningController(cluster, fast_options(namespace=kube.ns, host_port_range=(21000, 21002)))
+@pytest.mark.nodes(2)
+async def test_a_pod_no_node_can_take_for_its_port_gets_another(cluster: Env, kube: Kube) -> None:
+    """Both nodes have host port P taken by pods the controller cannot see (pod network with a hostPort): the
+    job's pod that got P is Pending for the scheduler's NodePorts reason, then gets another port."""
+    low, high = 21300, 21302
+    for index, node in enumerate(cluster.node_names):
+        hidden = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"hidden-{index}"},
+            "spec": {
+                "nodeName": node,
+                "containers": [{"name": "c", "image": "busybox", "ports": [{"containerPort": 80, "hostPort": low}]}],
+            },
+        }
+        await kube.create(PODS, hidden, namespace=kube.ns)
+    options = fast_options(namespace=kube.ns, host_port_range=(low, high), host_port_retry_after=1.0)
+    running = RunningController(cluster, options)
     await running.start()
     try:
-        await kube.create(PYTORCHJOBS, pytorchjob("first", host=True), namespace=kube.ns)
-        await eventually(lambda: _n_pods(kube, "first", 3), what="3 pods of the first job")
-        await kube.create(
-            PYTORCHJOBS,
-            pytorchjob("second", host=True, replicas={"Master": replica(1), "Worker": replica(1)}),
-            namespace=kube.ns,
-        )
-
-        async def exhausted() -> dict[str, Any] | None:
-            job = await job_state(kube, PYTORCHJOBS, "second")
-            for cond in ((job or {}).get("status") or {}).get("conditions") or []:
-                if cond["type"] == "Running" and cond["reason"] == "HostPortsExhausted":
-                    return cond
-            return None
-
-        cond = await eventually(exhausted, what="HostPortsExhausted")
-        assert cond["status"] == "False" and "21000-21002" in cond["message"]
-        assert await pods_of(kube, "second") == []
-        assert any(e["reason"] == "HostPortsExhausted" for e in await events_for(kube, "second"))
-
-        await kube.delete(PYTORCHJOBS, "first", namespace=kube.ns, propagation_policy="Foreground")
-        pods = await eventually(lambda: _n_pods(kube, "second", 2), within=30, what="second job's pods")
-        assert {host_port(p) for p in pods} <= {21000, 21001, 21002}
-        assert len({host_port(p) for p in pods}) == 2
+        replicas = {"Master": replica(1), "Worker": replica(2)}  # three pods: one of them gets `low`
+        await kube.create(PYTORCHJOBS, pytorchjob("moved", host=True, replicas=replicas), namespace=kube.ns)
+        pods = await eventually(lambda: _running(kube, "moved", 3), within=60, what="3 pods running")
+        assert low not in {host_port(p) for p in pods}
+        events = [e for e in await events_for(kube, "moved") if e["reason"] == "HostPortReassigned"]
+        assert events and f"host port {low} free" in events[0]["message"]
+        for pod in pods:
+            assert target_port(await _service(kube, pod["metadata"]["name"])) == host_port(pod)
     finally:
         await running.stop()
+
+
+async def test_a_template_asking_for_the_host_network_gets_host_ports(
+    kube: Kube, controller: RunningController
+) -> None:
+    job = pytorchjob("tmpl", replicas={"Master": replica(1), "Worker": replica(1)})
+    for spec in job["spec"]["pytorchReplicaSpecs"].values():
+        spec["template"]["spec"]["hostNetwork"] = True
+    await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
+    pods = await eventually(lambda: _running(kube, "tmpl", 2), what="2 pods running")
+    assert len({host_port(p) for p in pods}) == 2
+    for pod in pods:
+        assert target_port(await _service(kube, pod["metadata"]["name"])) == host_port(pod)
+    reasons = [e["reason"] for e in await events_for(kube, "tmpl")]
+    assert reasons.count("HostNetworkFromTemplate") == 1 and "NetworkModeChangeRefused" not in reasons
+
+
+@pytest.mark.parametrize("host", [False, True], ids=["pod-network", "host-network"])
+async def test_a_strangers_service_is_never_wired_to_the_job(
+    kube: Kube, controller: RunningController, host: bool
+) -> None:
+    stranger = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "intr-master-0"},
+        "spec": {"selector": {"app": "someone-else"}, "ports": [{"port": 23456}]},
+    }
+    await kube.create(SERVICES, stranger, namespace=kube.ns)
+    await kube.create(PYTORCHJOBS, pytorchjob("intr", host=host), namespace=kube.ns)
+
+    async def blocked() -> dict[str, Any] | None:
+        job = await job_state(kube, PYTORCHJOBS, "intr")
+        for cond in ((job or {}).get("status") or {}).get("conditions") or []:
+            if cond["type"] == "Running" and cond["reason"] == "NameInUse":
+                return cond
+        return None
+
+    cond = await eventually(blocked, what="the NameInUse condition")
+    assert cond["status"] == "False" and f"Service {kube.ns}/intr-master-0" in cond["message"]
+    assert "controlled by nothing" in cond["message"]
+    assert [e for e in await events_for(kube, "intr") if e["reason"] == "NameInUse"]
+    assert await pods_of(kube, "intr") == []  # no rank is made while the name is someone else's
+
+    await kube.delete(SERVICES, "intr-master-0", namespace=kube.ns)
+    pods = await eventually(lambda: _running(kube, "intr", 3), within=30, what="3 pods once the name is free")
+    job = await job_state(kube, PYTORCHJOBS, "intr")
+    assert job is not None
+    service = await _service(kube, "intr-master-0")
+    assert service["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
+    for pod in pods:
+        assert env_of(pod).get("MASTER_ADDR") in ("intr-master-0", "localhost")
+
+    async def cleared() -> bool:
+        found = await job_state(kube, PYTORCHJOBS, "intr")
+        return not [c for c in ((found or {}).get("status") or {}).get("conditions", []) if c["reason"] == "NameInUse"]
+
+    await eventually(cleared, what="the NameInUse condition gone")
+
+
+async def test_hand_edits_of_a_jobs_service_are_undone(kube: Kube, controller: RunningController) -> None:
+    await kube.create(PYTORCHJOBS, pytorchjob("edit"), namespace=kube.ns)
+    await eventually(lambda: _n_services(kube, "edit", 3), what="3 services")
+    before = await _service(kube, "edit-worker-0")
+    edit = {
+        "spec": {"selector": {"app": "hijack"}, "ports": [{"name": "pytorchjob-port", "port": 1234, "targetPort": 80}]}
+    }
+    await kube.patch(SERVICES, "edit-worker-0", edit, namespace=kube.ns)
+
+    async def repaired() -> dict[str, Any] | None:
+        service = await _service(kube, "edit-worker-0")
+        spec = service["spec"]
+        return service if spec["selector"] == before["spec"]["selector"] and spec["ports"][0]["port"] == 23456 else None
+
+    service = await eventually(repaired, what="the Service put back")
+    assert [(p["port"], p["targetPort"]) for p in service["spec"]["ports"]] == [(23456, 23456)]
+    events = [e for e in await events_for(kube, "edit") if e["reason"] == "ServiceRepaired"]
+    assert events and "selector, ports" in events[0]["message"]
+
+
+async def test_pods_no_node_can_take_are_named_on_the_job(kube: Kube, controller: RunningController) -> None:
+    job = pytorchjob("huge")
+    worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    worker["resources"] = {"requests": {"cpu": "5000"}, "limits": {"cpu": "5000"}}
+    await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
+
+    async def named() -> dict[str, Any] | None:
+        found = await job_state(kube, PYTORCHJOBS, "huge")
+        for cond in ((found or {}).get("status") or {}).get("conditions") or []:
+            if cond["type"] == "Running" and cond["reason"] == "Unschedulable":
+                return cond
+        return None
+
+    cond = await eventually(named, within=30, what="the Unschedulable condition")
+    assert cond["status"] == "False"
+    assert cond["message"].startswith("Worker ") and "cannot be scheduled (and 1 more pods)" in cond["message"]
+    assert "Insufficient cpu" in cond["message"]
+    assert [e for e in await events_for(kube, "huge") if e["reason"] == "Unschedulable"]
 
 
 async def test_controller_restart_changes_no_port(cluster: Env, kube: Kube) -> None:

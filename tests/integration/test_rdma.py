@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from kubedl_py.api import constants as c
 from kubedl_py.api.groups import KUBEDL
 from kubedl_py.controllers.gang import Gang
 from kubedl_py.controllers.setup import served_resources
@@ -29,6 +30,7 @@ from tests.integration.conftest import (
     events_for,
     eventually,
     fast_options,
+    job_state,
     pods_of,
     pytorchjob,
     replica,
@@ -352,13 +354,15 @@ async def test_a_resubmitted_job_does_not_adopt_its_predecessors_podgroup(cluste
 
 
 async def test_an_orphaned_podgroup_of_the_jobs_name_is_adopted(cluster: Env, kube: Kube) -> None:
-    """A group left without an owner (its job deleted with propagationPolicy=Orphan) is nobody's: the new job
-    adopts it (a patch, which the rendered ClusterRole must allow) instead of waiting forever."""
+    """A group kubedl-py made for a job of this name, left without an owner (its job deleted with
+    propagationPolicy=Orphan), is nobody's: the new job adopts it (a patch, which the rendered ClusterRole must
+    allow) instead of waiting forever."""
     await install_podgroups(kube, VOLCANO)
+    labels = {c.LABEL_CONTROLLER: c.CONTROLLER_NAME, c.LABEL_JOB_NAME: "adopter"}
     orphan = {
         "apiVersion": VOLCANO.api_version,
         "kind": "PodGroup",
-        "metadata": {"name": "adopter", "namespace": kube.ns},
+        "metadata": {"name": "adopter", "namespace": kube.ns, "labels": labels},
         "spec": {"minMember": 1},
     }
     await kube.create(VOLCANO, orphan, namespace=kube.ns)
@@ -375,6 +379,37 @@ async def test_an_orphaned_podgroup_of_the_jobs_name_is_adopted(cluster: Env, ku
         assert group["spec"]["minMember"] == 3
         await admit(kube, VOLCANO, "adopter")
         await eventually(lambda: _pods(kube, "adopter", 3), what="pods once the group is the job's")
+    finally:
+        await running.stop()
+
+
+async def test_a_strangers_podgroup_of_the_jobs_name_is_never_taken(cluster: Env, kube: Kube) -> None:
+    """A PodGroup of the job's name that kubedl-py did not make is someone else's: never patched or used; the job
+    says so (NameInUse) and makes no pod until the name is free."""
+    await install_podgroups(kube, VOLCANO)
+    theirs = {
+        "apiVersion": VOLCANO.api_version,
+        "kind": "PodGroup",
+        "metadata": {"name": "squat", "namespace": kube.ns},
+        "spec": {"minMember": 7},
+    }
+    await kube.create(VOLCANO, theirs, namespace=kube.ns)
+    running = await start(cluster, gang_scheduler="volcano")
+    try:
+        await kube.create(PYTORCHJOBS, pytorchjob("squat"), namespace=kube.ns)
+
+        async def blocked() -> dict[str, Any] | None:
+            job = await job_state(kube, PYTORCHJOBS, "squat")
+            for cond in ((job or {}).get("status") or {}).get("conditions") or []:
+                if cond["type"] == "Running" and cond["reason"] == "NameInUse":
+                    return cond
+            return None
+
+        cond = await eventually(blocked, what="the NameInUse condition")
+        assert f"PodGroup {kube.ns}/squat" in cond["message"]
+        group = await podgroup(kube, VOLCANO, "squat")
+        assert group is not None and group["spec"]["minMember"] == 7 and not group["metadata"].get("ownerReferences")
+        assert await pods_of(kube, "squat") == []
     finally:
         await running.stop()
 

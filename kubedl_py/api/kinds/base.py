@@ -109,8 +109,18 @@ class TrainingJob(KubeModel):
 
     @property
     def host_network(self) -> bool:
-        annotations = self.metadata.annotations or {}
-        return annotations.get(c.ANNOTATION_NETWORK_MODE) == c.NETWORK_MODE_HOST
+        """Host-network mode: the annotation says ``host``, or it is absent and a replica's pod template asks for
+        ``hostNetwork: true`` (such a template gets host ports chosen for it like an annotated job's: a host
+        network without them would put two ranks on one port)."""
+        mode = (self.metadata.annotations or {}).get(c.ANNOTATION_NETWORK_MODE)
+        if mode is not None:
+            return mode == c.NETWORK_MODE_HOST
+        return bool(self.host_network_templates)
+
+    @property
+    def host_network_templates(self) -> list[str]:
+        """The replica types whose pod templates ask for ``hostNetwork: true`` themselves."""
+        return [name for name, spec in self.replica_specs.items() if spec.template.spec.host_network]
 
     def to_dict(self) -> dict[str, Any]:
         """The wire form, with apiVersion and kind first as kubectl prints them."""

@@ -7,7 +7,7 @@ port ``mpijob-port`` 22 (each Worker's sshd), restart policy ``Never``, cleanPod
 (see ``MPI`` below for why not ``None``).
 
 What the controller half adds (``controllers/kinds/mpi.py``): the hostfile ConfigMap ``<job>-config``
-mounted at ``/etc/mpi``, the SSH key Secret ``<job>-ssh`` mounted at ``sshAuthMountPath``, the launcher
+mounted at ``/etc/mpi``, the SSH key Secret ``<job>-ssh-<uid>`` mounted at ``sshAuthMountPath``, the launcher
 created once every Worker runs, and the implementation's variables.
 """
 

@@ -6,7 +6,7 @@ collector):
 - ConfigMap ``<job>-config`` with ``hostfile``: one line per Worker, naming the Worker's *Service*
   (``<job>-worker-<i>.<ns>.svc``) with its slots (``slots=N`` for Open MPI, ``host:N`` for Intel MPI and
   MPICH); with ``runLauncherAsWorker`` the launcher comes first. Mounted at ``/etc/mpi`` in the launcher.
-- Secret ``<job>-ssh`` (type ``kubernetes.io/ssh-auth``): a fresh ed25519 key pair per job, mounted at
+- Secret ``<job>-ssh-<uid>`` (type ``kubernetes.io/ssh-auth``): a fresh ed25519 key pair per job, mounted at
   ``sshAuthMountPath`` (default ``/root/.ssh``) in every pod as ``id_ed25519``, ``id_ed25519.pub`` and
   ``authorized_keys``, mode 0600, so the launcher's ``ssh`` and every Worker's ``sshd`` trust each other.
 
@@ -58,7 +58,11 @@ def config_name(job: MPIJob) -> str:
 
 
 def secret_name(job: MPIJob) -> str:
-    return f"{job.name}-ssh"
+    """``<job>-ssh-<first 8 characters of the job's uid>``: a name nobody can take before the job exists. The
+    controller may create Secrets but not read them (they hold keys), so it could not tell a stranger's Secret
+    of a guessable name from the job's own; this one cannot be waiting for the job (docs/host-network.md)."""
+    uid = (job.metadata.uid or "").replace("-", "")[:8]
+    return f"{job.name}-ssh-{uid}" if uid else f"{job.name}-ssh"
 
 
 def hostfile(job: MPIJob, addressing: Addressing) -> str:

@@ -36,6 +36,7 @@ from kubedl_py.kube.resources import Resource
 from kubedl_py.local.faultproxy import FaultProxy
 from kubedl_py.local.kubernetes.controlplane import ControlPlaneOptions, KubernetesControlPlane
 from kubedl_py.local.kubernetes.install import (
+    ADMISSION_KINDS,
     CONTROLLER_IDENTITY_KINDS,
     apply,
     manifest_documents,
@@ -142,6 +143,7 @@ class KubernetesCluster:
             if self.options.install:
                 async with KubeClient(kubeconfig=self.admin_kubeconfig) as kube:
                     await install_crds(kube, all_crds(kubeflow=self.options.manifests.kubeflow_api))
+                    await apply(kube, manifest_documents(self.options.manifests, kinds=ADMISSION_KINDS))
                     await apply(kube, manifest_documents(self.options.manifests, kinds=CONTROLLER_IDENTITY_KINDS))
             if self.options.fault_proxy:
                 self.proxy = FaultProxy(

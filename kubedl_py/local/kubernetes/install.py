@@ -37,12 +37,24 @@ _RESOURCES: dict[tuple[str, str], Resource] = {
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): Resource(
         "rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"
     ),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): Resource(
+        "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy", False
+    ),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"): Resource(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingadmissionpolicybindings",
+        "ValidatingAdmissionPolicyBinding",
+        False,
+    ),
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): Resource(
         "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False
     ),
 }
 
 #: what the controller runs under: everything of the manifests but the Deployment and its Service
+#: what the API server enforces for the jobs, beside the CRDs' schemas (``kubedl_py.api.admission``)
+ADMISSION_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
 CONTROLLER_IDENTITY_KINDS = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 
 
