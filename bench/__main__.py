@@ -79,6 +79,8 @@ KUBERNETES: dict[str, list[str]] = {
         "--idle-seconds",
         "60",
     ],
+    # 20,000 host-network pods on 1,000 nodes, with the default port range and with 100 ports (issue 31)
+    "real_hostnet_scale": ["real_hostnet_scale.py"],
     "real_lifecycle": ["real_lifecycle.py", "--runs", "10"],
     "real_failover": ["real_failover.py"],
     "real_failover_under_load": ["real_failover.py", "--background-jobs", "200"],
@@ -107,6 +109,7 @@ SMOKE: dict[str, list[str]] = {
     "real_n1000": ["--smoke", "--contenders", "bare-client,kubedl-py"],
     "real_pods10000": ["--smoke", "--contenders", "kubedl-py"],
     "real_idle": ["--smoke", "--contenders", "kubedl-py,kubedl"],
+    "real_hostnet_scale": ["--smoke"],
     "real_lifecycle": ["--smoke"],
     "real_failover": ["--smoke"],
     "real_failover_under_load": ["--smoke", "--background-jobs", "2", "--contenders", "kubedl-py"],
