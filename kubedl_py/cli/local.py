@@ -28,7 +28,7 @@ from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import AlreadyExists
 from kubedl_py.kube.manager import Manager
 from kubedl_py.kube.resources import Resource
-from kubedl_py.local import LocalCluster, LocalUpOptions, UpCluster, run_local_up
+from kubedl_py.local import LocalCluster, LocalUpOptions, UpCluster, parse_node_resources, run_local_up
 
 _CRDS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False
@@ -61,6 +61,7 @@ def _serve(args: argparse.Namespace) -> int:
         bridge=args.bridge,
         pod_cidr=args.pod_cidr,
         kubeflow_api=args.kubeflow_api,
+        node_resources=parse_node_resources(args.node_resources or ""),
     )
     if args.no_controller:
         return asyncio.run(run_local_up(options))
@@ -76,6 +77,10 @@ def _check(args: argparse.Namespace) -> str | None:
         return f"the {args.runtime} runtime runs exactly 1 node; use --nodes 1 or --runtime simulated"
     if args.control_plane == "kubernetes" and args.data_dir is not None:
         return "--data-dir keeps only the embedded cluster's state; drop it or use --control-plane embedded"
+    try:
+        parse_node_resources(args.node_resources or "")
+    except ValueError as e:
+        return str(e)
     return None
 
 

@@ -100,6 +100,14 @@ def _add_local(sub: Subcommands) -> None:
         "from `make image`) and the others as processes; 'simulated' only pretends (scale tests)",
     )
     up.add_argument(
+        "--node-resources",
+        default=None,
+        metavar="NAME=AMOUNT,...",
+        help="resources every node advertises on top of the defaults, e.g. nvidia.com/gpu=8,rdma/hca=1; on the "
+        "process/container node extended resources are pretend devices: pods that ask for them run on the CPU and "
+        "are told so (docs/local-cluster.md, GPUs and other devices). GPUs of this machine are found without it",
+    )
+    up.add_argument(
         "--bridge",
         default=None,
         help="process/container runtimes: the Linux bridge of pod-network pods (root only; default kubedl0)",

@@ -1,12 +1,14 @@
 """The embedded Kubernetes cluster: API server, scheduler and simulated kubelets in one process.
 
 Nothing here can run a real kube-apiserver, so tests, the local default and the fault injector all stand on
-this. Public names: :class:`LocalCluster`, :func:`run_local_up` / :class:`LocalUpOptions`, and the
+this. Public names: :class:`LocalCluster`, :func:`run_local_up` / :class:`LocalUpOptions` (with
+:func:`parse_node_resources`, the check of ``--node-resources``), and the
 fault-injection types :class:`Faults`, :class:`FaultRule`, :class:`RequestLog`.
 """
 
 from kubedl_py.local.cluster import CONTEXT, LocalCluster, node_name
 from kubedl_py.local.faults import FaultRule, Faults, RequestLog, RequestRecord
+from kubedl_py.local.node.devices import parse_node_resources
 from kubedl_py.local.node.simulated import EXIT_CODE, RUN_SECONDS, TERMINATION_SECONDS
 from kubedl_py.local.up import CONTROL_PLANES, LocalUpOptions, UpCluster, run_local_up
 
@@ -24,5 +26,6 @@ __all__ = [
     "RequestRecord",
     "UpCluster",
     "node_name",
+    "parse_node_resources",
     "run_local_up",
 ]

@@ -38,6 +38,7 @@ from kubedl_py.local.controllers.garbagecollector import GarbageCollector, Names
 from kubedl_py.local.controllers.nodelifecycle import NodeLifecycle
 from kubedl_py.local.faults import Faults, RequestLog
 from kubedl_py.local.node.agent import AgentSettings, NodeAgent, Runtime, agent_client_settings
+from kubedl_py.local.node.devices import GpuDiscovery, NodeDevices, host_node_devices
 from kubedl_py.local.node.server import KubeletTLS
 from kubedl_py.local.node.simulated import SimulatedRuntime
 from kubedl_py.local.node.spec import DEFAULT_CAPACITY, NodeSpec, ensure_local_range, primary_ipv4, simulated_node_ip
@@ -98,6 +99,7 @@ class LocalCluster:
         defer_kubeconfig: bool = False,
         agent_settings: AgentSettings | None = None,
         publish_root_ca: bool = True,
+        gpu_discovery: GpuDiscovery | None = None,
     ) -> None:
         if runtime not in RUNTIMES:
             raise ValueError(f"runtime {runtime!r} is not available (supported: {', '.join(RUNTIMES)})")
@@ -139,6 +141,10 @@ class LocalCluster:
         # tests that count a namespace's ConfigMaps switch it off.
         self.publish_root_ca = publish_root_ca
         self.agent_settings = agent_settings or AgentSettings(watch_all_bound_pods=runtime == "simulated")
+        #: how the process/container runtimes' node finds this machine's GPUs (default: NVML, then nvidia-smi)
+        self.gpu_discovery = gpu_discovery
+        #: what that node hands out (GPUs found, pretend devices from node_resources); None before start
+        self.devices: NodeDevices | None = None
         self.faults = Faults(fault_seed)
         self.request_log = RequestLog()
         self.node_ips: dict[str, str] = {}
@@ -216,6 +222,8 @@ class LocalCluster:
         self.url = f"http://{self.host}:{self.port}"
         self.apiserver.host = f"{self.host}:{self.port}"
         self._started = True
+        if self.runtime in HOST_RUNTIMES and self.run_kubelets:
+            self.devices = host_node_devices(self._pick(self.node_resources, 0), self.gpu_discovery)
         specs = [self._node_spec(i) for i in range(self.nodes)]
         for spec in specs:
             self.node_ips[spec.name] = spec.ip
@@ -242,6 +250,7 @@ class LocalCluster:
                 api_server=(self.host, self.port),
                 containers=self.runtime == "container",
                 service_cidr=self.service_cidr,
+                devices=self.devices,
             )
         else:
             runtime = SimulatedRuntime(
@@ -359,9 +368,13 @@ class LocalCluster:
         name = node_name(i)
         ip = primary_ipv4() if self.runtime in HOST_RUNTIMES else simulated_node_ip(i, ensure_local_range())
         res = dict(DEFAULT_NODE_RESOURCES)
+        lab: dict[str, str] = {}
+        if self.runtime in HOST_RUNTIMES and self.devices is not None:
+            res.update(self.devices.capacity())  # as the device plugin advertises them
+            lab.update(self.devices.labels())  # as GPU feature discovery labels the node
         res.update(self._pick(self.node_resources, i))
         res.update(resources or {})
-        lab = self._pick(self.node_labels, i)  # nothing of ours: the real control plane's nodes have none
+        lab.update(self._pick(self.node_labels, i))  # nothing else of ours: the real control plane's nodes have none
         lab.update(labels or {})
         return NodeSpec(
             name=name,

@@ -15,7 +15,7 @@ import os
 import signal
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -57,6 +57,9 @@ class LocalUpOptions:
     pod_cidr: str | None = None
     #: also install the kinds in kubeflow.org/v1 (``--kubeflow-api``)
     kubeflow_api: bool = False
+    #: resources every node advertises on top of the defaults (``--node-resources nvidia.com/gpu=8,rdma/hca=1``);
+    #: on the process node, extended resources among them are pretend devices (kubedl_py/local/node/devices.py)
+    node_resources: dict[str, str] = field(default_factory=dict)
 
 
 def build_cluster(options: LocalUpOptions) -> UpCluster:
@@ -75,6 +78,7 @@ def build_cluster(options: LocalUpOptions) -> UpCluster:
             defer_kubeconfig=True,
             pod_cidr=options.pod_cidr,
             process_bridge=options.bridge or "kubedl0",
+            node_resources=dict(options.node_resources) or None,
         )
     if options.data_dir is not None:
         raise ValueError(
@@ -90,6 +94,7 @@ def build_cluster(options: LocalUpOptions) -> UpCluster:
         runtime=options.runtime,
         install=options.install,
         manifests=ManifestOptions(kubeflow_api=options.kubeflow_api),
+        node_resources=dict(options.node_resources),
     )
     if options.bridge is not None:
         kubernetes.bridge = options.bridge

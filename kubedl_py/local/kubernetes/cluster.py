@@ -54,6 +54,7 @@ from kubedl_py.local.node import (
     primary_ipv4,
     simulated_node_ip,
 )
+from kubedl_py.local.node.devices import GpuDiscovery, NodeDevices, host_node_devices
 from kubedl_py.local.node.spec import DEFAULT_CAPACITY
 from kubedl_py.templates import ManifestOptions
 from kubedl_py.templates.render import DEFAULT_NAMESPACE
@@ -92,12 +93,15 @@ class KubernetesClusterOptions:
     #: the process node's pod network (non-hostNetwork pods, root only): Linux bridge name and pod CIDR
     bridge: str = "kubedl0"
     pod_cidr: str = "10.244.0.0/16"
-    #: capacity and labels of every node (merged over the agent's defaults)
+    #: capacity and labels of every node (merged over the agent's defaults); on the process node the extended
+    #: resources among them are pretend devices, handed to containers as a device plugin would
     node_resources: dict[str, str] = field(default_factory=dict)
     node_labels: dict[str, str] = field(default_factory=dict)
     #: where the process runtime keeps container logs, hosts files and volumes (None: a temporary dir)
     state_dir: Path | None = None
     agent: AgentSettings = field(default_factory=lambda: AgentSettings(watch_all_bound_pods=True))
+    #: how the process node finds this machine's GPUs (None: NVML, then nvidia-smi; kubedl_py/local/node/devices.py)
+    gpu_discovery: GpuDiscovery | None = None
 
 
 def node_name(i: int) -> str:
@@ -116,6 +120,8 @@ class KubernetesCluster:
         self.control_plane = KubernetesControlPlane(self.options.control_plane)
         self.proxy: FaultProxy | None = None
         self.agent: NodeAgent | None = None
+        #: what the process node hands out (GPUs found here, pretend devices); None for simulated nodes
+        self.devices: NodeDevices | None = None
         self._agent_client: KubeClient | None = None
         self._next_node = 0
         self._state_tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -186,6 +192,7 @@ class KubernetesCluster:
                 self._state_tmp = tempfile.TemporaryDirectory(prefix="kubedl-process-")
             state_dir = options.state_dir or Path(self._state_tmp.name)  # type: ignore[union-attr]
             api = urlparse(self.control_plane.url)
+            self.devices = host_node_devices(options.node_resources, options.gpu_discovery)
             runtime = LocalProcessRuntime(
                 state_dir=state_dir,
                 api_server=(api.hostname or "127.0.0.1", api.port or 443),
@@ -193,6 +200,7 @@ class KubernetesCluster:
                 pod_cidr=options.pod_cidr,
                 containers=options.runtime == "container",
                 service_cidr=self.control_plane.service_cidr,
+                devices=self.devices,
             )
             specs = [self._spec("local-node-0", primary_ipv4(), runtime_version=runtime.runtime_version)]
         else:
@@ -214,8 +222,10 @@ class KubernetesCluster:
                 await kube.patch(NODES, specs[0].name, {"spec": {"unschedulable": True}})
 
     def _spec(self, name: str, ip: str, **extra: Any) -> NodeSpec:
-        capacity = {**DEFAULT_CAPACITY, **self.options.node_resources}
-        return NodeSpec(name, ip, capacity=capacity, labels=dict(self.options.node_labels), **extra)
+        found = self.devices.capacity() if self.devices is not None else {}  # the device plugin's part
+        capacity = {**DEFAULT_CAPACITY, **found, **self.options.node_resources}
+        labels = {**(self.devices.labels() if self.devices is not None else {}), **self.options.node_labels}
+        return NodeSpec(name, ip, capacity=capacity, labels=labels, **extra)
 
     def next_node_spec(
         self, name: str, *, resources: Mapping[str, str] | None = None, labels: Mapping[str, str] | None = None

@@ -28,6 +28,8 @@ What a container gets, as a CRI runtime would give it (:func:`create_args`, unit
   ``allowPrivilegeEscalation: false`` (no-new-privileges), ``privileged``, ``seccompProfile`` (none or
   ``Unconfined``: unconfined, the kubelet's default; ``RuntimeDefault``: podman's profile), pod ``sysctls``;
 - memory and CPU limits and the CPU request as cgroup settings (``--memory``, ``--cpus``, ``--cpu-shares``);
+- the device nodes of the GPUs the device manager gave it (``--device /dev/nvidia<N>`` and the driver's
+  control nodes; :mod:`.devices`), and no others;
 - the pod network namespace (``--network ns:/run/netns/<name>``, hostname = the pod's) or ``--network host``;
   the pod's hosts file at ``/etc/hosts``; volumes bind-mounted at their ``mountPath`` (read-only when asked,
   and always for ConfigMap, Secret, downward API and projected volumes, as Kubernetes mounts them);
@@ -227,6 +229,7 @@ def create_args(
     sandbox: PodSandbox,
     labels: Mapping[str, str] | None = None,
     termination_log: Path | None = None,
+    devices: Sequence[str] = (),
 ) -> list[str]:
     """The ``podman create`` command line of one container instance (see the module docstring for the
     mapping). Raises :class:`ContainerConfigError` for what the kubelet refuses before creating anything."""
@@ -296,6 +299,8 @@ def create_args(
         flags += ["--pid", "host"]
     if spec.get("hostIPC"):
         flags += ["--ipc", "host"]
+    for path in devices:  # the device plugin's allocation (GPUs): those device nodes and no others
+        flags += ["--device", path]
     if sandbox.hosts_file is not None:
         flags += ["--no-hosts", *_bind(sandbox.hosts_file, "/etc/hosts", read_only=False)]
     for mount in sorted(mounts, key=lambda m: m.target.count("/")):  # parents before children
@@ -608,6 +613,7 @@ class PodmanRuntime:
         env: Mapping[str, str],
         mounts: Sequence[Mount],
         restart_count: int,
+        devices: Sequence[str] = (),
     ) -> PodmanContainer:
         """Create and start one instance. Raises :class:`ContainerConfigError` (the kubelet refuses it),
         :class:`ContainerCreateError` (podman refused it) or ``ContainerStartError`` (its process could not
@@ -635,6 +641,7 @@ class PodmanRuntime:
             sandbox=sandbox,
             labels=labels,
             termination_log=termination_log,
+            devices=devices,
         )
         instance_dir.mkdir(parents=True, exist_ok=True)
         termination_log.write_bytes(b"")

@@ -29,6 +29,10 @@ images in the local podman store; found, the pod's containers run with podman (:
 same sandbox, with the same volumes, environment, logs, restarts and deletion; otherwise the pod runs as
 processes. Probes (:mod:`.probes`) run for both kinds: readiness decides ``ready`` (and so the pod's
 ``Ready``), a failing liveness or startup probe gets the instance stopped and restarted per the policy.
+
+Devices (:mod:`.devices`): a pod is admitted by the device manager before its sandbox exists (its GPUs and
+pretend devices reserved, or the pod fails ``OutOf<resource>``); each container starts with the device
+plugins' variables (and, in podman, the device nodes) and frees its devices when it ends for good.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from kubedl_py.kube.informer import Handler, Informer
 from kubedl_py.kube.resources import CONFIGMAPS, SERVICES, Resource
 from kubedl_py.local.node.agent import Runtime, now_iso
 from kubedl_py.local.node.containers import ContainerCreateError, ImageConfig, PodmanRuntime
+from kubedl_py.local.node.devices import PRETEND_EVENT, AdmissionError, DeviceManager, NodeDevices, pretend_message
 from kubedl_py.local.node.env import EnvError, field_ref, process_base_env, resource_field, service_link_env
 from kubedl_py.local.node.logs import LogEntry, LogError, LogStream
 from kubedl_py.local.node.probes import ContainerProbes, probe_grace
@@ -103,6 +108,7 @@ class _Container:
     image: ImageConfig | None = None  # set when the pod runs in containers
     probes: ContainerProbes | None = None
     kill: asyncio.Task[TerminatedState] | None = None  # a probe's kill of the current instance
+    init: bool = False
 
 
 class PodWorker:
@@ -184,6 +190,9 @@ class PodWorker:
             return
         spec = pod.get("spec") or {}
         host_network = bool(spec.get("hostNetwork"))
+        if not self._admit_devices(pod):
+            await self._until_deleted()
+            return
         self.images = await self.kubelet.pod_images(spec)
         try:
             self.sandbox = await self.kubelet.node.create_pod_sandbox(
@@ -196,6 +205,7 @@ class PodWorker:
                 log.exception("pod sandbox of %s/%s", self.ns, self.name)
             self._event("Warning", "FailedCreatePodSandBox", str(e))
             self.terminal = True
+            self._release_devices()
             reason = "PodNetworkUnavailable" if unavailable else "FailedCreatePodSandBox"
             self._report("Failed", {"reason": reason, "message": str(e)})
             await self._until_deleted()
@@ -226,6 +236,8 @@ class PodWorker:
             ok = await self._run_init(c, policy)
             if not ok:
                 return
+        if self.kubelet.devices is not None:
+            self.kubelet.devices.init_done(self.uid)
         for c in spec.get("containers") or []:
             self.containers[c["name"]] = _Container(
                 spec=c, status=_waiting_status(c, "ContainerCreating", None), image=self.images.get(c["name"])
@@ -241,12 +253,40 @@ class PodWorker:
             ((c.status.get("state") or {}).get("terminated") or {}).get("exitCode", 1) for c in self.containers.values()
         ]
         self.terminal = True
+        self._release_devices()
         self._report("Succeeded" if all(code == 0 for code in codes) else "Failed")
         await self.kubelet.node.remove_pod_sandbox(self.sandbox, grace_seconds=0)
         self.sandbox = None
 
     async def _until_deleted(self) -> None:
         await self.stop_requested.wait()
+
+    def _admit_devices(self, pod: Obj) -> bool:
+        """The device manager's admission: the pod's devices are reserved, or it fails as the kubelet fails
+        a pod the node cannot hold (reason ``OutOf<resource>``). Pretend devices are announced."""
+        devices = self.kubelet.devices
+        if devices is None:
+            return True
+        try:
+            devices.admit(pod)
+        except AdmissionError as e:
+            self._event("Warning", e.reason, e.message)
+            self.terminal = True
+            self._report("Failed", {"reason": e.reason, "message": e.message})
+            return False
+        spec = pod.get("spec") or {}
+        for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+            init = c in (spec.get("initContainers") or [])
+            allocation = devices.allocation(self.uid, c["name"], init=init)
+            if allocation.pretend:
+                self._event("Normal", PRETEND_EVENT, pretend_message(c["name"], allocation))
+        return True
+
+    def _release_devices(self, container: str | None = None) -> None:
+        """Free the devices ``container`` (or the whole pod) holds: before its end is reported, so a pod the
+        scheduler places next in its stead finds them free."""
+        if self.kubelet.devices is not None:
+            self.kubelet.devices.release(self.uid, container)
 
     async def _setup_volumes(self, pod: Obj) -> bool:
         """Write the pod's volumes before any container starts; as the kubelet, a volume that cannot be set
@@ -288,6 +328,7 @@ class PodWorker:
             await self.kubelet.node.remove_pod_sandbox(self.sandbox, grace_seconds=0)
             self.sandbox = None
         self.terminal = True
+        self._release_devices()
         self._report("Failed", {"reason": "Evicted", "message": message})
 
         def disruption(status: Obj) -> None:
@@ -312,7 +353,7 @@ class PodWorker:
         idx = len(self.init_statuses)
         self.init_statuses.append(_waiting_status(c, "PodInitializing", None))
         while True:
-            ctr = _Container(spec=c, restarts=restarts, image=self.images.get(c["name"]))
+            ctr = _Container(spec=c, restarts=restarts, image=self.images.get(c["name"]), init=True)
             term = await self._start_and_wait(ctr, init=True)
             if term is None:  # deletion requested
                 return False
@@ -324,6 +365,7 @@ class PodWorker:
                 return True
             if policy == "Never":
                 self.terminal = True
+                self._release_devices()
                 self._report("Failed")
                 return False
             self.init_statuses[idx] = _backoff_status(c, ctr, term)
@@ -340,6 +382,7 @@ class PodWorker:
             restart = policy == "Always" or (policy == "OnFailure" and term.exit_code != 0)
             if not restart:
                 ctr.status = _terminated_status(ctr.spec, ctr, term)
+                self._release_devices(ctr.spec["name"])
                 self._report()
                 return term
             ctr.status = _backoff_status(ctr.spec, ctr, term)
@@ -432,12 +475,26 @@ class PodWorker:
         assert self.sandbox is not None
         c = ctr.spec
         env = self.kubelet.container_env(pod, c, pod_ip=self.sandbox.ip)
+        device_paths: list[str] = []
+        devices = self.kubelet.devices
+        if devices is not None:
+            allocation = devices.allocation(self.uid, c["name"], init=ctr.init)
+            # the device plugins' variables come first: the container's own env may override them
+            env = {**devices.env(allocation), **env}
+            device_paths = devices.device_paths(allocation)
         mounts = self.mounts.get(c["name"], ())
         if ctr.image is not None:
             assert self.kubelet.containers is not None
             self._event("Normal", "Pulled", f'Container image "{c.get("image")}" already present on machine')
             proc = await self.kubelet.containers.start_container(
-                self.sandbox, pod, c, image=ctr.image, env=env, mounts=mounts, restart_count=ctr.restarts
+                self.sandbox,
+                pod,
+                c,
+                image=ctr.image,
+                env=env,
+                mounts=mounts,
+                restart_count=ctr.restarts,
+                devices=device_paths,
             )
             self._event("Normal", "Created", f"Created container: {c['name']}")
             return proc
@@ -495,6 +552,7 @@ class PodWorker:
         if self.sandbox is not None:
             await self.kubelet.node.remove_pod_sandbox(self.sandbox, grace_seconds=0)
             self.sandbox = None
+        self._release_devices()
         if confirm:
             if self.status.get("phase") not in ("Succeeded", "Failed"):
                 self.terminal = True
@@ -518,6 +576,7 @@ class PodWorker:
         if self.sandbox is not None:
             await self.kubelet.node.remove_pod_sandbox(self.sandbox, grace_seconds=0)
             self.sandbox = None
+        self._release_devices()
 
 
 def _waiting_status(c: Obj, reason: str, message: str | None, restarts: int = 0) -> Obj:
@@ -605,7 +664,8 @@ class LocalProcessRuntime(Runtime):
     ``api_server``: where ``default/kubernetes`` is forwarded (host, port); default: the address of the
     agent's own client. ``state_dir`` keeps container logs, hosts files and volumes. ``containers``: run the
     pods whose images are all in the local podman store in containers (:mod:`.containers`), the rest as
-    processes; ``start()`` fails when podman does not work.
+    processes; ``start()`` fails when podman does not work. ``devices``: the GPUs and pretend devices the
+    node advertises, handed to containers as device plugins do (:mod:`.devices`).
     """
 
     runtime_version = "process://1.0"
@@ -621,8 +681,11 @@ class LocalProcessRuntime(Runtime):
         api_server: tuple[str, int] | None = None,
         containers: bool = False,
         service_cidr: str | None = None,
+        devices: NodeDevices | None = None,
     ) -> None:
         self.state_dir = Path(state_dir)
+        #: the device plugins' part (GPUs found here, pretend devices); None: a node without any
+        self.devices = DeviceManager(devices) if devices else None
         self._want_containers = containers
         self._service_cidr = service_cidr
         self.containers: PodmanRuntime | None = None
