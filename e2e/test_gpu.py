@@ -6,7 +6,7 @@
   ``KUBEDL_PRETEND_DEVICES``); with torch, ``examples/pytorch-gpu.yaml`` then trains on the CPU over gloo
   (on the embedded control plane: the program does the same on both, and CI's time is precious).
   ``local up --runtime simulated --nodes 2 --node-resources nvidia.com/gpu=8,rdma/hca=1`` schedules the seed
-  job's pods Running on two nodes.
+  job's pods Running on two nodes (embedded; ``tests/integration/test_gpus.py`` does it on both).
 - A real GPU, where there is one: ``CUDA_VISIBLE_DEVICES=<one GPU> local up`` (so the node has exactly one),
   ``examples/pytorch-gpu.yaml`` trains on ``cuda`` over NCCL with torchrun, and a second job asking for a GPU
   stays Pending (``Insufficient nvidia.com/gpu``) until the first ends, then trains on the same GPU. Skipped,
@@ -196,7 +196,11 @@ def test_a_seed_style_job_runs_on_pretend_gpus_and_rdma(control_plane: str, tmp_
         assert "trained 100 steps on cpu over gloo" in run.stdout, run.stdout
 
 
-def test_the_seed_job_schedules_on_simulated_nodes_with_pretend_gpus(control_plane: str, tmp_path: Path) -> None:
+def test_the_seed_job_schedules_on_simulated_nodes_with_pretend_gpus(tmp_path: Path) -> None:
+    # The embedded control plane only: the same options reach the real one's simulated nodes, and
+    # tests/integration/test_gpus.py schedules this job there with the real kube-scheduler.
+    require_tier(EMBEDDED)
+    control_plane = EMBEDDED
     args = ("--runtime", "simulated", "--nodes", "2", "--node-resources", "nvidia.com/gpu=8,rdma/hca=1")
     with local_up(control_plane, *args) as kubeconfig:
         submit(kubeconfig, seed_job("seed", ["torchrun", "/workspace/train.py"]), tmp_path)
