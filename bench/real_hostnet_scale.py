@@ -5,7 +5,8 @@ Why: host ports only need to be unique per node (kube-scheduler's NodePorts filt
 port off a node), so the number of host-network pods is bounded by the range *per node*, not per cluster. This
 benchmark reaches the scale and checks it from the pods themselves, not from the controller's memory:
 
-- every pod Running, bound to a node;
+- every pod Running, bound to a node (a node holds at most as many host-network pods as the range has ports, so
+  ``jobs x replicas`` must fit ``nodes x ports``);
 - no two pods on one node declaring the same host port (over all ports each pod declares);
 - every Service's targetPort equal to its live pod's host port;
 
@@ -89,14 +90,18 @@ async def measure(cluster: RealCluster, tmp: Path, *, jobs: int, replicas: int, 
             await bounded(CONCURRENCY, [kube.create(PYTORCHJOBS, d, namespace=NS) for d in documents])
             submitted = time.monotonic()
             deadline = started + 1800 + jobs
-            running = 0
+            running, told = 0, started
             while True:
                 listed = await kube.list(PODS, namespace=NS, label_selector=c.LABEL_JOB_NAME)
                 running = sum(1 for pod in listed.items if (pod.get("status") or {}).get("phase") == "Running")
                 if running == total:
                     break
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"only {running} of {total} pods Running after {deadline - started:.0f}s")
+                now = time.monotonic()
+                if now > deadline:
+                    raise RuntimeError(f"only {running} of {total} pods Running after {now - started:.0f}s")
+                if now - told > 30:
+                    told = now
+                    print(f"{port_range}: {running}/{total} pods Running after {now - started:.0f}s", file=sys.stderr)
                 await asyncio.sleep(2.0)
             all_running = time.monotonic()
             # the Services follow their pods (a re-point is one patch): give the last ones a moment to settle
@@ -128,10 +133,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replicas", type=int, default=8)
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--ranges", default="20000-30000,20000-20099")
-    parser.add_argument("--smoke", action="store_true", help="20 jobs on 10 nodes, ranges of 10,001 and 10 ports")
+    parser.add_argument("--smoke", action="store_true", help="20 jobs on 10 nodes, ranges of 10,001 and 40 ports")
     args = parser.parse_args(argv)
     if args.smoke:
-        args.jobs, args.nodes, args.ranges = 20, 10, "20000-30000,20000-20009"
+        # 160 pods on 10 nodes: a range of 40 ports leaves room (a node takes as many host-network pods as ports)
+        args.jobs, args.nodes, args.ranges = 20, 10, "20000-30000,20000-20039"
     results = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
