@@ -19,7 +19,11 @@ from kubedl_py.api.constants import MAX_TOTAL_REPLICAS
 
 RestartPolicy = Literal["Always", "OnFailure", "Never", "ExitCode"]
 CleanPodPolicy = Literal["All", "Running", "None"]
-ConditionType = Literal["Created", "Running", "Restarting", "Succeeded", "Failed", "Suspended"]
+ConditionType = Literal["Created", "Running", "Restarting", "Succeeded", "Failed", "Suspended", "Stalled"]
+#: who a pod failure is charged to: the program (``User``: spends ``backoffLimit``) or the cluster
+#: (``Infrastructure``: eviction, preemption, lost node, disruption, a hang; spends
+#: ``failurePolicy.infrastructureBackoffLimit``); see controllers/failures.py
+FailureClass = Literal["User", "Infrastructure"]
 ConditionStatus = Literal["True", "False", "Unknown"]
 
 NonNegativeInt = Annotated[int, Field(ge=0)]
@@ -180,6 +184,17 @@ class FailurePolicy(KubeModel):
     #: fail the job when one of its pods has been Pending this long, naming the pod and why (an image that
     #: cannot be pulled, no node that fits, a volume that cannot be mounted); unset: wait forever
     pending_timeout_seconds: Annotated[int, Field(ge=1)] | None = None
+    #: restarts caused by the cluster (eviction, preemption, a lost node, a disruption, a hang) that fail the
+    #: job, counted as ``backoffLimit`` counts the program's own failures, which they never spend; unset: the
+    #: controller's ``--infrastructure-backoff-limit`` (100)
+    infrastructure_backoff_limit: NonNegativeInt | None = None
+    #: a pod on a node that is not Ready (lost, partitioned, its kubelet down) is deleted at once (grace
+    #: period 0) and replaced elsewhere once the node has not been Ready for this long; unset: the
+    #: controller's ``--node-lost-timeout`` (60 s, after Kubernetes' own node-monitor-grace-period)
+    node_lost_timeout_seconds: NonNegativeInt | None = None
+    #: opt-in: keep the job's new pods off a node once this many of its failures happened there (a lost node
+    #: at once); the nodes are listed in ``status.avoidedNodes`` until the job finishes
+    avoid_node_after_failures: Annotated[int, Field(ge=1, le=10)] | None = None
 
 
 class CompletionPolicy(KubeModel):
@@ -212,6 +227,10 @@ class RunPolicy(KubeModel):
     managed_by: str | None = None
     failure_policy: FailurePolicy | None = None
     completion_policy: CompletionPolicy | None = None
+    #: opt-in hang detection: while the job runs, a rank that has written no log line for this long (the
+    #: rendezvous host's, read with ``tailLines=1``) makes the job ``Stalled``, and it is restarted whole,
+    #: counted as an infrastructure failure
+    progress_deadline_seconds: Annotated[int, Field(ge=10)] | None = None
     rdma: RdmaSpec | None = None
     placement: Placement | None = None
 
@@ -235,13 +254,48 @@ class JobCondition(StatusModel):
     last_transition_time: datetime | None = None
 
 
+class ReplicaFailure(StatusModel):
+    """One failure of a replica's pod, as the controller saw it before the pod went: the evidence."""
+
+    #: the replica (in ``status.failures``; ``lastFailure`` sits under its type already)
+    replica_type: str | None = None
+    index: NonNegativeInt | None = None
+    pod: str | None = None
+    pod_uid: str | None = Field(default=None, alias="podUID")
+    #: which run of the pod's container failed: 0 the first, 1 after one in-place restart
+    attempt: NonNegativeInt | None = None
+    failure_class: FailureClass = Field(alias="class")
+    #: the pod's or the container's reason (``Error``, ``OOMKilled``, ``Evicted``, ``NodeLost``, ``Stalled``)
+    reason: str
+    exit_code: int | None = None
+    #: the signal that ended the container (exit codes 128+n)
+    signal: int | None = None
+    node: str | None = None
+    time: datetime | None = None
+    #: the container's termination message: with ``FallbackToLogsOnError`` its last log lines (bounded)
+    message: str | None = None
+
+
+class AvoidedNode(StatusModel):
+    """A node the job's new pods are kept off (``failurePolicy.avoidNodeAfterFailures``)."""
+
+    node: str
+    reason: str
+    time: datetime | None = None
+
+
 class ReplicaStatus(StatusModel):
     active: NonNegativeInt | None = None
     succeeded: NonNegativeInt | None = None
     failed: NonNegativeInt | None = None
-    #: pods of this type the controller replaced after a failure, plus the in-place container restarts
-    #: those pods had made; with the live pods' restart counts it is what backoffLimit is checked against
+    #: restarts charged to the program (user failures): pods of this type replaced after one, plus in-place
+    #: container restarts; with the live pods' restart counts it is what backoffLimit is checked against
     restarts: NonNegativeInt | None = None
+    #: restarts charged to the cluster (infrastructure failures), checked against
+    #: failurePolicy.infrastructureBackoffLimit
+    infrastructure_restarts: NonNegativeInt | None = None
+    #: the latest failure of a pod of this type
+    last_failure: ReplicaFailure | None = None
     #: the pods of this type as a label selector string and object (the Training Operator writes both)
     selector: str | None = None
     label_selector: dict[str, Any] | None = None
@@ -250,6 +304,11 @@ class ReplicaStatus(StatusModel):
 class JobStatus(StatusModel):
     conditions: list[JobCondition] | None = None
     replica_statuses: dict[str, ReplicaStatus] | None = None
+    #: the job's latest failures (at most 10, oldest first): what ``describe`` lists as the attempts and
+    #: ``logs --previous`` prints for ranks whose pods are gone
+    failures: list[ReplicaFailure] | None = None
+    #: nodes the job's new pods are kept off (``failurePolicy.avoidNodeAfterFailures``), until it finishes
+    avoided_nodes: list[AvoidedNode] | None = None
     start_time: datetime | None = None
     completion_time: datetime | None = None
     last_reconcile_time: datetime | None = None

@@ -111,6 +111,12 @@ def crd_for(kind: KindAPI | Framework, group: ApiGroup = KUBEDL) -> dict[str, An
                             "description": "The latest condition of the job",
                             "jsonPath": ".status.conditions[-1:].type",
                         },
+                        {
+                            "name": "Last-Failure",
+                            "type": "string",
+                            "description": "The reason of the job's latest pod failure (status.failures)",
+                            "jsonPath": ".status.failures[-1:].reason",
+                        },
                         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
                     ],
                     "schema": {"openAPIV3Schema": schema},
@@ -171,7 +177,12 @@ def _replica_rules(plugin: KindAPI) -> list[dict[str, str]]:
         {
             "rule": f"self.all(k, k.matches('{pattern}'))",
             "message": f"unknown replica type; use one of {', '.join(types)}",
-        }
+        },
+        {
+            # A job whose every type has replicas: 0 would stay Created for ever (replicas defaults to 1).
+            "rule": "self.exists(k, !has(self[k].replicas) || self[k].replicas > 0)",
+            "message": "has no replica to run: give at least one replica type replicas >= 1",
+        },
     ]
     return rules + [dict(rule) for rule in plugin.cel_rules]
 

@@ -33,6 +33,7 @@ RUN_POLICY_FIELDS: Final = (
     # kubedl-py's own (docs/policies.md): under runPolicy in kubeflow.org, like the fields above
     "failurePolicy",
     "completionPolicy",
+    "progressDeadlineSeconds",
 )
 
 

@@ -291,6 +291,15 @@ def _check_replica_types(job: Job) -> list[FieldError]:
 
 def _check_totals(job: Job) -> list[FieldError]:
     total = sum(_replicas(spec.replicas) for spec in job.replica_specs.values())
+    if job.replica_specs and total == 0:
+        # Accepted, it would stay Created for ever: no pod to make, so nothing ever succeeds or fails.
+        counts = ", ".join(f"{name} 0" for name in job.replica_specs)
+        return [
+            FieldError(
+                _specs_path(job),
+                f"has no replica to run ({counts}): give at least one replica type replicas >= 1",
+            )
+        ]
     if total > c.MAX_TOTAL_REPLICAS:
         return [
             FieldError(

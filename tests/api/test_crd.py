@@ -52,6 +52,14 @@ VALID = [
     _job(cleanPodPolicy="None", ttlSecondsAfterFinished=0, backoffLimit=3, activeDeadlineSeconds=60),
     _job(schedulingPolicy={"minAvailable": 1, "queue": "q", "priorityClassName": "high"}),
     _job(
+        failurePolicy={
+            "infrastructureBackoffLimit": 50,
+            "nodeLostTimeoutSeconds": 0,
+            "avoidNodeAfterFailures": 2,
+        },
+        progressDeadlineSeconds=600,
+    ),
+    _job(
         failurePolicy={"restartScope": "Job", "pendingTimeoutSeconds": 300},
         completionPolicy={"replicaType": "Master", "minSucceeded": "100%", "maxFailed": 0},
         successPolicy="AllWorkers",
@@ -86,6 +94,8 @@ INVALID = [
     (_job(cleanPodPolicy="Sometimes"), "spec.cleanPodPolicy"),
     (_job(backoffLimit=-1), "spec.backoffLimit"),
     (_job(activeDeadlineSeconds=0), "spec.activeDeadlineSeconds"),
+    (_job(progressDeadlineSeconds=5), "spec.progressDeadlineSeconds"),
+    (_job(failurePolicy={"avoidNodeAfterFailures": 0}), "spec.failurePolicy.avoidNodeAfterFailures"),
     (_job(nprocPerNode="lots"), "spec.nprocPerNode"),
     (_job(nprocPerNode=0), "spec.nprocPerNode"),
     (_job(elasticPolicy={"rdzvPort": 0}), "spec.elasticPolicy.rdzvPort"),
@@ -102,6 +112,23 @@ CEL_ONLY = [
     (
         _with(_with(_job("TFJob"), "spec.tfReplicaSpecs.Chief", _REPLICA), "spec.tfReplicaSpecs.Master", _REPLICA),
         "a TFJob may have a Chief or a Master, not both",
+    ),
+    # Jobs with no replica to run (they would stay Created for ever): no Master and 0 Workers; 0 PS, 0 Workers.
+    (
+        _with(
+            _with(_job(), "spec.pytorchReplicaSpecs.Master", _DELETE),
+            "spec.pytorchReplicaSpecs.Worker",
+            {**_REPLICA, "replicas": 0},
+        ),
+        "has no replica to run: give at least one replica type replicas >= 1",
+    ),
+    (
+        _with(
+            _with(_job("TFJob"), "spec.tfReplicaSpecs.PS", {**_REPLICA, "replicas": 0}),
+            "spec.tfReplicaSpecs.Worker",
+            {**_REPLICA, "replicas": 0},
+        ),
+        "has no replica to run: give at least one replica type replicas >= 1",
     ),
 ]
 
@@ -176,7 +203,7 @@ def test_crd_is_structural_and_complete(crd: dict[str, Any]) -> None:
     else:
         assert crd["spec"]["names"]["categories"] == ["kubedl", "all"]
         assert crd["spec"]["names"]["shortNames"]
-    assert [column["name"] for column in version["additionalPrinterColumns"]] == ["State", "Age"]
+    assert [column["name"] for column in version["additionalPrinterColumns"]] == ["State", "Last-Failure", "Age"]
     for path, node in _walk(version["schema"]["openAPIV3Schema"]):
         assert "$ref" not in node and "nullable" not in node, path
         typed = (

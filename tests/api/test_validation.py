@@ -103,6 +103,19 @@ def test_huge_replica_count_is_refused() -> None:
     assert "must be <= 10000" in errors["spec.pytorchReplicaSpecs.Worker.replicas"]
 
 
+@pytest.mark.parametrize(
+    ("document", "field"),
+    [
+        (pytorch(Worker=replica(0)), "spec.pytorchReplicaSpecs"),
+        (pytorch(Master=replica(0), Worker=replica(0)), "spec.pytorchReplicaSpecs"),
+        (tfjob(PS=replica(0), Worker=replica(0)), "spec.tfReplicaSpecs"),
+    ],
+)
+def test_a_job_with_no_replica_to_run_is_refused(document: dict[str, Any], field: str) -> None:
+    message = errors_of(document)[field]
+    assert message.startswith("has no replica to run") and "replicas >= 1" in message, message
+
+
 def test_total_replicas_bounded() -> None:
     errors = errors_of(tfjob(PS=replica(5000), Worker=replica(6000)))
     assert "at most 10000" in errors["spec.tfReplicaSpecs"]
