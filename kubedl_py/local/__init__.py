@@ -2,12 +2,14 @@
 
 Nothing here can run a real kube-apiserver, so tests, the local default and the fault injector all stand on
 this. Public names: :class:`LocalCluster`, :func:`run_local_up` / :class:`LocalUpOptions` (with
-:func:`parse_node_resources`, the check of ``--node-resources``), and the
-fault-injection types :class:`Faults`, :class:`FaultRule`, :class:`RequestLog`.
+:func:`parse_node_resources`, the check of ``--node-resources``), the
+fault-injection types :class:`Faults`, :class:`FaultRule`, :class:`RequestLog`, and the Node label and
+annotation by which ``kubedl-py local node`` talks to the node agents (:data:`POWER_LABEL`, :data:`POWER_STATE`).
 """
 
 from kubedl_py.local.cluster import CONTEXT, LocalCluster, node_name
 from kubedl_py.local.faults import FaultRule, Faults, RequestLog, RequestRecord
+from kubedl_py.local.node.agent import POWER_LABEL, POWER_STATE
 from kubedl_py.local.node.devices import parse_node_resources
 from kubedl_py.local.node.simulated import EXIT_CODE, RUN_SECONDS, TERMINATION_SECONDS
 from kubedl_py.local.up import CONTROL_PLANES, LocalUpOptions, UpCluster, run_local_up
@@ -16,6 +18,8 @@ __all__ = [
     "CONTEXT",
     "CONTROL_PLANES",
     "EXIT_CODE",
+    "POWER_LABEL",
+    "POWER_STATE",
     "RUN_SECONDS",
     "TERMINATION_SECONDS",
     "FaultRule",

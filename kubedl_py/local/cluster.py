@@ -88,6 +88,7 @@ class LocalCluster:
         service_cidr: str | None = None,
         pod_cidr: str | None = None,
         toleration_seconds: int = 5,
+        node_monitor_grace_period: float = 50.0,
         bookmark_interval: float = 5.0,
         restart_backoff: float = 0.1,
         max_restart_backoff: float = 2.0,
@@ -129,6 +130,8 @@ class LocalCluster:
         self.service_cidr = service_cidr
         self.pod_cidr = pod_cidr
         self.toleration_seconds = toleration_seconds
+        #: a node whose Lease is older is Unknown (kube-controller-manager's --node-monitor-grace-period)
+        self.node_monitor_grace_period = node_monitor_grace_period
         self.bookmark_interval = bookmark_interval
         self.restart_backoff = restart_backoff
         self.max_restart_backoff = max_restart_backoff
@@ -205,7 +208,7 @@ class LocalCluster:
         for ns in self.store.iter(("", "namespaces")):  # a restart: namespaces from before get no ADDED event
             asyncio.get_running_loop().call_soon(self._default_sa, ns["metadata"]["name"])
         self.scheduler = Scheduler(self.registry)
-        self.node_lifecycle = NodeLifecycle(self.registry)
+        self.node_lifecycle = NodeLifecycle(self.registry, grace_period=self.node_monitor_grace_period)
         self.gc.start()
         self.namespaces.start()
         self.endpoints.start()

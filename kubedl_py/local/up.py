@@ -17,10 +17,11 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.local.cluster import CONTEXT, LocalCluster
+from kubedl_py.local.node import AgentSettings
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,14 @@ class LocalUpOptions:
     #: resources every node advertises on top of the defaults (``--node-resources nvidia.com/gpu=8,rdma/hca=1``);
     #: on the process node, extended resources among them are pretend devices (kubedl_py/local/node/devices.py)
     node_resources: dict[str, str] = field(default_factory=dict)
+    #: a node whose kubelet has not reported for this long is NotReady (kube-controller-manager's
+    #: ``--node-monitor-grace-period``, 50 s); shorter rehearses ``local node stop`` faster
+    node_monitor_grace_period: float = 50.0
+
+    def agent_settings(self, **extra: Any) -> AgentSettings:
+        """The node agents renew their Leases every quarter of the grace period (10 s at most), as a kubelet
+        renews every quarter of its Lease's duration, so a short grace period does not flap healthy nodes."""
+        return AgentSettings(lease_renew_interval=min(10.0, self.node_monitor_grace_period / 4), **extra)
 
 
 def build_cluster(options: LocalUpOptions) -> UpCluster:
@@ -75,6 +84,8 @@ def build_cluster(options: LocalUpOptions) -> UpCluster:
             data_dir=options.data_dir,
             kubeconfig_path=options.kubeconfig,
             toleration_seconds=300,
+            node_monitor_grace_period=options.node_monitor_grace_period,
+            agent_settings=options.agent_settings(watch_all_bound_pods=options.runtime == "simulated"),
             defer_kubeconfig=True,
             pod_cidr=options.pod_cidr,
             process_bridge=options.bridge or "kubedl0",
@@ -89,7 +100,10 @@ def build_cluster(options: LocalUpOptions) -> UpCluster:
     from kubedl_py.templates import ManifestOptions
 
     kubernetes = KubernetesClusterOptions(
-        control_plane=ControlPlaneOptions(port=options.port),
+        control_plane=ControlPlaneOptions(
+            port=options.port, node_monitor_grace_period=options.node_monitor_grace_period
+        ),
+        agent=options.agent_settings(watch_all_bound_pods=True),
         nodes=options.nodes,
         runtime=options.runtime,
         install=options.install,

@@ -50,7 +50,7 @@ from kubedl_py.local.apiserver.resources import Catalogue, ResourceType
 from kubedl_py.local.apiserver.selection import FieldSelector, parse_field_selector, parse_label_selector
 from kubedl_py.local.apiserver.typed import Types
 from kubedl_py.local.faults import Faults, RequestInfo, RequestLog, RequestRecord
-from kubedl_py.local.storage.store import Event, Obj, Store, Watcher, now_iso
+from kubedl_py.local.storage.store import Event, Obj, Store, Watcher, now_iso, with_disruption
 
 log = logging.getLogger(__name__)
 
@@ -1150,6 +1150,13 @@ class ApiServer:
     def _eviction(self, req: Request, body: Any) -> web.Response:
         assert req.name is not None
         opts = (body.get("deleteOptions") if isinstance(body, dict) else None) or {}
+        # As kube-apiserver: the pod is marked as disrupted before it is deleted (gracefully), so its owner can
+        # tell an eviction from the program's own end.
+        pod = self.registry.get(req.rt, req.namespace or "", req.name)
+        marked = with_disruption(pod, "EvictionByEvictionAPI", "Eviction API: evicting")
+        if marked is not None:
+            marked["metadata"] = dict(pod["metadata"], resourceVersion=str(self.store.next_rv()))
+            self.store.put(req.rt.key, marked, pod)
         self.registry.delete(req.rt, req.namespace or "", req.name, opts)
         return _json_response({**_status_ok(), "code": 201}, 201)
 

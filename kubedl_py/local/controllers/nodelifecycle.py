@@ -1,12 +1,15 @@
 """The node lifecycle controller, taint manager and pod garbage collector, for losing nodes in tests.
 
-When a node stops reporting (``LocalCluster.lose_node``), Kubernetes does not delete its pods at once: the
-node's Ready condition becomes Unknown (or False), the node gets the ``node.kubernetes.io/unreachable``
+When a node stops reporting, Kubernetes does not delete its pods at once: once its Lease has not been renewed
+for ``node-monitor-grace-period`` (50 s by default; checked every 5 s, the node monitor period), the
+node's Ready condition becomes Unknown, the node gets the ``node.kubernetes.io/unreachable``
 (or ``not-ready``) taints, its pods are marked not Ready, and the taint manager deletes each pod once its
 toleration of that taint runs out (``tolerationSeconds``, 300 s by default through the
 DefaultTolerationSeconds admission; configurable here). The deletion is graceful and the node's kubelet is
 gone, so the pods stay Terminating until the node comes back or the node object is deleted, when the pod
-garbage collector force-deletes them. This module reproduces exactly that.
+garbage collector force-deletes them. When its kubelet is back (Lease renewed, Ready posted), the taints are
+lifted. This module reproduces exactly that: from the Leases (a node agent stopped by ``kubedl-py local node
+stop``), or at once when a test says a node is lost (``LocalCluster.lose_node``).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from datetime import UTC, datetime
 from typing import Any
 
 from kubedl_py.local import events
@@ -21,24 +25,38 @@ from kubedl_py.local.apiserver.errors import ApiError
 from kubedl_py.local.apiserver.patch import deepcopy_json
 from kubedl_py.local.apiserver.registry import Registry
 from kubedl_py.local.scheduler import tolerates
-from kubedl_py.local.storage.store import Event, Obj, now_iso
+from kubedl_py.local.storage.store import Event, Obj, now_iso, with_disruption
 
 log = logging.getLogger(__name__)
 
 _BETA_LABELS = (("kubernetes.io/os", "beta.kubernetes.io/os"), ("kubernetes.io/arch", "beta.kubernetes.io/arch"))
 NODES = ("", "nodes")
 PODS = ("", "pods")
+LEASES = ("coordination.k8s.io", "leases")
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+#: kube-controller-manager's defaults: --node-monitor-grace-period and --node-monitor-period
+NODE_MONITOR_GRACE_PERIOD = 50.0
+NODE_MONITOR_PERIOD = 5.0
 UNREACHABLE = "node.kubernetes.io/unreachable"
 NOT_READY = "node.kubernetes.io/not-ready"
 
 
 class NodeLifecycle:
-    def __init__(self, registry: Registry) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        *,
+        grace_period: float = NODE_MONITOR_GRACE_PERIOD,
+        period: float = NODE_MONITOR_PERIOD,
+    ) -> None:
         self.registry = registry
         self.store = registry.store
+        self.grace_period = grace_period
+        self.period = period
         self.timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self.store.listeners.append(self._on_event)
         self._clear_stale_taints()
+        self._monitor_timer: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(period, self._monitor)
 
     def _clear_stale_taints(self) -> None:
         """A restart (``data_dir``) starts the controller afresh: nodes lost before it are judged anew."""
@@ -57,6 +75,33 @@ class NodeLifecycle:
         for t in self.timers.values():
             t.cancel()
         self.timers.clear()
+        if self._monitor_timer is not None:
+            self._monitor_timer.cancel()
+            self._monitor_timer = None
+
+    def _monitor(self) -> None:
+        """monitorNodeHealth: a node whose Lease is older than the grace period is lost (Unknown); a lost node
+        whose Lease is fresh again and whose kubelet posted Ready=True is back. Nodes without a Lease (made by
+        hand in tests) are left alone."""
+        self._monitor_timer = asyncio.get_running_loop().call_later(self.period, self._monitor)
+        now = datetime.now(UTC)
+        for node in list(self.store.iter(NODES)):
+            name = node["metadata"]["name"]
+            lease = self.store.get(LEASES, NODE_LEASE_NAMESPACE, name)
+            renewed = _parse_time(((lease or {}).get("spec") or {}).get("renewTime"))
+            if renewed is None:
+                continue
+            stale = (now - renewed).total_seconds() > self.grace_period
+            lost = any(t.get("key") in (UNREACHABLE, NOT_READY) for t in (node.get("spec") or {}).get("taints") or [])
+            try:
+                if stale and not lost:
+                    log.info("node %s: Lease not renewed for %.0fs; marking it Unknown", name, self.grace_period)
+                    self.lose(name, "Unknown")
+                elif not stale and lost and _ready(node):
+                    log.info("node %s: reporting again; lifting its taints", name)
+                    self.restore(name)
+            except ApiError as e:
+                log.warning("node lifecycle of %s: %s", name, e.message)
 
     def _node(self, name: str) -> Obj:
         node = self.store.get(NODES, "", name)
@@ -134,6 +179,11 @@ class NodeLifecycle:
         node = self._node(name)
         self.store.remove(NODES, node)
 
+    def is_lost(self, name: str) -> bool:
+        node = self.store.get(NODES, "", name)
+        taints = ((node or {}).get("spec") or {}).get("taints") or []
+        return any(t.get("key") in (UNREACHABLE, NOT_READY) for t in taints)
+
     def _mark_not_ready(self, pod: Obj) -> None:
         status = dict(pod.get("status") or {})
         if status.get("phase") in ("Succeeded", "Failed"):
@@ -188,6 +238,10 @@ class NodeLifecycle:
                 f"Marking for deletion Pod {key[0]}/{key[1]}",
                 component="taint-eviction-controller",
             )
+            marked = with_disruption(pod, "DeletionByTaintManager", "Taint manager: deleting due to NoExecute taint")
+            if marked is not None:
+                marked["metadata"] = dict(pod["metadata"], resourceVersion=str(self.store.next_rv()))
+                self.store.put(PODS, marked, pod)
             self.registry.delete(self.registry.resource("", "pods"), key[0], key[1], {"preconditions": {"uid": uid}})
         except ApiError as e:
             if e.code != 404:
@@ -231,3 +285,19 @@ class NodeLifecycle:
                     self.registry.delete(
                         rt, pod["metadata"]["namespace"], pod["metadata"]["name"], {"gracePeriodSeconds": 0}
                     )
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _ready(node: Obj) -> bool:
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return bool(condition.get("status") == "True")
+    return False

@@ -21,6 +21,10 @@ nothing of the server's internals.
 - **Logs**: :class:`~.server.KubeletServer` on every node's InternalIP and advertised port.
 - **Test hooks** (used by ``LocalCluster``): freeze a node (lost: no heartbeats, no writes, no actions),
   thaw it, add or remove nodes, evict a pod.
+- **Power**, for ``kubedl-py local node stop|start|remove`` (any process, either control plane): the agent
+  watches the Nodes labelled :data:`POWER_LABEL` and, for its own, freezes (``off``), thaws (``on``) or stops
+  running (``removed``) the node, saying it did so in the :data:`POWER_STATE` annotation. A label selector
+  keeps the watch to the few nodes someone switched, so it costs nothing on a large simulated cluster.
 """
 
 from __future__ import annotations
@@ -55,6 +59,11 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 NODE_INDEX = "node"
+#: what ``kubedl-py local node`` asks of a node's agent: ``off`` (a crashed machine), ``on``, ``removed``
+POWER_LABEL = "local.kubedl.io/power"
+#: the agent's answer: the power state it has put the node in
+POWER_STATE = "local.kubedl.io/power-state"
+POWER_STATES = ("off", "on", "removed")
 
 
 def now_iso() -> str:
@@ -162,6 +171,10 @@ class NodeAgent:
         selector = "spec.nodeName!=" if watch_all else f"spec.nodeName={nodes[0].name}"
         self.pods = Informer(client, PODS, field_selector=selector, indexers={NODE_INDEX: _node_of})
         self.pods.add_handler(Handler(on_add=self._pod_event, on_update=self._pod_update, on_delete=self._pod_gone))
+        self.power = Informer(client, NODES, label_selector=POWER_LABEL)
+        self.power.add_handler(Handler(on_add=self._power_event, on_update=lambda _old, new: self._power_event(new)))
+        self._power_tasks: set[asyncio.Task[None]] = set()
+        self._power_lock = asyncio.Lock()
         self.status = PodStatusWriter(
             client, workers=self.settings.status_workers, frozen=self.is_frozen, current_uid=self._current_uid
         )
@@ -183,6 +196,7 @@ class NodeAgent:
         self.status.start()
         await self.runtime.start()
         self._tasks.append(asyncio.create_task(self.pods.run(), name="node-agent-pods"))
+        self._tasks.append(asyncio.create_task(self.power.run(), name="node-agent-power"))
         self._tasks.append(asyncio.create_task(self._heartbeats(), name="node-agent-heartbeats"))
         for i in range(self.settings.event_workers):
             self._tasks.append(asyncio.create_task(self._event_worker(), name=f"node-agent-events-{i}"))
@@ -191,10 +205,11 @@ class NodeAgent:
         log.info("node agent running %d node(s): %s", len(self.nodes), ", ".join(list(self.nodes)[:5]))
 
     async def stop(self) -> None:
-        for t in self._tasks:
+        for t in [*self._tasks, *self._power_tasks]:
             t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, *self._power_tasks, return_exceptions=True)
         self._tasks = []
+        self._power_tasks.clear()
         await self.runtime.stop()
         await self.status.stop()
         await self.server.stop()
@@ -351,6 +366,44 @@ class NodeAgent:
         await self.runtime.evict(pod, message)
         written = await self.status.flush(namespace, name)
         return written if written is not None else pod
+
+    # ---- power (kubedl-py local node) ---------------------------------------------------------------------
+
+    def _power_event(self, node: Obj) -> None:
+        meta = node.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        wanted = (meta.get("labels") or {}).get(POWER_LABEL)
+        if name not in self.nodes or wanted not in POWER_STATES:
+            return
+        if (meta.get("annotations") or {}).get(POWER_STATE) == wanted:
+            return
+        task = asyncio.create_task(self._switch(name, str(wanted)), name=f"node-agent-power-{name}")
+        self._power_tasks.add(task)
+        task.add_done_callback(self._power_tasks.discard)
+
+    async def _switch(self, name: str, wanted: str) -> None:
+        """Put node ``name`` in the power state asked for, then say so on the Node (written before freezing:
+        the answer is no heartbeat, and a frozen node writes nothing)."""
+        async with self._power_lock:
+            st = self.nodes.get(name)
+            if st is None:
+                return
+            try:
+                if wanted == "on" and st.frozen:
+                    await self.thaw(name)
+                    log.info("node %s started again (%s=on)", name, POWER_LABEL)
+                await self._answer(name, wanted)
+                if wanted == "off" and not st.frozen:
+                    await self.freeze(name)
+                    log.info("node %s stopped as a crashed machine (%s=off)", name, POWER_LABEL)
+                elif wanted == "removed":
+                    await self.remove_node(name)
+                    log.info("node %s removed (%s=removed)", name, POWER_LABEL)
+            except KubeError as e:
+                log.warning("node %s: could not switch it %s: %s", name, wanted, e)
+
+    async def _answer(self, name: str, state: str) -> None:
+        await self.client.patch(NODES, name, {"metadata": {"annotations": {POWER_STATE: state}}})
 
     # ---- pods ---------------------------------------------------------------------------------------------
 

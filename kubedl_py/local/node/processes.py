@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import logging
 import random
 import socket
@@ -78,6 +79,7 @@ from kubedl_py.local.node.process import (
 )
 from kubedl_py.local.node.process.runner import RunningContainer
 from kubedl_py.local.node.status import pod_conditions
+from kubedl_py.local.node.termination import MAX_LOG_LINES, termination_message
 from kubedl_py.local.node.volumes import Ownership, VolumeError, VolumeManager
 
 log = logging.getLogger(__name__)
@@ -468,6 +470,11 @@ class PodWorker:
             return None
         term = waiter.result()
         ctr.proc = None
+        if not term.message:
+            lines = (line.text for line in proc.log.read(tail_lines=MAX_LOG_LINES))
+            message = termination_message(c, term.exit_code, lines)
+            if message:
+                term = dataclasses.replace(term, message=message)
         return term
 
     async def _start_instance(self, pod: Obj, ctr: _Container) -> RunningContainer:

@@ -33,6 +33,7 @@ from kubedl_py.local.node.agent import NodeAgent, Runtime, now_iso
 from kubedl_py.local.node.logs import LogError, LogStream, MemoryLogs
 from kubedl_py.local.node.spec import SIMULATED_POD_CIDR, IPPool
 from kubedl_py.local.node.status import pod_conditions
+from kubedl_py.local.node.termination import termination_message
 
 log = logging.getLogger(__name__)
 
@@ -324,12 +325,18 @@ class SimulatedRuntime(Runtime):
         status = dict(run.status)
         statuses = [dict(s) for s in status.get("containerStatuses") or []]
         now = time.time()
-        term = {
+        term: Obj = {
             "exitCode": code,
             "reason": "Completed" if code == 0 else "Error",
             "startedAt": iso_at(run.started.get(container, now)),
             "finishedAt": iso_at(now),
         }
+        containers = (pod.get("spec") or {}).get("containers") or []
+        spec: Obj = next((c for c in containers if c.get("name") == container), {})
+        stream = self.logs.stream(key, previous=False)
+        message = termination_message(spec, code, (e.text for e in stream.read()) if stream is not None else ())
+        if message:
+            term["message"] = message
         policy = (pod.get("spec") or {}).get("restartPolicy", "Always")
         restart = policy == "Always" or (policy == "OnFailure" and code != 0)
         restarts = 0

@@ -32,6 +32,25 @@ def now_iso() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def with_disruption(pod: Obj, reason: str, message: str) -> Obj | None:
+    """The pod with Kubernetes' ``DisruptionTarget=True`` condition (what the Eviction API, the taint manager and
+    the pod garbage collector add before they delete a pod), or None when it has ended or is already deleting."""
+    status = pod.get("status") or {}
+    if status.get("phase") in ("Succeeded", "Failed") or (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return None
+    conditions = [c for c in status.get("conditions") or [] if c.get("type") != "DisruptionTarget"]
+    conditions.append(
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": now_iso(),
+        }
+    )
+    return dict(pod, status=dict(status, conditions=conditions))
+
+
 class Event:
     """One committed change. ``frames`` caches encoded watch frames per output variant."""
 
