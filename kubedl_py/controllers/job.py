@@ -43,9 +43,10 @@ from kubedl_py.api import constants as c
 from kubedl_py.api.defaults import default_container_index
 from kubedl_py.api.groups import KUBEDL, OWN_MANAGERS, condition_reason, group_of
 from kubedl_py.api.validation import host_port_errors
+from kubedl_py.controllers import recovery
 from kubedl_py.controllers import status as st
 from kubedl_py.controllers.addressing import Addressing, replica_name
-from kubedl_py.controllers.failures import classify
+from kubedl_py.controllers.failures import USER, Failure, classify, disruption, in_place_failure
 from kubedl_py.controllers.gang import Gang, PodGroups
 from kubedl_py.controllers.hostnetwork import HostNetwork, HostNetworkStep
 from kubedl_py.controllers.kinds import controller_for
@@ -109,6 +110,13 @@ def reaches_backoff_limit(restarts: int, limit: int) -> bool:
     return restarts >= max(limit, 1)
 
 
+def explicit_clean_pod_policy(raw: Object) -> str | None:
+    """``cleanPodPolicy`` as written in the job (inline, or under ``runPolicy``), not defaulted."""
+    spec = raw.get("spec") or {}
+    value = spec.get("cleanPodPolicy") or (spec.get("runPolicy") or {}).get("cleanPodPolicy")
+    return str(value) if value else None
+
+
 def _reason(job: Job, word: str, specific: str | None = None) -> str:
     """A condition reason in the job's API group's words (``groups.condition_reason``)."""
     return condition_reason(job.api_group, job.kind, word, specific)
@@ -141,6 +149,10 @@ class ReconcilerOptions:
     rdma_defaults: RdmaSpec | None = None
     #: pod/Service writes in flight for the jobs of this kind (``--write-concurrency``)
     write_concurrency: int = WRITE_CONCURRENCY
+    #: default of failurePolicy.nodeLostTimeoutSeconds (``--node-lost-timeout``)
+    node_lost_timeout: int = recovery.DEFAULT_NODE_LOST_TIMEOUT
+    #: default of failurePolicy.infrastructureBackoffLimit (``--infrastructure-backoff-limit``)
+    infrastructure_backoff_limit: int = recovery.DEFAULT_INFRASTRUCTURE_BACKOFF_LIMIT
 
 
 class JobReconciler:
@@ -187,6 +199,9 @@ class JobReconciler:
         self._services_checked: dict[str, dict[str, str]] = {}
         #: per job: its uid and the (plural, name) of its extra objects found to be its own (``_take_over``)
         self._owned: dict[str, tuple[str, set[tuple[str, str]]]] = {}
+        #: nodes read for pods that look lost (recovery.py), and the log checks of progressDeadlineSeconds
+        self.nodes = recovery.NodeHealth(client)
+        self.progress = recovery.Progress(client)
 
     def _cache_behind(self, key: str, raw: Object) -> bool:
         written = self._written.get(key)
@@ -210,6 +225,7 @@ class JobReconciler:
             self._owned.pop(key, None)
             self._services_checked.pop(key, None)
             self._waiting_said.pop(key, None)
+            self.progress.forget(key)
             return Result()
         if self._cache_behind(key, raw):
             # Our last status write is not in the cache yet; acting on the older copy would undo it. The watch
@@ -286,6 +302,7 @@ class JobReconciler:
                 continue
             if meta.get("deletionTimestamp") or self.expectations.pending_delete(str(meta.get("uid"))):
                 slot.terminating = True
+                slot.leaving = pod
                 continue
             slot.pod = pod
         return Observation(
@@ -313,16 +330,25 @@ class JobReconciler:
             await self._resume(seen)
         if not status.get("startTime"):
             status["startTime"] = st.timestamp(seen.now)
+        # The evidence of in-place restarts first: a limit reached below names the latest one.
+        self._note_in_place_failures(seen)
 
-        if self._deadline_passed(seen) or self._backoff_exceeded(seen) or await self._pending_too_long(seen):
-            # A failed job must not keep holding nodes, whatever its cleanPodPolicy.
-            await self._gather(self._delete_pod(r.pod) for r in seen.replicas.values() if r.pod and is_active(r.pod))
+        if self._deadline_passed(seen) or self._backoff_exceeded(seen):
+            failed = st.get_condition(status, st.FAILED) or {}
+            reason = str(failed.get("reason") or "Failed")
+            await self.recorder.warning(seen.raw, reason, str(failed.get("message") or reason))
+            await self._stop_pods(seen)
+            return
+        if await self._pending_too_long(seen):
+            await self._stop_pods(seen)
             return
 
         network = self.hostnetwork.step(seen)
         await network.announce()
         await self._remove_surplus(seen)
         try:
+            await self._recover_lost(seen)
+            await self._note_disruptions(seen)
             await self._handle_failures(seen)
             await self._reassign_ports(seen, network)
             terminating = [r for r in seen.replicas.values() if r.terminating]
@@ -334,10 +360,12 @@ class JobReconciler:
             if await self._create_owned(seen, network):
                 await self._create_missing(seen, network)
             await self._repair_services(seen, network)
+            await self._check_progress(seen)
         except JobFailure as failure:
             await network.report()
             self._set_failed(seen, failure.reason, failure.message)
             await self.recorder.warning(seen.raw, failure.reason, failure.event)
+            await self._stop_pods(seen)
             return
         except Exception:
             await network.report()  # a re-pointed Service is told about even when its pod could not be sent
@@ -489,7 +517,8 @@ class JobReconciler:
         clause = self._limit_reached(seen)
         if clause is None:
             return False
-        self._set_failed(seen, "BackoffLimitExceeded", f"{seen.job.kind} {seen.key} {clause}.")
+        last = recovery.last_failure_clause(seen.status)
+        self._set_failed(seen, "BackoffLimitExceeded", f"{seen.job.kind} {seen.key} {clause}{last}.")
         return True
 
     async def _pending_too_long(self, seen: Observation) -> bool:
@@ -556,19 +585,21 @@ class JobReconciler:
     async def _handle_failures(self, seen: Observation) -> None:
         """Replace retryable failures (the failed pod alone, or with ``failurePolicy.restartScope: Job`` every
         pod of the job); a failure that may not be retried ends the job (JobFailure), unless the job's
-        ``completionPolicy`` tolerates that many failed replicas of its type."""
+        ``completionPolicy`` tolerates that many failed replicas of its type. Each failure is recorded in the
+        status (its evidence) and charged to the budget of its class (failures.py) before its pod goes."""
         job = seen.job
         completion = completion_of(job)
         for replica in seen.replicas.values():
             if replica.pod is None or replica.phase != "Failed":
                 continue
             spec = job.replica_specs[replica.replica_type]
-            containers = ((replica.pod.get("spec") or {}).get("containers")) or []
-            main = containers[default_container_index(containers, job.framework)].get("name") if containers else None
-            failure = classify(replica.pod, main)
+            failure = classify(replica.pod, self._main_container(replica.pod))
+            self._record(seen, replica, replica.pod, failure)
             who = f"{replica.replica_type} {replica.index}"
-            retry = spec.restart_policy in ("OnFailure", "Always") or (
-                spec.restart_policy == "ExitCode" and failure.retryable
+            retry = (
+                failure.infrastructure
+                or spec.restart_policy in ("OnFailure", "Always")
+                or (spec.restart_policy == "ExitCode" and failure.retryable)
             )
             if not retry:
                 why = "" if spec.restart_policy == "Never" else " (not retryable under restartPolicy ExitCode)"
@@ -587,21 +618,183 @@ class JobReconciler:
                     f"{job.kind} {seen.key} has failed: {who} {failure.description}{why}.",
                     event=f"{who} {failure.description}{why}",
                 )
-            reached = self._limit_reached(seen, more=1, replica_type=replica.replica_type)
-            if reached is not None:
-                message = f"{job.kind} {seen.key}: {who} {failure.description}; {reached}."
-                raise JobFailure("BackoffLimitExceeded", message)
+            self._check_budget(seen, replica, failure)
             # Count the replacement before deleting, so a crash in between can only over-count.
-            self._count_restart(seen, replica)
+            self._count_restart(seen, replica, failure)
             if whole_job_restart(job):
                 await self._restart_job(seen, f"{who} {failure.description}")
                 return  # one restart of the whole job, however many pods failed with it
-            message = f"{who} {failure.description}; replacing pod {replica_name(job.name, *slot_of(replica))}."
+            name = replica_name(job.name, *slot_of(replica))
+            message = f"{who} {failure.description} ({failure.failure_class.lower()} failure); replacing pod {name}."
             st.set_condition(seen.status, st.RESTARTING, reason=_reason(job, "Restarting"), message=message)
             self._on_transition(job.kind, st.RESTARTING, job.namespace)
             await self.recorder.normal(seen.raw, "JobRestarting", message)
             await self._delete_pod(replica.pod)
             replica.pod, replica.terminating = None, True
+
+    def _check_budget(self, seen: Observation, replica: Replica, failure: Failure) -> None:
+        """Fail the job (JobFailure) when replacing after ``failure`` would reach the limit of its class."""
+        job = seen.job
+        who = f"{replica.replica_type} {replica.index}"
+        if failure.infrastructure:
+            limit = recovery.infrastructure_backoff_limit(job, self.options.infrastructure_backoff_limit)
+            count = recovery.infrastructure_restarts(seen.status) + 1
+            if reaches_backoff_limit(count, limit):
+                message = (
+                    f"{job.kind} {seen.key}: {who} {failure.description}; {count} infrastructure restarts would "
+                    f"reach failurePolicy.infrastructureBackoffLimit {limit}."
+                )
+                raise JobFailure("InfrastructureBackoffLimitExceeded", message)
+            return
+        reached = self._limit_reached(seen, more=1, replica_type=replica.replica_type)
+        if reached is not None:
+            message = f"{job.kind} {seen.key}: {who} {failure.description}; {reached}."
+            raise JobFailure("BackoffLimitExceeded", message)
+
+    def _main_container(self, pod: Object) -> str | None:
+        containers = (pod.get("spec") or {}).get("containers") or []
+        if not containers:
+            return None
+        name = containers[default_container_index(containers, self.framework)].get("name")
+        return str(name) if name else None
+
+    def _record(self, seen: Observation, replica: Replica, pod: Object | None, failure: Failure, **extra: Any) -> bool:
+        """Put a failure in the job's status (once per pod and run, recovery.record) and, with
+        ``avoidNodeAfterFailures``, note its node. True when it was new."""
+        entry = recovery.failure_entry(replica, pod, failure, now=seen.now, **extra)
+        if not recovery.record(seen.status, entry):
+            return False
+        threshold = recovery.avoid_after(seen.job)
+        why = recovery.note_node(
+            seen.status, entry.get("node"), threshold=threshold, lost=failure.reason == recovery.NODE_LOST, now=seen.now
+        )
+        if why is not None:
+            logger.info("%s: new pods avoid node %s: %s", seen.key, entry.get("node"), why)
+        return True
+
+    def _note_in_place_failures(self, seen: Observation) -> None:
+        """The evidence of in-place restarts (``OnFailure``/``Always``): the kubelet restarted the program and
+        kept only the last run's end in ``lastState``; record it before the next one replaces it. Charged as
+        today: the live pods' restart counts are what backoffLimit adds up (``_restarts``)."""
+        for replica in seen.replicas.values():
+            pod = replica.pod
+            if pod is None:
+                continue
+            failure = in_place_failure(pod, self._main_container(pod))
+            if failure is not None:
+                self._record(seen, replica, pod, failure)
+
+    async def _note_disruptions(self, seen: Observation) -> None:
+        """Pods Kubernetes is ending for a disruption (``DisruptionTarget``: preemption, the Eviction API, taint
+        eviction, the pod garbage collector) are replaced once gone, charged as infrastructure failures, and
+        the job says it is restarting. Pods deleted by hand are replaced without a charge."""
+        job = seen.job
+        for replica in seen.replicas.values():
+            pod = replica.leaving
+            if pod is None or disruption(pod) is None:
+                continue
+            failure = classify(pod, self._main_container(pod))
+            if not self._record(seen, replica, pod, failure):
+                continue
+            self._check_budget(seen, replica, failure)
+            self._count_restart(seen, replica, failure, pod=pod)
+            who = f"{replica.replica_type} {replica.index}"
+            if whole_job_restart(job):
+                await self._restart_job(seen, f"{who} {failure.description}")
+                return
+            message = f"{who} {failure.description} (infrastructure failure); its pod is replaced once it is gone."
+            st.set_condition(seen.status, st.RESTARTING, reason=_reason(job, "Restarting"), message=message)
+            self._on_transition(job.kind, st.RESTARTING, job.namespace)
+            await self.recorder.normal(seen.raw, "JobRestarting", message)
+
+    async def _recover_lost(self, seen: Observation) -> None:
+        """Pods on nodes that are not Ready (recovery.py): after ``nodeLostTimeoutSeconds`` deleted with grace
+        period 0 and replaced, charged as infrastructure failures, with a ``NodeLost`` event naming the node;
+        until then the job is not Running (a ``Restarting`` condition says which replica waits for what)."""
+        job = seen.job
+        for replica in seen.replicas.values():
+            if replica.leaving is not None:
+                grace_left = recovery.deletion_due(replica.leaving, seen.now)
+                if grace_left is not None:
+                    seen.want_requeue(grace_left + 0.5)  # then it is past its grace: worth a look at its node
+        timeout = recovery.node_lost_timeout(job, self.options.node_lost_timeout)
+        lost = await recovery.lost_pods(seen, self.nodes, timeout)
+        if not lost:
+            return
+        waiting = [item for item in lost if item.remaining > 0]
+        for item in waiting:
+            slot = slot_of(item.replica)
+            name = replica_name(job.name, *slot)
+            at = recovery.when(seen.now, item.remaining)
+            seen.unavailable[slot] = (
+                f"{slot[0]} {slot[1]}: pod {name} is on node {item.node.name}, which is not Ready: {item.node.why}; "
+                f"replaced at {at} (failurePolicy.nodeLostTimeoutSeconds {timeout})"
+            )
+            seen.want_requeue(item.remaining)
+        due = [item for item in lost if item.remaining <= 0]
+        if waiting and not due:
+            message = "; ".join(seen.unavailable[slot_of(item.replica)] for item in waiting) + "."
+            if st.set_condition(
+                seen.status, st.RESTARTING, reason=_reason(job, "Restarting", "NodeNotReady"), message=message
+            ):
+                self._on_transition(job.kind, st.RESTARTING, job.namespace)
+            return
+        charged: list[tuple[Replica, Failure, Object]] = []
+        for item in due:
+            failure = recovery.lost_failure(item)
+            name = replica_name(job.name, *slot_of(item.replica))
+            new = self._record(seen, item.replica, item.pod, failure, node=item.node.name)
+            await self._force_delete_pod(item.pod)
+            item.replica.pod, item.replica.leaving, item.replica.terminating = None, None, True
+            seen.unavailable.pop(slot_of(item.replica), None)
+            who = f"{item.replica.replica_type} {item.replica.index}"
+            event = f"{who}: pod {name} deleted (grace period 0): {failure.description}"
+            logger.info("%s: %s", seen.key, event)
+            await self.recorder.warning(seen.raw, recovery.NODE_LOST, event)
+            if new:
+                charged.append((item.replica, failure, item.pod))
+        if not charged:
+            return
+        whole = whole_job_restart(job)
+        for replica, failure, pod in charged[: 1 if whole else None]:
+            self._check_budget(seen, replica, failure)
+            self._count_restart(seen, replica, failure, pod=pod)
+        replica, failure, _ = charged[0]
+        who = f"{replica.replica_type} {replica.index}"
+        if whole:
+            await self._restart_job(seen, f"{who} lost: {failure.description}")
+            return
+        lost_replicas = ", ".join(f"{r.replica_type} {r.index}" for r, _, _ in charged)
+        message = f"{lost_replicas} lost with their node ({failure.description}); replacing their pods."
+        reason = _reason(job, "Restarting", recovery.NODE_LOST)
+        st.set_condition(seen.status, st.RESTARTING, reason=reason, message=message)
+        self._on_transition(job.kind, st.RESTARTING, job.namespace)
+
+    async def _check_progress(self, seen: Observation) -> None:
+        """``progressDeadlineSeconds``: a running job whose rendezvous host has written nothing for that long
+        is ``Stalled`` and restarted whole, charged as an infrastructure failure (recovery.py)."""
+        job = seen.job
+        deadline = job.run_policy.progress_deadline_seconds
+        if deadline is None:
+            return
+        status = seen.status
+        if not st.is_true(status, st.RUNNING) or seen.unavailable:
+            return
+        if any(r.pod is None or r.terminating for r in seen.replicas.values()):
+            return
+        found = await self.progress.stalled(seen, deadline)
+        if found is None:
+            return
+        replica, why = found
+        failure = recovery.stalled_failure(replica, replica.pod, why, self.progress.last_line.get(seen.key, ""))
+        self._record(seen, replica, replica.pod, failure)
+        self._check_budget(seen, replica, failure)
+        self._count_restart(seen, replica, failure, pod=None)
+        message = f"{job.kind} {seen.key} is stalled: {why}; restarting every pod of the job."
+        st.set_condition(status, st.STALLED, reason=_reason(job, "Stalled", recovery.STALLED), message=message)
+        await self.recorder.warning(seen.raw, recovery.STALLED, why)
+        self.progress.forget(seen.key)
+        await self._restart_job(seen, f"{job.kind} {seen.key} stalled")
 
     async def _restart_job(self, seen: Observation, what: str) -> None:
         """``restartScope: Job``: every pod goes (running, succeeded, failed), and new ones come only once
@@ -618,10 +811,16 @@ class JobReconciler:
             replica.pod, replica.terminating = None, True
         logger.info("%s: restarting the whole job: %s", seen.key, what)
 
-    def _count_restart(self, seen: Observation, replica: Replica) -> None:
-        statuses = seen.status.setdefault("replicaStatuses", {})
-        entry = statuses.setdefault(replica.replica_type, {})
-        entry["restarts"] = int(entry.get("restarts") or 0) + 1 + in_place_restarts(replica.pod)
+    def _count_restart(
+        self, seen: Observation, replica: Replica, failure: Failure, *, pod: Object | bool | None = True
+    ) -> None:
+        """Charge a replacement to its class's budget; the in-place restarts the pod had made (the program's
+        own) move into ``restarts`` with it, as the live pod no longer carries them."""
+        gone = replica.pod if pod is True else pod
+        in_place = in_place_restarts(gone) if isinstance(gone, dict) else 0
+        recovery.charge(seen.status, replica.replica_type, failure.failure_class)
+        if in_place:
+            recovery.charge(seen.status, replica.replica_type, USER, in_place)
 
     async def _create_owned(self, seen: Observation, network: HostNetworkStep) -> bool:
         """The kind's extra objects (MPI's hostfile and SSH key), before any pod; AlreadyExists is fine when the
@@ -743,6 +942,7 @@ class JobReconciler:
             rdma_defaults=self.options.rdma_defaults,
             gang=self.options.gang,
         )
+        recovery.keep_off(pod, recovery.avoided_nodes(seen.status))
         pod_key = seen.pod_key(replica)
         self.expectations.expect_create(pod_key)
         try:
@@ -777,6 +977,11 @@ class JobReconciler:
                 return
             seen.want_requeue(remaining)
         policy = seen.job.run_policy.clean_pod_policy
+        if policy == "None" and st.is_true(seen.status, st.FAILED) and explicit_clean_pod_policy(seen.raw) != "None":
+            # A failed job holds no node (also pods made in the reconcile that failed it, which that reconcile
+            # did not see), unless the job itself asks to keep its pods: the default None keeps only a
+            # succeeded job's finishing workers.
+            policy = "Running"
         if policy not in ("All", "Running"):
             return
         live = [pod for pod in seen.pods if not (pod.get("metadata") or {}).get("deletionTimestamp")]
@@ -821,6 +1026,9 @@ class JobReconciler:
         self._update_replica_statuses(seen, finished=st.is_finished(status))
         if not st.is_finished(status):
             await self._report_waiting(seen)
+        elif status.get("avoidedNodes"):
+            # failurePolicy.avoidNodeAfterFailures: for the job's life only (null: a merge patch removes it)
+            status["avoidedNodes"] = None
         # A job that just finished is woken by the watch event of this write; _finish then times the TTL.
         await self._write_status(seen)
 
@@ -916,6 +1124,7 @@ class JobReconciler:
                 message=f"{job.kind} {seen.key} successfully completed.",
             )
             status["completionTime"] = st.timestamp(seen.now)
+            self._fold_in_place_restarts(seen)
             self._on_transition(job.kind, st.SUCCEEDED, job.namespace)
             return
         slots = list(seen.replicas.values())
@@ -926,7 +1135,17 @@ class JobReconciler:
             r.pod is not None and (r.phase in up or (r.phase == "Failed" and r.replica_type == tolerated))
             for r in slots
         )
-        restarting = any(r.terminating or (r.pod is not None and is_crashing(r.pod)) for r in slots)
+        missing = [r for r in slots if r.terminating or slot_of(r) in seen.unavailable]
+        if missing and st.is_true(status, st.RUNNING):
+            # Replaced without a failure we saw (a pod deleted by hand): still, the job does not say Running.
+            who = "; ".join(
+                seen.unavailable.get(slot_of(r))
+                or f"{r.replica_type} {r.index}: pod {replica_name(job.name, *slot_of(r))} is being deleted"
+                for r in missing
+            )
+            st.set_condition(status, st.RESTARTING, reason=_reason(job, "Restarting"), message=f"{who}; replacing it.")
+            self._on_transition(job.kind, st.RESTARTING, job.namespace)
+        restarting = missing or any(r.pod is not None and is_crashing(r.pod) for r in slots)
         if restarting:
             return  # Restarting was set when the replacement started; stays until all are up again
         if all_up and not st.is_true(status, st.RUNNING):
@@ -934,8 +1153,17 @@ class JobReconciler:
             st.set_condition(status, st.RUNNING, reason=_reason(job, "Running"), message=message)
             self._on_transition(job.kind, st.RUNNING, job.namespace)
 
+    def _fold_in_place_restarts(self, seen: Observation) -> None:
+        """The job just finished: the live pods' in-place restarts join ``replicaStatuses.<type>.restarts``, so
+        the counts stay what the job was judged by once cleanup deletes the pods (nothing counts after)."""
+        for replica in seen.replicas.values():
+            restarts = in_place_restarts(replica.pod)
+            if restarts:
+                recovery.charge(seen.status, replica.replica_type, USER, restarts)
+
     def _set_failed(self, seen: Observation, reason: str, message: str) -> None:
         if st.set_condition(seen.status, st.FAILED, reason=_reason(seen.job, "Failed", reason), message=message):
+            self._fold_in_place_restarts(seen)
             seen.status["completionTime"] = st.timestamp(seen.now)
             self._on_transition(seen.job.kind, st.FAILED, seen.job.namespace)
             logger.info("%s: failed (%s): %s", seen.key, reason, message)
@@ -985,6 +1213,11 @@ class JobReconciler:
         status.setdefault("completionTime", st.timestamp())
         logger.warning("%s", message)
         await self.recorder.warning(raw, "InvalidSpec", "; ".join(problems))
+        if explicit_clean_pod_policy(raw) != "None":
+            # A job edited into an invalid one keeps no pod running (it cannot be parsed: its pods are found
+            # by owner, not by replica slot).
+            running = [pod for pod in self.pods.list(OWNER_INDEX, str(meta.get("uid") or "")) if is_active(pod)]
+            await self._gather(self._delete_pod(pod) for pod in running)
         with contextlib.suppress(errors.NotFound):
             await self.client.patch_status(
                 self.resource, str(meta.get("name")), {"status": status}, namespace=meta.get("namespace")
@@ -1082,6 +1315,25 @@ class JobReconciler:
             # expectation and let the reconcile fail, so it runs again on what the cache then shows.
             self.expectations.deletes.pop(uid, None)
             raise
+
+    async def _force_delete_pod(self, pod: Object) -> None:
+        """Delete a pod on a lost node at once (grace period 0): no kubelet will confirm a graceful deletion."""
+        meta = pod.get("metadata") or {}
+        uid = str(meta.get("uid"))
+        self.expectations.expect_delete(uid)
+        try:
+            await self.client.delete(
+                PODS, str(meta.get("name")), namespace=meta.get("namespace"), uid=uid, grace_period_seconds=0
+            )
+        except (errors.NotFound, errors.Conflict):
+            self.expectations.deletes.pop(uid, None)  # gone already, or a newer pod has the name
+
+    async def _stop_pods(self, seen: Observation) -> None:
+        """A failed job holds no node: its pods still running are deleted, unless the job itself asks to keep
+        them (``cleanPodPolicy: None`` written in the job, not the default: to debug them in place)."""
+        if explicit_clean_pod_policy(seen.raw) == "None":
+            return
+        await self._gather(self._delete_pod(r.pod) for r in seen.replicas.values() if r.pod and is_active(r.pod))
 
     async def _delete_service(self, namespace: str, name: str) -> None:
         with contextlib.suppress(errors.NotFound):

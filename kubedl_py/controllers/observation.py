@@ -69,6 +69,8 @@ class Replica:
     index: int
     pod: Object | None = None
     terminating: bool = False
+    #: the pod on its way out (deletionTimestamp set, or deleted by us and not yet seen so), if the cache has it
+    leaving: Object | None = None
 
     @property
     def phase(self) -> str:
@@ -92,6 +94,9 @@ class Observation:
     conflicts: list[Conflict] = field(default_factory=list)
     #: retry with the work queue's per-key backoff (something failed that an event will not announce)
     backoff: bool = False
+    #: replicas whose pod is there but not of use (on a node that is not Ready), with why: the job is not
+    #: Running meanwhile (recovery.py)
+    unavailable: dict[Slot, str] = field(default_factory=dict)
 
     @property
     def key(self) -> str:

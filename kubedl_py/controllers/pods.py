@@ -104,6 +104,9 @@ def build_pod(
     main = containers[main_index]
     port = addressing.service_port(replica_type)
     _ensure_port(main, job.framework.port_name, port)
+    # The evidence of a failure: the kubelet keeps a failed container's last log lines as its termination
+    # message, which the controller copies into the job's status before the pod goes (failures.py).
+    main.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
 
     host_port = addressing.host_ports.get((replica_type, index))
     if host_port is not None:

@@ -23,6 +23,7 @@ from kubedl_py.controllers.gang import Gang, GangSchedulerKind
 from kubedl_py.controllers.hostnetwork import PORT_RETRY_AFTER, HostNetwork
 from kubedl_py.controllers.job import WRITE_CONCURRENCY, JobReconciler, ReconcilerOptions
 from kubedl_py.controllers.ports import DEFAULT_RANGE, HostPortAllocator
+from kubedl_py.controllers.recovery import DEFAULT_INFRASTRUCTURE_BACKOFF_LIMIT, DEFAULT_NODE_LOST_TIMEOUT
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.informer import OWNER_INDEX, Handler, InformerSettings, by_owner_uid
@@ -73,6 +74,10 @@ class ControllerOptions:
     gang_scheduler_name: str | None = None
     #: ``--rdma-defaults``: defaults under every job's ``spec.rdma`` (jobs without one are untouched)
     rdma_defaults: RdmaSpec | None = None
+    #: ``--node-lost-timeout``: default of failurePolicy.nodeLostTimeoutSeconds (controllers/recovery.py)
+    node_lost_timeout: int = DEFAULT_NODE_LOST_TIMEOUT
+    #: ``--infrastructure-backoff-limit``: default of failurePolicy.infrastructureBackoffLimit
+    infrastructure_backoff_limit: int = DEFAULT_INFRASTRUCTURE_BACKOFF_LIMIT
     #: ``--kubeflow-api``: also reconcile the kinds in kubeflow.org/v1 (those whose CRDs are installed)
     kubeflow_api: bool = False
     #: the (group, plural) pairs served by the API server, from :func:`served_resources`; None: assume all.
@@ -122,7 +127,8 @@ def trim_pod(pod: Object) -> Object:
         },
         "spec": {
             "hostNetwork": spec.get("hostNetwork", False),
-            # where it runs: a host port is taken on that node only (ports.py)
+            # where it runs: a host port is taken on that node only (ports.py); a pod on a node that is not
+            # Ready may be lost with it (recovery.py)
             "nodeName": spec.get("nodeName"),
             "containers": [
                 {"name": ctr.get("name"), "ports": ctr.get("ports") or []} for ctr in spec.get("containers") or []
@@ -141,10 +147,12 @@ def trim_pod(pod: Object) -> Object:
                 {key: cs[key] for key in ("name", "state") if key in cs}
                 for cs in status.get("initContainerStatuses") or []
             ],
+            # PodScheduled: why a pod is Pending; Ready: false on a lost node; DisruptionTarget: ended by the
+            # cluster (an infrastructure failure, failures.py)
             "conditions": [
                 {key: cond[key] for key in ("type", "status", "reason", "message", "lastTransitionTime") if key in cond}
                 for cond in status.get("conditions") or []
-                if cond.get("type") == "PodScheduled"
+                if cond.get("type") in ("PodScheduled", "Ready", "DisruptionTarget")
             ],
         },
     }
@@ -241,6 +249,8 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
                     rdma_defaults=options.rdma_defaults,
                     write_concurrency=options.write_concurrency,
                     max_host_ports=options.max_host_ports_per_pod,
+                    node_lost_timeout=options.node_lost_timeout,
+                    infrastructure_backoff_limit=options.infrastructure_backoff_limit,
                 ),
                 on_transition=count,
                 podgroups=podgroups,

@@ -1,7 +1,8 @@
 """Job status as a small state machine over conditions, on the wire form (a dict) the API returns.
 
 Conditions: ``Created`` (stays True), then ``Running``, ``Restarting`` while a retry is under way,
-``Suspended`` while ``suspend`` is true, and finally ``Succeeded`` or ``Failed``. Setting one True moves it
+``Stalled`` from a hang until the job runs again, ``Suspended`` while ``suspend`` is true, and finally
+``Succeeded`` or ``Failed``. Setting one True moves it
 to the end of the list, so the printer column ``.status.conditions[-1:].type`` shows the current state,
 and turns off the ones it replaces (Running <-> Restarting; a final state turns off all three).
 ``lastTransitionTime`` moves only when a condition's status changes; ``lastUpdateTime`` when its reason or
@@ -20,13 +21,16 @@ RESTARTING = "Restarting"
 SUCCEEDED = "Succeeded"
 FAILED = "Failed"
 SUSPENDED = "Suspended"
+#: the job wrote nothing for progressDeadlineSeconds; True until it runs again (recovery.py)
+STALLED = "Stalled"
 FINAL = (SUCCEEDED, FAILED)
 
 _REPLACES = {
-    RUNNING: (RESTARTING,),
+    RUNNING: (RESTARTING, STALLED),
     RESTARTING: (RUNNING,),
-    SUCCEEDED: (RUNNING, RESTARTING, SUSPENDED),
-    FAILED: (RUNNING, RESTARTING, SUSPENDED),
+    STALLED: (RUNNING,),
+    SUCCEEDED: (RUNNING, RESTARTING, SUSPENDED, STALLED),
+    FAILED: (RUNNING, RESTARTING, SUSPENDED, STALLED),
 }
 
 

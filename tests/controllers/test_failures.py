@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from kubedl_py.controllers.failures import classify
+from kubedl_py.controllers.failures import MAX_MESSAGE, classify, in_place_failure
 
 
 def failed_pod(
@@ -43,3 +43,59 @@ def test_oom_and_eviction_are_retryable() -> None:
     evicted = classify(failed_pod(pod_reason="Evicted"), "tensorflow")
     assert evicted.retryable
     assert evicted.reason == "Evicted"
+
+
+# ---------------------------------------------------------------------------------------------- classes
+
+
+def disrupted(reason: str, phase: str = "Running") -> dict[str, Any]:
+    condition = {"type": "DisruptionTarget", "status": "True", "reason": reason, "message": "evicting"}
+    return {"status": {"phase": phase, "conditions": [condition]}}
+
+
+@pytest.mark.parametrize(
+    "pod_reason", ["Evicted", "Preempting", "NodeLost", "UnexpectedAdmissionError", "OutOfcpu", "OutOfnvidia.com/gpu"]
+)
+def test_the_cluster_ending_a_pod_is_an_infrastructure_failure(pod_reason: str) -> None:
+    failure = classify(failed_pod(137, pod_reason=pod_reason), "tensorflow")
+    assert failure.failure_class == "Infrastructure" and failure.infrastructure and failure.retryable
+    assert failure.reason == pod_reason
+
+
+@pytest.mark.parametrize("reason", ["PreemptionByScheduler", "EvictionByEvictionAPI", "DeletionByTaintManager"])
+def test_a_disruption_target_is_an_infrastructure_failure(reason: str) -> None:
+    failure = classify(disrupted(reason), "tensorflow")
+    assert (failure.failure_class, failure.reason) == ("Infrastructure", reason)
+
+
+@pytest.mark.parametrize(("code", "reason"), [(1, "Error"), (137, "Error"), (137, "OOMKilled"), (2, "Error")])
+def test_the_programs_own_end_is_a_user_failure(code: int, reason: str) -> None:
+    failure = classify(failed_pod(code, reason), "tensorflow")
+    assert failure.failure_class == "User" and not failure.infrastructure
+    assert failure.exit_code == code
+    assert failure.signal == (code - 128 if code > 128 else None)
+
+
+def test_the_termination_message_is_kept_bounded_from_its_end() -> None:
+    pod = failed_pod(1, "Error")
+    long = "".join(f"line {n}\n" for n in range(1000))
+    pod["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = long
+    message = classify(pod, "tensorflow").message
+    assert message is not None and len(message) == MAX_MESSAGE
+    assert message.endswith("line 999") and message.startswith("...")
+
+
+def test_an_in_place_restart_is_a_user_failure_of_the_run_before() -> None:
+    last = {"terminated": {"exitCode": 1, "reason": "Error", "message": "Traceback...\nValueError: nan loss\n"}}
+    pod = {
+        "status": {
+            "phase": "Running",
+            "containerStatuses": [{"name": "pytorch", "restartCount": 2, "lastState": last, "state": {"running": {}}}],
+        }
+    }
+    failure = in_place_failure(pod, "pytorch")
+    assert failure is not None
+    assert (failure.failure_class, failure.exit_code, failure.attempt) == ("User", 1, 1)
+    assert failure.message == "Traceback...\nValueError: nan loss"
+    pod["status"]["containerStatuses"][0]["restartCount"] = 0
+    assert in_place_failure(pod, "pytorch") is None

@@ -84,3 +84,14 @@ def test_only_a_change_of_replica_counts_may_wait() -> None:
     assert not s.only_counts_changed(base, running)
     assert not s.only_counts_changed(base, {**base, "replicaStatuses": {**base["replicaStatuses"], "Master": {}}})
     assert not s.only_counts_changed({}, base)  # the first status: selectors and times are new
+
+
+def test_stalled_stays_until_the_job_runs_again() -> None:
+    st: dict[str, Any] = {}
+    s.set_condition(st, s.RUNNING, reason="JobRunning", message="running", now="t1")
+    s.set_condition(st, s.STALLED, reason="Stalled", message="no log line for 25s", now="t2")
+    assert not s.is_true(st, s.RUNNING)
+    s.set_condition(st, s.RESTARTING, reason="JobRestarting", message="restarting every pod", now="t3")
+    assert s.state(st) == s.RESTARTING and s.is_true(st, s.STALLED)
+    s.set_condition(st, s.RUNNING, reason="JobRunning", message="running", now="t4")
+    assert s.state(st) == s.RUNNING and not s.is_true(st, s.STALLED) and not s.is_true(st, s.RESTARTING)

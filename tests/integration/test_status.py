@@ -46,11 +46,14 @@ async def test_a_failed_job_counts_its_failed_replica(kube: Kube, controller: Ru
 
     async def settled() -> dict[str, Any] | None:
         state = await job_state(kube, PYTORCHJOBS, "broken")
-        return state if counts(state, "Master") == (0, 0, 1) and counts(state, "Worker") == (1, 0, 0) else None
+        stopped = await phases(kube, "broken") == {"broken-master-0": "Failed"}
+        return (
+            state if stopped and counts(state, "Master") == (0, 0, 1) and counts(state, "Worker") == (0, 0, 0) else None
+        )
 
-    # cleanPodPolicy defaults to None for PyTorch: the worker keeps running, and is counted as such.
-    await eventually(settled, what="Master 0/0/1 and Worker 1/0/0")
-    assert await phases(kube, "broken") == {"broken-master-0": "Failed", "broken-worker-0": "Running"}
+    # A failed job holds no node: the worker is stopped (PyTorch's default cleanPodPolicy None keeps only a
+    # succeeded job's workers; a job that writes cleanPodPolicy: None keeps them), the failed Master stays.
+    await eventually(settled, what="Master 0/0/1, the worker stopped and counted so")
 
 
 async def test_a_tf_job_whose_pods_all_failed_counts_them_all(kube: Kube, controller: RunningController) -> None:
