@@ -53,6 +53,10 @@ def controller_options(args: argparse.Namespace) -> ControllerOptions:
     informer = InformerSettings(resync_period=args.resync_period) if args.resync_period else None
     if args.gang_scheduler_name is not None and not args.gang_scheduler:
         raise UsageError("--gang-scheduler-name needs --gang-scheduler")
+    if args.node_lost_timeout < 0:
+        raise UsageError(f"--node-lost-timeout must be 0 (at once) or more seconds, not {args.node_lost_timeout}")
+    if args.infrastructure_backoff_limit < 0:
+        raise UsageError(f"--infrastructure-backoff-limit must be 0 or more, not {args.infrastructure_backoff_limit}")
     return ControllerOptions(
         informer=informer,
         namespace=args.namespace or None,
@@ -72,6 +76,8 @@ def controller_options(args: argparse.Namespace) -> ControllerOptions:
         gang_scheduler_name=args.gang_scheduler_name,
         rdma_defaults=rdma_defaults(args.rdma_defaults) if args.rdma_defaults else None,
         kubeflow_api=args.kubeflow_api,
+        node_lost_timeout=args.node_lost_timeout,
+        infrastructure_backoff_limit=args.infrastructure_backoff_limit,
     )
 
 

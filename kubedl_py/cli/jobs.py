@@ -251,6 +251,11 @@ def run_describe(args: argparse.Namespace) -> int:
 
 
 def run_logs(args: argparse.Namespace) -> int:
+    if args.previous:
+        if args.follow:
+            raise UsageError("--previous prints runs that have ended; it does not combine with -f")
+        return with_client(args, lambda client: _previous_logs(client, args))
+
     async def body(client: AsyncTrainingClient) -> int:
         index = args.index if args.index is not None or args.replica is None else 0
         async for line in client.stream_logs(
@@ -260,6 +265,28 @@ def run_logs(args: argparse.Namespace) -> int:
         return 0
 
     return with_client(args, body)
+
+
+async def _previous_logs(client: AsyncTrainingClient, args: argparse.Namespace) -> int:
+    """``logs --previous``: per rank a header saying which run failed and why, then its last lines."""
+    index = args.index if args.index is not None or args.replica is None else 0
+    attempts = await client.previous_logs(args.name, args.replica, index, kind=args.kind, container=args.container)
+    if not attempts:
+        which = f" of {args.replica} {index}" if args.replica is not None else ""
+        return fail(
+            f'job "{args.name}" has no failed run{which} to show: none is recorded in its status and no container '
+            "restarted in place",
+            EXIT_FAILED,
+            False,
+        )
+    for attempt in attempts:
+        print(f"==> {attempt.summary()} <==", flush=True)
+        text = attempt.text.rstrip("\n")
+        if text:
+            print(text, flush=True)
+        elif attempt.source == "status":
+            print("(no termination message was kept: the container's terminationMessagePolicy is File)", flush=True)
+    return 0
 
 
 def run_wait(args: argparse.Namespace) -> int:

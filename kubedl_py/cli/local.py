@@ -62,6 +62,7 @@ def _serve(args: argparse.Namespace) -> int:
         pod_cidr=args.pod_cidr,
         kubeflow_api=args.kubeflow_api,
         node_resources=parse_node_resources(args.node_resources or ""),
+        node_monitor_grace_period=args.node_monitor_grace_period,
     )
     if args.no_controller:
         return asyncio.run(run_local_up(options))
@@ -73,6 +74,8 @@ def _check(args: argparse.Namespace) -> str | None:
     """What is wrong with the flags, with the fix, or None."""
     if args.nodes < 1:
         return "--nodes must be at least 1"
+    if not args.node_monitor_grace_period >= 2:
+        return "--node-monitor-grace-period must be at least 2 seconds (Kubernetes' default is 50)"
     if args.runtime in ("process", "container") and args.nodes != 1:
         return f"the {args.runtime} runtime runs exactly 1 node; use --nodes 1 or --runtime simulated"
     if args.control_plane == "kubernetes" and args.data_dir is not None:

@@ -12,6 +12,7 @@ from typing import Any
 from kubedl_py.api import constants as c
 from kubedl_py.api.jobs import Job
 from kubedl_py.sdk import JobDescription, event_time, job_age, job_state, replica_counts
+from kubedl_py.sdk.views import failure_summary
 
 
 def resource_name(job: Job) -> str:
@@ -111,12 +112,49 @@ def format_description(described: JobDescription) -> str:
     out.append("Replica Statuses:\n")
     replicas = (status.replica_statuses if status else None) or {}
     if replicas:
-        rows = [["TYPE", "ACTIVE", "SUCCEEDED", "FAILED", "RESTARTS"]]
+        # RESTARTS spend backoffLimit (the program's failures), INFRA RESTARTS infrastructureBackoffLimit.
+        rows = [["TYPE", "ACTIVE", "SUCCEEDED", "FAILED", "RESTARTS", "INFRA RESTARTS", "LAST FAILURE"]]
         for kind, rs in replicas.items():
-            rows.append([kind, rs.active or 0, rs.succeeded or 0, rs.failed or 0, rs.restarts or 0])
+            last = rs.last_failure
+            rows.append(
+                [
+                    kind,
+                    rs.active or 0,
+                    rs.succeeded or 0,
+                    rs.failed or 0,
+                    rs.restarts or 0,
+                    rs.infrastructure_restarts or 0,
+                    f"{last.index}: {failure_summary(last)}" if last is not None else "-",
+                ]
+            )
         out.append(table(rows, "  "))
     else:
         out.append("  <none>\n")
+    failures = (status.failures if status else None) or []
+    if failures:
+        # The attempts that ended in a failure, oldest first (the status keeps the last 10).
+        out.append("Failed Attempts:\n")
+        rows = [["TIME", "REPLICA", "POD", "CLASS", "REASON", "EXIT", "NODE", "LAST LINE"]]
+        for failure in failures:
+            lines = (failure.message or "").strip().splitlines()
+            exit_code = "-" if failure.exit_code is None else failure.exit_code
+            rows.append(
+                [
+                    failure.time.strftime("%Y-%m-%dT%H:%M:%SZ") if failure.time else "",
+                    f"{failure.replica_type} {failure.index}",
+                    failure.pod or "-",
+                    failure.failure_class,
+                    failure.reason,
+                    exit_code,
+                    failure.node or "-",
+                    (lines[-1][:80] if lines else "-"),
+                ]
+            )
+        out.append(table(rows, "  "))
+    avoided = (status.avoided_nodes if status else None) or []
+    if avoided:
+        out.append("Avoided Nodes:\n")
+        out.append(table([["NODE", "REASON"], *([entry.node, entry.reason] for entry in avoided)], "  "))
     out.append("Pods:\n")
     if described.pods:
         rows = [["NAME", "NODE", "PHASE", "RESTARTS", "HOST PORT", "SERVICE", "TARGET PORT"]]

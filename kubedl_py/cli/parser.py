@@ -129,7 +129,37 @@ def _add_local(sub: Subcommands) -> None:
         action="store_true",
         help="also install the kinds in kubeflow.org/v1 (the Training Operator's layout) and reconcile them",
     )
+    up.add_argument(
+        "--node-monitor-grace-period",
+        type=float,
+        default=50.0,
+        metavar="SECONDS",
+        help="a node that has not reported for this long is NotReady (Kubernetes' default 50; shorter rehearses"
+        " `local node stop` faster)",
+    )
     up.set_defaults(handler=Handler("local", "run_local_up_command"))
+    _add_local_node(local_sub)
+
+
+def _add_local_node(local_sub: Subcommands) -> None:
+    node = local_sub.add_parser(
+        "node", help="stop, start or remove a node of a running `local up` cluster, as a crashed machine would"
+    )
+    actions = node.add_subparsers(dest="node_command", required=True)
+    for action, text in (
+        ("stop", "freeze the node's agent: no heartbeats, no pod updates (a crashed or partitioned machine)"),
+        ("start", "resume a stopped node: it reports again and Kubernetes lifts its taints"),
+        ("remove", "stop the node for good and delete its Node object (its pods are then garbage-collected)"),
+    ):
+        p = actions.add_parser(action, help=text)
+        p.add_argument("name", help="the node (`kubectl get nodes`)")
+        p.add_argument(
+            "--kubeconfig",
+            default=None,
+            help=f"the local cluster's kubeconfig (default: $KUBECONFIG, else {LOCAL_KUBECONFIG})",
+        )
+        p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the agent (default 30)")
+        p.set_defaults(handler=Handler("nodes", "run_local_node"))
 
 
 def _add_controller(sub: Subcommands) -> None:
@@ -229,6 +259,22 @@ def _add_controller(sub: Subcommands) -> None:
         action="store_true",
         help="also reconcile the kinds in kubeflow.org/v1 whose CRDs are installed (`manifests --kubeflow-api`)",
     )
+    p.add_argument(
+        "--node-lost-timeout",
+        type=int,
+        default=60,
+        metavar="SECONDS",
+        help="a job's pod on a node not Ready this long is deleted (grace 0) and replaced; default of"
+        " failurePolicy.nodeLostTimeoutSeconds (default 60)",
+    )
+    p.add_argument(
+        "--infrastructure-backoff-limit",
+        type=int,
+        default=100,
+        metavar="N",
+        help="default of failurePolicy.infrastructureBackoffLimit: restarts caused by the cluster that fail a"
+        " job (default 100)",
+    )
     p.set_defaults(handler=Handler("controller", "run_controller"))
 
 
@@ -312,6 +358,12 @@ def _add_job_commands(sub: Subcommands) -> None:
     p.add_argument("--replica", default=None, help="replica type, e.g. master, worker, ps (default: every pod)")
     p.add_argument("--index", type=int, default=None, help="replica index (default 0 with --replica)")
     p.add_argument("-f", "--follow", action="store_true", help="stream until the pods finish")
+    p.add_argument(
+        "-p",
+        "--previous",
+        action="store_true",
+        help="the last failed run of each rank: its previous log, or the last lines kept in the job's status",
+    )
     p.add_argument("-c", "--container", default=None, help="container (default: the framework's, else the first)")
     _add_kind(p)
     p.set_defaults(handler=Handler("jobs", "run_logs"))

@@ -9,6 +9,7 @@ turns answers into the pydantic models of :mod:`kubedl_py.api`, and raises only 
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import logging
 import os
@@ -32,7 +33,7 @@ from kubedl_py.sdk.errors import (
     translated,
 )
 from kubedl_py.sdk.kinds import RESOURCES, canonical_kind, kind_names, resource_for, to_model
-from kubedl_py.sdk.logs import LogFollower, read_log
+from kubedl_py.sdk.logs import LogFollower, previous_attempts, read_log
 from kubedl_py.sdk.pods import container_status, pod_order, replica_selector
 from kubedl_py.sdk.views import (
     DESCRIBE_EVENTS,
@@ -41,9 +42,11 @@ from kubedl_py.sdk.views import (
     JobProgress,
     LogLine,
     PodInfo,
+    PreviousAttempt,
     events_of,
     job_state,
     replica_counts,
+    true_condition,
 )
 from kubedl_py.sdk.watching import conditions_wanted, list_watch, settled
 
@@ -356,9 +359,8 @@ class AsyncTrainingClient:
             kube = await self._client()
             with translated():
                 pods = (await kube.list(PODS, namespace=ns, label_selector=selector)).items
-            if not pods and want_type is not None:
-                where = f"{want_type.lower()}-{want_index}" if want_index is not None else want_type.lower()
-                raise JobNotFoundError(f'job "{name}" has no pod {name}-{where} (yet)', status=404)
+            if not pods and (want_type is not None or job_state(job) == "Failed"):
+                raise JobNotFoundError(_no_pod_message(job, want_type, want_index), status=404)
             for pod in sorted(pods, key=pod_order):
                 text = await read_log(kube, pod, ns, pick)
                 for text_line in text.splitlines():
@@ -378,6 +380,35 @@ class AsyncTrainingClient:
         async with contextlib.aclosing(follower.lines()) as lines:
             async for log_line in lines:
                 yield log_line
+
+    async def previous_logs(
+        self,
+        name: str,
+        replica: str | None = None,
+        index: int | None = None,
+        *,
+        kind: str | None = None,
+        container: str | None = None,
+        namespace: str | None = None,
+    ) -> builtins.list[PreviousAttempt]:
+        """The last failed run of each rank (or of one replica type, or one replica): the kubelet's previous log
+        while the pod lives, else the last lines the controller kept in the job's status when it replaced the
+        pod. Empty when no rank has failed (that the status still remembers: its last 10 failures)."""
+        ns = namespace or self.namespace
+        job = to_model(await self._get_raw(name, kind, ns))
+        want_type, want_index = replica_selector(job, replica, index)
+        kube = await self._client()
+        with translated():
+            pods = (await kube.list(PODS, namespace=ns, label_selector=f"{c.LABEL_JOB_NAME}={name}")).items
+            return await previous_attempts(
+                kube,
+                job,
+                pods,
+                namespace=ns,
+                container=container or job.framework.container_name,
+                want_type=want_type,
+                want_index=want_index,
+            )
 
     # -------------------------------------------------------------------------------------------- watch
 
@@ -470,3 +501,23 @@ class AsyncTrainingClient:
             )
         mine = events_of(job, pods.items, services.items, events.items)
         return JobDescription(job=job, pods=infos, events=mine[-DESCRIBE_EVENTS:])
+
+
+def _no_pod_message(job: Job, want_type: str | None, want_index: int | None) -> str:
+    """Why there is no pod to read: not made yet, or (a failed job) deleted for good, with what remains."""
+    where = ""
+    if want_type is not None:
+        where = f"{want_type.lower()}-{want_index}" if want_index is not None else want_type.lower()
+    missing = f'job "{job.name}" has no pod {job.name}-{where}' if where else f'job "{job.name}" has no pods'
+    state = job_state(job)
+    if state not in ("Failed", "Succeeded"):
+        return f"{missing} (yet)"
+    finished = true_condition(job, state)
+    why = f" ({finished.reason}: {finished.message})" if finished is not None and finished.reason else ""
+    failures = (job.status.failures if job.status else None) or []
+    hint = (
+        f"; `kubedl-py logs {job.name} --previous` shows the last lines of its failed ranks"
+        if failures
+        else "; no failure was recorded"
+    )
+    return f"{missing}: the job has {state}{why} and its pods were deleted{hint}"

@@ -22,16 +22,19 @@ import contextlib
 from collections.abc import AsyncGenerator, Coroutine, Mapping
 from typing import Any, Final
 
+from kubedl_py.api import constants as c
+from kubedl_py.api.common import ReplicaFailure
+from kubedl_py.api.jobs import Job
 from kubedl_py.kube import errors as kerrors
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.resources import PODS, Resource
 from kubedl_py.kube.retry import RetrySettings
 from kubedl_py.sdk.errors import translate, translated
 from kubedl_py.sdk.pods import container_of, container_status
-from kubedl_py.sdk.views import LogLine, is_finished
+from kubedl_py.sdk.views import LogLine, PreviousAttempt, is_finished
 from kubedl_py.sdk.watching import list_watch
 
-__all__ = ["FOLLOW_DRAIN_SECONDS", "LogFollower", "read_log"]
+__all__ = ["FOLLOW_DRAIN_SECONDS", "LogFollower", "previous_attempts", "read_log"]
 
 #: how long ``stream_logs(follow=True)`` keeps reading pods still running when their job has finished
 FOLLOW_DRAIN_SECONDS: Final = 2.0
@@ -51,6 +54,61 @@ async def read_log(kube: KubeClient, pod: Mapping[str, Any], namespace: str, con
         with translated():
             raise exc from None
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def previous_attempts(
+    kube: KubeClient,
+    job: Job,
+    pods: list[dict[str, Any]],
+    *,
+    namespace: str,
+    container: str,
+    want_type: str | None,
+    want_index: int | None,
+) -> list[PreviousAttempt]:
+    """The last failed run of each selected rank (``logs --previous``): while its pod lives and its container
+    restarted in place, the kubelet's previous log; else the termination message the controller kept in the
+    job's status when it replaced the pod (``status.failures``)."""
+    latest: dict[tuple[str, int], ReplicaFailure] = {}
+    for recorded in (job.status.failures if job.status else None) or []:
+        if recorded.replica_type in job.replica_specs and recorded.index is not None:
+            latest[(recorded.replica_type, recorded.index)] = recorded  # oldest first: the last one stays
+    by_slot: dict[tuple[str, int], dict[str, Any]] = {}
+    types = {t.lower(): t for t in job.replica_specs}
+    for listed in pods:
+        labels = (listed.get("metadata") or {}).get("labels") or {}
+        replica_type = types.get(str(labels.get(c.LABEL_REPLICA_TYPE, "")))
+        index_text = str(labels.get(c.LABEL_REPLICA_INDEX, ""))
+        if replica_type is not None and index_text.isdigit():
+            by_slot[(replica_type, int(index_text))] = listed
+    order = list(job.replica_specs)
+
+    def rank(slot: tuple[str, int]) -> tuple[bool, int, int]:
+        replica_type, index = slot
+        return replica_type not in job.framework.master_types, order.index(replica_type), index
+
+    slots = sorted({*latest, *by_slot}, key=rank)
+    attempts: list[PreviousAttempt] = []
+    for replica_type, index in slots:
+        if (want_type is not None and replica_type != want_type) or (want_index is not None and index != want_index):
+            continue
+        failure = latest.get((replica_type, index))
+        pod = by_slot.get((replica_type, index))
+        status = container_status(pod, container) if pod is not None else None
+        restarts = int((status or {}).get("restartCount") or 0)
+        if pod is not None and restarts:
+            name = str(pod["metadata"]["name"])
+            with contextlib.suppress(kerrors.BadRequest, kerrors.NotFound):
+                text = await kube.read_log(
+                    name, namespace=namespace, container=container_of(pod, container), previous=True
+                )
+                same = failure is not None and failure.pod_uid == pod["metadata"].get("uid")
+                attempts.append(PreviousAttempt(name, replica_type, index, "kubelet", text, failure if same else None))
+                continue
+        if failure is not None:
+            name = failure.pod or f"{job.name}-{replica_type.lower()}-{index}"
+            attempts.append(PreviousAttempt(name, replica_type, index, "status", failure.message or "", failure))
+    return attempts
 
 
 class _Changes:

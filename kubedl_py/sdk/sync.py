@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
 import os
 import threading
 from collections.abc import AsyncIterator, Coroutine, Iterable, Iterator, Mapping
@@ -13,7 +14,7 @@ from kubedl_py.api.jobs import Job
 from kubedl_py.kube.client import ClientSettings
 from kubedl_py.sdk.client import AnyJob, AsyncTrainingClient, JobSource, ProgressCallback
 from kubedl_py.sdk.config import ResolvedConfig
-from kubedl_py.sdk.views import JobDescription, JobEvent, LogLine
+from kubedl_py.sdk.views import JobDescription, JobEvent, LogLine, PreviousAttempt
 
 T = TypeVar("T")
 
@@ -192,6 +193,21 @@ class TrainingClient:
     def describe(self, name: str, kind: str | None = None, *, namespace: str | None = None) -> JobDescription:
         """See :meth:`AsyncTrainingClient.describe`."""
         return self._run(self._async.describe(name, kind, namespace=namespace))
+
+    def previous_logs(
+        self,
+        name: str,
+        replica: str | None = None,
+        index: int | None = None,
+        *,
+        kind: str | None = None,
+        container: str | None = None,
+        namespace: str | None = None,
+    ) -> builtins.list[PreviousAttempt]:
+        """See :meth:`AsyncTrainingClient.previous_logs`."""
+        return self._run(
+            self._async.previous_logs(name, replica, index, kind=kind, container=container, namespace=namespace)
+        )
 
 
 async def _anext(stream: AsyncIterator[T]) -> T:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from kubedl_py.api.common import JobCondition
+from kubedl_py.api.common import JobCondition, ReplicaFailure
 from kubedl_py.api.jobs import Job
 
 #: the job condition types ``wait`` understands
@@ -114,6 +114,42 @@ class PodInfo:
     host_port: int | None
     service: str | None
     target_port: int | str | None
+
+
+@dataclass(frozen=True)
+class PreviousAttempt:
+    """The last failed run of one rank, as ``logs --previous`` shows it: from the kubelet (the container's
+    previous run, while its pod lives) or from the job's status (the termination message kept when the pod
+    was replaced: its last log lines, bounded)."""
+
+    pod: str
+    replica_type: str
+    index: int
+    #: ``kubelet`` (the whole previous log) or ``status`` (the kept termination message)
+    source: str
+    text: str
+    failure: ReplicaFailure | None = None
+
+    def summary(self) -> str:
+        """One line: which rank, when, and why it failed."""
+        head = f"{self.pod} ({self.replica_type} {self.index})"
+        if self.failure is None:
+            return f"{head}: previous run of its container"
+        return f"{head}: {failure_summary(self.failure)}"
+
+
+def failure_summary(failure: ReplicaFailure) -> str:
+    """``User failure Error, exit code 1, node n1, at 2026-...``: a recorded failure in one line."""
+    parts = [f"{failure.failure_class.lower()} failure {failure.reason}"]
+    if failure.exit_code is not None:
+        parts.append(f"exit code {failure.exit_code}")
+    if failure.signal is not None:
+        parts.append(f"signal {failure.signal}")
+    if failure.node:
+        parts.append(f"node {failure.node}")
+    if failure.time is not None:
+        parts.append(f"at {failure.time.strftime('%Y-%m-%dT%H:%M:%SZ')}")
+    return ", ".join(parts)
 
 
 @dataclass(frozen=True)
