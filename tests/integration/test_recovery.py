@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import statistics
 import sys
 import time
@@ -20,8 +21,9 @@ from typing import Any
 import pytest
 
 from kubedl_py.api import constants as c
+from kubedl_py.api.groups import KUBEFLOW
 from kubedl_py.kube import errors
-from kubedl_py.kube.resources import NODES, PODS
+from kubedl_py.kube.resources import NODES, PODS, Resource
 from kubedl_py.local.node.simulated import EXIT_CODE, RUN_SECONDS, TERMINATION_SECONDS
 from tests.integration.conftest import (
     PYTORCHJOBS,
@@ -41,6 +43,7 @@ from tests.integration.conftest import (
     wait_condition,
 )
 from tests.integration.test_hostnetwork import host_port, target_port
+from tests.integration.test_kubeflow import KF_KINDS, kf_pytorchjob
 
 pytestmark = pytest.mark.nodes(3)
 
@@ -487,3 +490,34 @@ async def test_a_failed_job_that_asks_to_keep_its_pods_keeps_them(
     assert cluster.request_log.find(verb="delete", resource="pods") == []
     assert cluster.request_log.find(verb="deletecollection", resource="pods") == []
     assert (await kube.get(PODS, "kept-worker-0", namespace=kube.ns))["status"]["phase"] == "Running"
+
+
+KINDS = [("pytorchjobs", kf_pytorchjob("pytorch-kf")), *KF_KINDS]
+
+
+@pytest.mark.parametrize(("plural", "document"), KINDS, ids=[plural for plural, _ in KINDS])
+async def test_every_kind_in_kubeflow_org_charges_evictions_to_the_infrastructure_budget(
+    cluster: Env, kube: Kube, kubeflow_controller: RunningController, plural: str, document: dict[str, Any]
+) -> None:
+    """runPolicy.backoffLimit 1 (the first user failure would end the job): two evictions of a worker do not."""
+    job = copy.deepcopy(document)
+    job["spec"]["runPolicy"]["backoffLimit"] = 1
+    resource = Resource(KUBEFLOW.group, KUBEFLOW.version, plural, job["kind"])
+    name = job["metadata"]["name"]
+    await kube.create(resource, job, namespace=kube.ns)
+    worker = f"{name}-worker-0"
+    uid = None
+    for _n in range(2):
+        pod = await next_pod(kube, worker, uid)
+        uid = pod["metadata"]["uid"]
+        await kubelet_evict(cluster, kube.ns, worker)
+    await next_pod(kube, worker, uid)
+
+    async def charged() -> dict[str, Any] | None:
+        state = await job_state(kube, resource, name)
+        return state if int(statuses(state).get("Worker", {}).get("infrastructureRestarts") or 0) == 2 else None
+
+    state = await eventually(charged, within=30, what=f"{job['kind']}: 2 infrastructure restarts")
+    assert condition(state, "Failed") is None
+    assert int(statuses(state)["Worker"].get("restarts") or 0) == 0
+    assert statuses(state)["Worker"]["lastFailure"]["reason"] == "Evicted"
