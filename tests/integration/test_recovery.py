@@ -16,6 +16,7 @@ import statistics
 import sys
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -386,7 +387,9 @@ async def test_avoided_nodes_keep_replacements_off_and_clear_when_the_job_ends(
 # ---------------------------------------------------------------------------------------------- evidence
 
 
-async def test_a_replaced_ranks_failure_is_kept_in_status(kube: Kube, controller: RunningController) -> None:
+async def test_a_replaced_ranks_failure_is_kept_in_status(
+    cluster: Env, kube: Kube, controller: RunningController
+) -> None:
     job = pytorchjob(
         "evidence",
         backoffLimit=5,
@@ -409,6 +412,16 @@ async def test_a_replaced_ranks_failure_is_kept_in_status(kube: Kube, controller
     assert last["node"] and last["pod"] == "evidence-worker-0"
     pod = await kube.get(PODS, "evidence-master-0", namespace=kube.ns)
     assert pod["spec"]["containers"][0]["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    # kubectl get shows the latest failure's reason (the CRD's printer column, a server-side table).
+    process = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "kubectl"), "--kubeconfig", str(cluster.kubeconfig_path),
+        "get", "pytorchjobs.training.kubedl.io", "evidence",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    header, row = out.decode().splitlines() or [err.decode(), ""]
+    assert header.split() == ["NAME", "STATE", "LAST-FAILURE", "AGE"], (header, err)
+    assert row.split()[2] == "Error", row
 
 
 # ----------------------------------------------------------------------------- no half jobs, no silent waits
