@@ -124,7 +124,7 @@ def _statuses(pod: Object, container: str | None) -> list[Object]:
 
 
 def _terminated(pod: Object, container: str | None) -> tuple[Object, int] | None:
-    """The failed run of the container (its terminated state) and which run it was."""
+    """The container's latest terminated state (its failed run, else the run before) and that run's number."""
     chosen = _statuses(pod, container)
     for status in chosen:
         terminated = (status.get("state") or {}).get("terminated")
@@ -148,7 +148,10 @@ def classify(pod: Object, container: str | None) -> Failure:
     pod_reason = status.get("reason") or ""
     disrupted = disruption(pod)
     found = _terminated(pod, container)
-    terminated, attempt = found if found is not None else ({}, 0)
+    terminated = found[0] if found is not None else {}
+    # The run that failed is the container's current one: earlier runs were in-place restarts, recorded
+    # as such (in_place_failure), so a pod-level failure never shares their key.
+    attempt = max((int(s.get("restartCount") or 0) for s in _statuses(pod, container)), default=0)
     exit_code = terminated.get("exitCode") if found is not None else None
     message = bounded(terminated.get("message"))
     signal = signal_of(exit_code)

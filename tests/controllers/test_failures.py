@@ -99,3 +99,20 @@ def test_an_in_place_restart_is_a_user_failure_of_the_run_before() -> None:
     assert failure.message == "Traceback...\nValueError: nan loss"
     pod["status"]["containerStatuses"][0]["restartCount"] = 0
     assert in_place_failure(pod, "pytorch") is None
+
+
+def test_a_pod_level_failure_after_in_place_restarts_is_a_run_of_its_own() -> None:
+    """An evicted pod that had restarted in place twice: its failure is the third run, not the second (which
+    the in-place record already holds), so both are recorded."""
+    last = {"terminated": {"exitCode": 1, "reason": "Error"}}
+    pod = {
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}],
+            "containerStatuses": [{"name": "pytorch", "restartCount": 2, "lastState": last, "state": {"running": {}}}],
+        }
+    }
+    in_place = in_place_failure(pod, "pytorch")
+    evicted = classify(pod, "pytorch")
+    assert in_place is not None and (in_place.attempt, evicted.attempt) == (1, 2)
+    assert evicted.failure_class == "Infrastructure"
