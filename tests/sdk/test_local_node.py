@@ -17,6 +17,7 @@ from kubedl_py.api.common import FailurePolicy
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.resources import EVENTS, NODES, PODS
+from kubedl_py.local.kubernetes.binaries import cache_root
 from kubedl_py.sdk import AsyncTrainingClient, pytorch_job
 from tests.integration.conftest import eventually
 from tests.sdk.test_cli import kubedl
@@ -36,7 +37,8 @@ async def test_a_stopped_node_is_lost_its_job_moves_and_it_comes_back(tmp_path: 
     require_tier(control_plane)
     home = tmp_path / "home"
     home.mkdir()
-    env = clean_env(home)
+    # A fresh HOME (no kubeconfig of the user's), but the real control plane's binaries from the usual cache.
+    env = dict(clean_env(home), KUBEDL_PY_CACHE=str(cache_root()))
     config = tmp_path / "local.kubeconfig"
     plane = "kubernetes" if control_plane == KUBERNETES else "embedded"
     up = LocalUp(
