@@ -78,6 +78,7 @@ def controller_options(args: argparse.Namespace) -> ControllerOptions:
         kubeflow_api=args.kubeflow_api,
         node_lost_timeout=args.node_lost_timeout,
         infrastructure_backoff_limit=args.infrastructure_backoff_limit,
+        kueue_workloads=args.kueue_workloads,
     )
 
 
@@ -100,7 +101,9 @@ def run_controller(args: argparse.Namespace) -> int:
         async with KubeClient(kubeconfig=args.kubeconfig, context=args.context) as client:
             # What is installed decides what is watched (kubeflow.org kinds, the PodGroups): discovered here,
             # before the manager is built.
-            served = await served_resources(client, options.groups, gang=options.gang)
+            served = await served_resources(
+                client, options.groups, gang=options.gang, kueue=options.kueue_workloads != "off"
+            )
             manager = build_manager(client, replace(options, served=served))
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):

@@ -23,6 +23,8 @@ Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 #: ``--gang-scheduler`` choices: ``kubedl_py.controllers.gang.GANG_SCHEDULERS`` (a test keeps them equal),
 #: spelled out here so that building the parser (``--help``, ``manifests``) does not import the controller
 GANG_SCHEDULERS: Final = ("volcano", "scheduler-plugins")
+#: ``--kueue-workloads`` choices: ``kubedl_py.controllers.kueue.KUEUE_MODES`` (a test keeps them equal)
+KUEUE_MODES: Final = ("off", "kubedl", "all")
 
 
 def _kinds() -> str:
@@ -274,6 +276,14 @@ def _add_controller(sub: Subcommands) -> None:
         metavar="N",
         help="default of failurePolicy.infrastructureBackoffLimit: restarts caused by the cluster that fail a"
         " job (default 100)",
+    )
+    p.add_argument(
+        "--kueue-workloads",
+        choices=KUEUE_MODES,
+        default="kubedl",
+        help="make and obey a Kueue Workload for jobs labelled kueue.x-k8s.io/queue-name: kubedl = training.kubedl.io "
+        "jobs (kubeflow.org ones left to Kueue's own integration), all = both groups (Kueue's kubeflow.org "
+        "integrations disabled), off = none (default: kubedl; docs/kueue.md)",
     )
     p.set_defaults(handler=Handler("controller", "run_controller"))
 

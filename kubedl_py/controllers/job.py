@@ -50,6 +50,8 @@ from kubedl_py.controllers.failures import USER, Failure, classify, disruption, 
 from kubedl_py.controllers.gang import Gang, PodGroups
 from kubedl_py.controllers.hostnetwork import HostNetwork, HostNetworkStep
 from kubedl_py.controllers.kinds import controller_for
+from kubedl_py.controllers.kueue import DEFAULT_KUEUE_MODE, KueueMode, PlacementConflict, Workloads, pod_set_name
+from kubedl_py.controllers.kueue import apply as apply_admission
 from kubedl_py.controllers.observation import (
     Expectations,
     JobFailure,
@@ -153,6 +155,8 @@ class ReconcilerOptions:
     node_lost_timeout: int = recovery.DEFAULT_NODE_LOST_TIMEOUT
     #: default of failurePolicy.infrastructureBackoffLimit (``--infrastructure-backoff-limit``)
     infrastructure_backoff_limit: int = recovery.DEFAULT_INFRASTRUCTURE_BACKOFF_LIMIT
+    #: which API groups' queued jobs get a Kueue Workload made by the controller (``--kueue-workloads``)
+    kueue_workloads: KueueMode = DEFAULT_KUEUE_MODE
 
 
 class JobReconciler:
@@ -172,6 +176,7 @@ class JobReconciler:
         options: ReconcilerOptions | None = None,
         on_transition: Callable[[str, str, str], None] | None = None,
         podgroups: Informer | None = None,
+        workloads: Informer | None = None,
     ) -> None:
         self.client = client
         self.framework = framework
@@ -189,6 +194,7 @@ class JobReconciler:
         # being created: a few slots of their own.
         self._urgent_writes = asyncio.Semaphore(URGENT_WRITE_CONCURRENCY)
         self.podgroups = PodGroups(client, recorder, self.options.gang, podgroups)
+        self.workloads = Workloads(client, recorder, self.options.kueue_workloads, workloads)
         #: resourceVersion of each job after our last status write (read-your-writes on a lagging cache)
         self._written: dict[str, str] = {}
         #: when each job's status was last written (monotonic), for STATUS_BATCH_PERIOD
@@ -220,6 +226,7 @@ class JobReconciler:
         if raw is None or (raw.get("metadata") or {}).get("deletionTimestamp"):
             self.hostnetwork.job_gone(key)
             self.podgroups.forget(key)
+            self.workloads.forget(key)
             self._written.pop(key, None)
             self._status_written_at.pop(key, None)
             self._owned.pop(key, None)
@@ -251,6 +258,10 @@ class JobReconciler:
         if st.is_finished(status):
             self.hostnetwork.job_finished(key)
             await self._finish(seen)
+            final = st.get_condition(status, st.SUCCEEDED if st.is_true(status, st.SUCCEEDED) else st.FAILED) or {}
+            await self.workloads.finish(
+                seen, succeeded=st.is_true(status, st.SUCCEEDED), message=str(final.get("message") or "")
+            )
         else:
             await self._run(seen)
         await self._report(seen)
@@ -326,6 +337,12 @@ class JobReconciler:
         if job.run_policy.suspend:
             await self._suspend(seen)
             return
+        gate = await self.workloads.gate(seen)
+        if gate is not None and not gate.admitted:
+            # Queued by Kueue and not admitted (or evicted): held like a suspended job, no pod at all.
+            await self._suspend(seen, why=gate.message)
+            await self.workloads.release(seen, gate)
+            return
         if st.is_true(status, st.SUSPENDED):
             await self._resume(seen)
         if not status.get("startTime"):
@@ -357,6 +374,7 @@ class JobReconciler:
             await network.repoint_ahead(terminating)
             if not await self.podgroups.ensure(seen):
                 return
+            seen.pod_sets = await self.workloads.prepare(seen, gate)
             if await self._create_owned(seen, network):
                 await self._create_missing(seen, network)
             await self._repair_services(seen, network)
@@ -424,10 +442,11 @@ class JobReconciler:
             logger.info("%s: %s", seen.key, message)
             await self.recorder.warning(seen.raw, "ServiceRepaired", message)
 
-    async def _suspend(self, seen: Observation) -> None:
-        """``suspend: true`` (what Kueue sets while a job waits for quota): no pods, no Services, no PodGroup;
-        the job is ``Suspended`` and no longer ``Running``. Finished pods go too, as with the Training
-        Operator: a resumed job starts from scratch."""
+    async def _suspend(self, seen: Observation, *, why: str | None = None) -> None:
+        """``suspend: true`` (what Kueue's own integration sets while a job waits for quota), or a queued job
+        whose Workload is not admitted (``why``, ``kueue.py``): no pods, no Services, no PodGroup; the job is
+        ``Suspended`` and no longer ``Running``. Finished pods go too, as with the Training Operator: a
+        resumed job starts from scratch."""
         job, status = seen.job, seen.status
         await self._gather(self._delete_pod(r.pod) for r in seen.replicas.values() if r.pod is not None)
         await self._gather(
@@ -441,13 +460,15 @@ class JobReconciler:
                 replica.pod, replica.terminating = None, True
         await self._gather(self._delete_service(job.namespace, name) for name in seen.services)
         await self.podgroups.release(seen)
-        message = f"{job.kind} {seen.key} is suspended."
+        message = f"{job.kind} {seen.key} is suspended" + (f": {why}" if why else ".")
         if st.is_true(status, st.RUNNING):
             st.set_condition(status, st.RUNNING, true=False, reason=_reason(job, "Suspended"), message=message)
         if not st.is_true(status, st.SUSPENDED):
             st.set_condition(status, st.SUSPENDED, reason=_reason(job, "Suspended"), message=message)
             await self.recorder.normal(seen.raw, _reason(job, "Suspended"), message)
-            logger.info("%s: suspended", seen.key)
+            logger.info("%s: suspended%s", seen.key, f" ({why})" if why else "")
+        else:
+            st.set_condition(status, st.SUSPENDED, reason=_reason(job, "Suspended"), message=message)
 
     async def _resume(self, seen: Observation) -> None:
         """``suspend`` back to false: ``Suspended`` turns False and the job starts with a fresh ``startTime``,
@@ -943,6 +964,16 @@ class JobReconciler:
             gang=self.options.gang,
         )
         recovery.keep_off(pod, recovery.avoided_nodes(seen.status))
+        if seen.pod_sets is not None:
+            info = seen.pod_sets.get(pod_set_name(replica.replica_type))
+            if info is not None:
+                try:
+                    apply_admission(pod, info)
+                except PlacementConflict as exc:
+                    self._not_created(seen.pod_key(replica), replica, network)
+                    where = f"{replica.replica_type} pods cannot run where Kueue admitted them"
+                    message = f"{job.kind} {seen.key}: {where}: {exc}."
+                    raise JobFailure("PlacementConflict", message) from None
         pod_key = seen.pod_key(replica)
         self.expectations.expect_create(pod_key)
         try:

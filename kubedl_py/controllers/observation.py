@@ -97,6 +97,8 @@ class Observation:
     #: replicas whose pod is there but not of use (on a node that is not Ready), with why: the job is not
     #: Running meanwhile (recovery.py)
     unavailable: dict[Slot, str] = field(default_factory=dict)
+    #: what a Kueue admission adds to the pods, per pod set (``kueue.py``); None: the job is not queued
+    pod_sets: dict[str, Any] | None = None
 
     @property
     def key(self) -> str:

@@ -22,6 +22,7 @@ from kubedl_py.api.groups import GROUPS, KUBEDL, ApiGroup
 from kubedl_py.controllers.gang import Gang, GangSchedulerKind
 from kubedl_py.controllers.hostnetwork import PORT_RETRY_AFTER, HostNetwork
 from kubedl_py.controllers.job import WRITE_CONCURRENCY, JobReconciler, ReconcilerOptions
+from kubedl_py.controllers.kueue import DEFAULT_KUEUE_MODE, WORKLOADS, KueueMode
 from kubedl_py.controllers.ports import DEFAULT_RANGE, HostPortAllocator
 from kubedl_py.controllers.recovery import DEFAULT_INFRASTRUCTURE_BACKOFF_LIMIT, DEFAULT_NODE_LOST_TIMEOUT
 from kubedl_py.kube import errors
@@ -80,9 +81,11 @@ class ControllerOptions:
     infrastructure_backoff_limit: int = DEFAULT_INFRASTRUCTURE_BACKOFF_LIMIT
     #: ``--kubeflow-api``: also reconcile the kinds in kubeflow.org/v1 (those whose CRDs are installed)
     kubeflow_api: bool = False
+    #: ``--kueue-workloads``: which API groups' queued jobs get a Kueue Workload made by kubedl-py (kueue.py)
+    kueue_workloads: KueueMode = DEFAULT_KUEUE_MODE
     #: the (group, plural) pairs served by the API server, from :func:`served_resources`; None: assume all.
     #: Only kubeflow.org kinds missing here are skipped; the gang scheduler's PodGroups are watched when
-    #: served (else found with requests: see gang.py).
+    #: served (else found with requests: see gang.py), Kueue's Workloads only when listed here (kueue.py).
     served: frozenset[tuple[str, str]] | None = None
 
     @property
@@ -199,6 +202,15 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
         podgroups = manager.informer(
             gang.resource, namespace=options.namespace, label_selector=OWNED_SELECTOR, indexers=indexers
         )
+    workloads = None
+    # Watched only when known to be served (Kueue's CRDs may be absent, and a watch of an unserved resource
+    # never syncs); otherwise a queued job's Workload is read with requests (kueue.py).
+    if options.kueue_workloads != "off" and (
+        options.served is not None and (WORKLOADS.group, WORKLOADS.plural) in options.served
+    ):
+        workloads = manager.informer(
+            WORKLOADS, namespace=options.namespace, label_selector=OWNED_SELECTOR, indexers=indexers
+        )
     recorder = manager.recorder(c.CONTROLLER_NAME)
     low, high = options.host_port_range
     hostnetwork = HostNetwork(
@@ -251,9 +263,11 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
                     max_host_ports=options.max_host_ports_per_pod,
                     node_lost_timeout=options.node_lost_timeout,
                     infrastructure_backoff_limit=options.infrastructure_backoff_limit,
+                    kueue_workloads=options.kueue_workloads,
                 ),
                 on_transition=count,
                 podgroups=podgroups,
+                workloads=workloads,
             )
             # ``pytorchjobs`` as before (the metrics' controller label), ``pytorchjobs.kubeflow.org`` beside it
             name = framework.plural if group is KUBEDL else f"{framework.plural}.{group.group}"
@@ -266,6 +280,8 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
             controller.watch(services, map=owned, urgent_delete=True)
             if podgroups is not None:
                 controller.watch(podgroups, map=owned)
+            if workloads is not None:
+                controller.watch(workloads, map=owned)  # an admission or eviction wakes its job
             expectations = reconciler.expectations
             pods.add_handler(
                 Handler(
@@ -317,15 +333,17 @@ def _transition_counter(
 
 
 async def served_resources(
-    client: KubeClient, groups: tuple[ApiGroup, ...], *, gang: Gang | None = None
+    client: KubeClient, groups: tuple[ApiGroup, ...], *, gang: Gang | None = None, kueue: bool = True
 ) -> frozenset[tuple[str, str]]:
-    """The (group, plural) pairs the API server serves in ``groups`` and the gang scheduler's group
+    """The (group, plural) pairs the API server serves in ``groups``, the gang scheduler's group and Kueue's
     (discovery), so the controller watches only what is installed: a cluster may have kubedl-py's kubeflow.org
-    kinds only in part, and a gang scheduler's CRDs may come after the controller."""
+    kinds only in part, and a gang scheduler's or Kueue's CRDs may come after the controller."""
     served: set[tuple[str, str]] = set()
     versions = [(group.group, group.api_version) for group in groups]
     if gang is not None:
         versions.append((gang.resource.group, gang.resource.api_version))
+    if kueue:
+        versions.append((WORKLOADS.group, WORKLOADS.api_version))
     for group_name, api_version in versions:
         try:
             listing = await client.request("GET", f"/apis/{api_version}")
@@ -342,7 +360,10 @@ async def run_controller(client: KubeClient, options: ControllerOptions, *, mana
     """Run until ``manager.stop()`` (the CLI calls it on SIGTERM/SIGINT)."""
     if manager is None:
         if options.served is None:
-            options = replace(options, served=await served_resources(client, options.groups, gang=options.gang))
+            served = await served_resources(
+                client, options.groups, gang=options.gang, kueue=options.kueue_workloads != "off"
+            )
+            options = replace(options, served=served)
         manager = build_manager(client, options)
     scope = f"namespace {options.namespace}" if options.namespace else "all namespaces"
     logger.info(

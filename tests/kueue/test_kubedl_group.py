@@ -1,7 +1,8 @@
 """training.kubedl.io jobs under Kueue: what Kueue does with them, and how far the pod-group way goes.
 
-Kueue has no integration for the training.kubedl.io group, so the queue label on such a job is not read by
-anyone: the job runs at once, outside any quota. What queues it without a change to kubedl-py is Kueue's
+Kueue has no integration for the training.kubedl.io group: kubedl-py makes such a job's Workload itself
+(kueue.py; ``tests/kueue_workloads`` proves it with Kueue's kubeflow.org integrations off), and here it shares
+a ClusterQueue with kubeflow.org jobs queued the old way. The other way, with no job label, is Kueue's
 plain-pod integration with pod groups: the labels and the annotation go in each replica's pod template
 (kubedl-py copies template metadata to the pods), Kueue gates the pods at creation (``schedulingGates``)
 and lifts the gate of a whole group once its Workload is admitted. Preemption is where it stops (see the
@@ -92,28 +93,59 @@ async def group_workload(kube: Kube, group: str) -> dict[str, Any] | None:
 
 
 @pytest.mark.nodes(1)
-async def test_the_queue_label_on_a_training_kubedl_io_job_is_not_read_by_kueue(
+async def test_a_queued_training_kubedl_io_job_shares_the_quota_with_kueues_own_kubeflow_jobs(
     kueue_running: Kueue, kube: Kube, kubeflow_controller: RunningController
 ) -> None:
+    """Both ways at once, in one ClusterQueue: a kubeflow.org job queued by Kueue's own integration (the old
+    path: ``runPolicy.suspend``) and a training.kubedl.io job whose Workload kubedl-py makes (the controller's
+    default ``--kueue-workloads=kubedl``, kueue.py)."""
     queues = await make_queues(kube, cpu=QUOTA)
     try:
-        # The quota is taken by a kubeflow.org job...
+        # The quota is taken by a kubeflow.org job (Kueue's Workload)...
         await kube.create(KF_PYTORCHJOBS, queued_job("PyTorchJob", "holder"), namespace=kube.ns)
         await wait_admitted_and_running(kube, KF_PYTORCHJOBS, "holder")
-        # ...and a training.kubedl.io job labelled for the same queue runs anyway: no Workload, never suspended.
+        # ...so a training.kubedl.io job labelled for the same queue waits: kubedl-py's Workload, pending, no pods.
         created = await kube.create(
             PYTORCHJOBS, kubedl_job("native", pod_group=False, job_label=True), namespace=kube.ns
         )
-        assert not created["spec"].get("suspend")
+
+        async def held() -> dict[str, Any] | None:
+            workload = await _owned_workload(kube, "native")
+            reserved = workload_condition(workload, "QuotaReserved")
+            job = await job_state(kube, PYTORCHJOBS, "native")
+            waiting = reserved and reserved["status"] == "False" and condition(job, "Suspended")
+            return workload if waiting and not await kubedl_pods(kube, "native") else None
+
+        workload = await eventually(held, within=WITHIN, what="native held behind the kubeflow.org job")
+        assert workload["metadata"]["labels"][c.LABEL_CONTROLLER] == c.CONTROLLER_NAME
+        assert [o["uid"] for o in workload["metadata"]["ownerReferences"]] == [created["metadata"]["uid"]]
+        assert not created["spec"].get("suspend")  # the user's field: never written by kubedl-py
+
+        for pod in await kubedl_pods_of_kubeflow(kube, "holder"):
+            await kube.patch(
+                PODS, pod["metadata"]["name"], {"metadata": {"annotations": {EXIT_CODE: "0"}}}, namespace=kube.ns
+            )
         running = await eventually(
-            lambda: _running(kube, "native"), within=WITHIN, what="the training.kubedl.io job Running beside the quota"
+            lambda: _running(kube, "native"), within=WITHIN, what="native admitted once the holder finished"
         )
-        assert not running["spec"].get("suspend")
-        workloads = await kube.list(WORKLOADS, namespace=kube.ns)
-        owners = {o["name"] for w in workloads.items for o in w["metadata"].get("ownerReferences") or []}
-        assert "native" not in owners
+        assert len(await kubedl_pods(kube, "native")) == 2
+        assert not condition(running, "Suspended")
     finally:
         await delete_queues(kube, queues)
+
+
+async def _owned_workload(kube: Kube, job: str) -> dict[str, Any] | None:
+    listed = await kube.list(WORKLOADS, namespace=kube.ns)
+    for workload in listed.items:
+        if any(o.get("name") == job for o in workload["metadata"].get("ownerReferences") or []):
+            found: dict[str, Any] = workload
+            return found
+    return None
+
+
+async def kubedl_pods_of_kubeflow(kube: Kube, job: str) -> list[dict[str, Any]]:
+    listed = await kube.list(PODS, namespace=kube.ns, label_selector=f"training.kubeflow.org/job-name={job}")
+    return [p for p in listed.items if not p["metadata"].get("deletionTimestamp")]
 
 
 async def _running(kube: Kube, name: str) -> dict[str, Any] | None:
