@@ -2,9 +2,13 @@
 
 Conditions: ``Created`` (stays True), then ``Running``, ``Restarting`` while a retry is under way,
 ``Stalled`` from a hang until the job runs again, ``Suspended`` while ``suspend`` is true, and finally
-``Succeeded`` or ``Failed``. Setting one True moves it
-to the end of the list, so the printer column ``.status.conditions[-1:].type`` shows the current state,
-and turns off the ones it replaces (Running <-> Restarting; a final state turns off all three).
+``Succeeded`` or ``Failed``. They are kept in time order, as the Training Operator keeps them (scripts read
+the last one): setting one True moves it to the end of the list, so the printer column
+``.status.conditions[-1:].type`` shows the current state, and turns off the ones it replaces (Running <->
+Restarting, Stalled; a final state turns off all of them) where they stand. A condition turned False stays
+where it is, unless it was the last one: it then goes just before the current state, as a new False one
+does, so the last condition is never a False one while any is True (``Created True, Running False,
+Succeeded True``).
 ``lastTransitionTime`` moves only when a condition's status changes; ``lastUpdateTime`` when its reason or
 message does. Functions return whether anything changed, so a settled job costs no status write.
 """
@@ -75,8 +79,7 @@ def set_condition(
 ) -> bool:
     """Set condition ``kind`` in place; True when anything changed.
 
-    Order is kept as: False conditions first, then True ones in the order they became True, so the last
-    condition is always the current state.
+    Order is time order (see the module docstring): the last condition is always the current state.
     """
     now = now or timestamp()
     conditions: list[dict[str, Any]] = status.setdefault("conditions", [])
@@ -92,7 +95,11 @@ def set_condition(
             "lastUpdateTime": now,
             "lastTransitionTime": now,
         }
-        conditions.append(existing)
+        if true:
+            conditions.append(existing)
+        else:
+            current = max((i for i, cond in enumerate(conditions) if cond.get("status") == "True"), default=None)
+            conditions.insert(len(conditions) if current is None else current, existing)
     elif existing.get("status") != value:
         existing.update(status=value, reason=reason, message=message, lastUpdateTime=now, lastTransitionTime=now)
     elif (existing.get("reason"), existing.get("message")) != (reason, message):
@@ -107,7 +114,11 @@ def set_condition(
                 replaced.update(
                     status="False", reason=reason, message=message, lastUpdateTime=now, lastTransitionTime=now
                 )
-    conditions.sort(key=lambda condition: condition.get("status") == "True")
+    if conditions and conditions[-1].get("status") != "True":
+        # A condition just turned False (a resumed job's Suspended): the printer column must not show it.
+        current = max((i for i, cond in enumerate(conditions) if cond.get("status") == "True"), default=None)
+        if current is not None:
+            conditions.insert(current, conditions.pop())
     return conditions != before
 
 

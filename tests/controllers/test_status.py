@@ -25,8 +25,13 @@ def test_lifecycle_keeps_current_state_last() -> None:
     }
     assert s.set_condition(st, s.RUNNING, reason="JobRunning", message="running", now="t4")
     assert s.set_condition(st, s.SUCCEEDED, reason="JobSucceeded", message="done", now="t5")
-    assert [c["type"] for c in st["conditions"]] == ["Restarting", "Running", "Created", "Succeeded"]
-    assert st["conditions"][-1]["status"] == "True"
+    # Time order, as the Training Operator keeps them: the replaced ones turned False where they stood.
+    assert [(c["type"], c["status"]) for c in st["conditions"]] == [
+        ("Created", "True"),
+        ("Restarting", "False"),
+        ("Running", "False"),
+        ("Succeeded", "True"),
+    ]
     assert s.is_finished(st)
     assert not s.is_true(st, s.RUNNING)
 
@@ -95,3 +100,31 @@ def test_stalled_stays_until_the_job_runs_again() -> None:
     assert s.state(st) == s.RESTARTING and s.is_true(st, s.STALLED)
     s.set_condition(st, s.RUNNING, reason="JobRunning", message="running", now="t4")
     assert s.state(st) == s.RUNNING and not s.is_true(st, s.STALLED) and not s.is_true(st, s.RESTARTING)
+
+
+def test_a_job_that_ran_and_succeeded_lists_its_conditions_in_time_order() -> None:
+    """What the Training Operator reports and scripts reading the last condition rely on (issue 36)."""
+    st: dict[str, Any] = {}
+    s.set_condition(st, s.CREATED, reason="PyTorchJobCreated", message="created", now="t1")
+    s.set_condition(st, s.RUNNING, reason="PyTorchJobRunning", message="running", now="t2")
+    s.set_condition(st, s.SUCCEEDED, reason="PyTorchJobSucceeded", message="done", now="t3")
+    assert [(c["type"], c["status"]) for c in st["conditions"]] == [
+        ("Created", "True"),
+        ("Running", "False"),
+        ("Succeeded", "True"),
+    ]
+
+
+def test_a_false_condition_never_hides_the_current_state_from_the_printer_column() -> None:
+    st: dict[str, Any] = {}
+    s.set_condition(st, s.CREATED, reason="JobCreated", message="created", now="t1")
+    s.set_condition(st, s.RUNNING, true=False, reason="Unschedulable", message="no node", now="t2")
+    assert st["conditions"][-1]["type"] == s.CREATED  # kubectl get: Created, not a False Running
+    s.set_condition(st, s.SUSPENDED, reason="JobSuspended", message="suspended", now="t3")
+    s.set_condition(st, s.SUSPENDED, true=False, reason="JobResumed", message="resumed", now="t4")
+    assert [(c["type"], c["status"]) for c in st["conditions"]] == [
+        ("Running", "False"),
+        ("Suspended", "False"),
+        ("Created", "True"),
+    ]
+    assert s.state(st) == s.CREATED
