@@ -19,6 +19,8 @@ from kubedl_py.api.constants import MAX_TOTAL_REPLICAS
 
 RestartPolicy = Literal["Always", "OnFailure", "Never", "ExitCode"]
 CleanPodPolicy = Literal["All", "Running", "None"]
+#: ``runPolicy.managedBy`` values (groups.py: KUBEFLOW_MANAGER, MULTIKUEUE_MANAGER, KUBEDL_MANAGER)
+ManagedBy = Literal["kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue", "kubedl.io/kubedl-py"]
 ConditionType = Literal["Created", "Running", "Restarting", "Succeeded", "Failed", "Suspended", "Stalled"]
 #: who a pod failure is charged to: the program (``User``: spends ``backoffLimit``) or the cluster
 #: (``Infrastructure``: eviction, preemption, lost node, disruption, a hang; spends
@@ -223,8 +225,10 @@ class RunPolicy(KubeModel):
     #: no pods while true (what Kueue drives); set back to false to start the job, with a fresh startTime
     suspend: bool | None = None
     #: who reconciles the job: unset or ``kubeflow.org/training-operator`` (kubedl-py is its drop-in) or
-    #: ``kubedl.io/kubedl-py``; any other value (``kueue.x-k8s.io/multikueue``) leaves the job to that controller
-    managed_by: str | None = None
+    #: ``kubedl.io/kubedl-py``; ``kueue.x-k8s.io/multikueue`` leaves the job to MultiKueue. Any other value is
+    #: refused, and the field cannot change once set (the Training Operator's rules: ``crd.py`` writes the
+    #: second as a CEL transition rule)
+    managed_by: ManagedBy | None = None
     failure_policy: FailurePolicy | None = None
     completion_policy: CompletionPolicy | None = None
     #: opt-in hang detection: while the job runs, a rank that has written no log line for this long (the

@@ -144,11 +144,21 @@ def _lay_out_run_policy(spec: Schema, group: ApiGroup) -> None:
         "description": "Run policies: cleanup, TTL, deadline, backoff limit, gang scheduling, suspension.",
         "properties": policy,
     }
+    # managedBy cannot be set, changed or removed after creation (the Training Operator's rule): a transition
+    # rule where the field's parent always exists (runPolicy defaults to {}; KubeDL's layout has it in spec).
+    immutable = {
+        "rule": "has(self.managedBy) == has(oldSelf.managedBy) && "
+        "(!has(self.managedBy) || self.managedBy == oldSelf.managedBy)",
+        "message": "managedBy is immutable",
+    }
     if group.run_policy_field is not None:
         for key in policy:
             del properties[key]
         # Stored as ``runPolicy: {}`` when omitted: the Kubeflow SDK's models refuse a job without it.
         nested["default"] = {}
+        nested["x-kubernetes-validations"] = [immutable]
+    else:
+        spec.setdefault("x-kubernetes-validations", []).append(immutable)
     properties[group.run_policy_field or "runPolicy"] = nested
 
 

@@ -83,6 +83,8 @@ GROUPS: Final = (KUBEDL, KUBEFLOW)
 KUBEFLOW_MANAGER: Final = "kubeflow.org/training-operator"
 #: the value naming kubedl-py itself
 KUBEDL_MANAGER: Final = "kubedl.io/kubedl-py"
+#: MultiKueue's: the job is dispatched to a worker cluster and mirrored back; not reconciled here
+MULTIKUEUE_MANAGER: Final = "kueue.x-k8s.io/multikueue"
 #: ``managedBy`` values whose jobs kubedl-py reconciles; any other value (MultiKueue's) belongs to someone else
 OWN_MANAGERS: Final = (KUBEFLOW_MANAGER, KUBEDL_MANAGER)
 
