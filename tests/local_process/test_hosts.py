@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 from kubedl_py.local.node.process import (
     ContainerSpec,
     HostsFiles,
+    Mount,
     PodIdentity,
     PodRef,
     ProcessRuntime,
@@ -162,3 +164,33 @@ def test_bind_mount_does_not_leak_to_the_host(tmp_path: Path, rootless: bool) ->
     with open("/proc/self/mountinfo") as f:
         assert str(fake) not in f.read()
     assert os.stat("/etc/hosts").st_ino != fake.stat().st_ino
+
+
+def test_a_missing_mount_point_is_made_in_the_pod_only(tmp_path: Path, rootless: bool) -> None:
+    """A pod's service account token goes to ``/var/run/secrets/kubernetes.io/serviceaccount``; a mount point
+    missing on the host is made inside the pod's mount namespace, never on the host (issue 36: a leftover
+    directory there made ``import kubeflow.training`` fail on the host). The rest of ``/run`` and ``/etc`` is
+    still the host's, writable where it was."""
+    token = tmp_path / "token"
+    token.mkdir()
+    (token / "namespace").write_text("team-a\n")
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("w-0 slots=1\n")
+    unique = uuid.uuid4().hex[:8]
+    account = f"/var/run/kubedl-test-{unique}/kubernetes.io/serviceaccount"
+    config = f"/etc/kubedl-test-{unique}/hostfile"
+    probe = f"/run/lock/kubedl-test-{unique}"
+    script = f"cat {account}/namespace {config} && head -1 /etc/passwd && : > {probe}"
+    sandbox = Sandbox(mounts=(Mount(token, account, True), Mount(hostfile, config, True)), rootless=rootless)
+    try:
+        argv = wrap_argv(["sh", "-c", script], sandbox)
+        inside = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=30)
+        assert inside.returncode == 0, inside.stderr
+        assert inside.stdout.splitlines()[:2] == ["team-a", "w-0 slots=1"]
+        assert inside.stdout.splitlines()[2].startswith("root:")
+        assert not os.path.lexists(f"/run/kubedl-test-{unique}")
+        assert not os.path.lexists(f"/etc/kubedl-test-{unique}")
+        assert os.path.exists(probe)  # written through to the host's /run/lock
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(probe)

@@ -17,7 +17,6 @@ import datetime
 import importlib
 import io
 import os
-import sys
 import time
 from collections.abc import Callable
 from typing import Any, Final
@@ -31,23 +30,22 @@ def import_kubeflow_training() -> Any:
     """The real Kubeflow SDK, or a skip naming why it cannot be imported.
 
     Its import reads the service account's namespace file whenever ``/var/run/secrets/kubernetes.io`` exists
-    (``utils.get_default_target_namespace()`` as a default argument); on a machine that has that directory
-    but is no pod (no namespace file, no ``KUBERNETES_SERVICE_HOST``) it raises FileNotFoundError. The test
-    passes a kubeconfig and a namespace, so for the import only that directory is taken for what it is here:
-    not a pod's."""
+    (``utils.get_default_target_namespace()`` as a default argument): on a host that has that directory but
+    is no pod it raises FileNotFoundError. kubedl-py's process runtime no longer leaves it there (its pods'
+    mount points live in their own mount namespaces, issue 36); a host that ran an older version may still
+    have it, and is told so."""
     try:
         return importlib.import_module("kubeflow.training")
     except ImportError as exc:
         pytest.skip(f"the Kubeflow training SDK is not installed (pip install kubeflow-training): {exc!r}")
     except FileNotFoundError as exc:
-        if exc.filename != _NAMESPACE_FILE or os.environ.get("KUBERNETES_SERVICE_HOST"):
-            pytest.skip(f"the Kubeflow training SDK cannot be imported here: {exc!r}")
-    for module in [m for m in sys.modules if m.startswith("kubeflow.training")]:
-        del sys.modules[module]  # the failed import left its submodules, unbound from the package
-    isdir = os.path.isdir
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(os.path, "isdir", lambda p: p != "/var/run/secrets/kubernetes.io/" and isdir(p))
-        return importlib.import_module("kubeflow.training")
+        if exc.filename == _NAMESPACE_FILE and not os.environ.get("KUBERNETES_SERVICE_HOST"):
+            pytest.skip(
+                f"the Kubeflow training SDK cannot be imported on this host: {os.path.dirname(_NAMESPACE_FILE)} "
+                "exists but this is no pod (a leftover of kubedl-py's process runtime before issue 36?); remove it "
+                f"with: rmdir -p {os.path.dirname(_NAMESPACE_FILE)}"
+            )
+        pytest.skip(f"the Kubeflow training SDK cannot be imported here: {exc!r}")
 
 
 #: how often the real Kubeflow SDK polls in these runs (it sleeps this long between reads)

@@ -17,11 +17,15 @@ Kubernetes). The token comes from the TokenRequest API (``serviceaccounts/{sa}/t
 audience, ``expirationSeconds`` and a ``boundObjectRef`` to the pod) and is refreshed once 80% of its
 lifetime has passed, as the kubelet does.
 
-Mount points: a process has no container filesystem to create a missing ``mountPath`` in, so missing
-directories (or, for a file ``subPath``, an empty file) are created on the host and removed again when the
-last pod using them is gone. Without root that is often impossible (``/var/run/secrets`` belongs to root):
-such a mount is skipped with a warning (the pod still runs, without that volume). A pod that runs in
-containers needs none of that (the engine makes mount points in the container's root filesystem).
+Mount points: a process has no container filesystem to create a missing ``mountPath`` in. The sandbox makes
+it inside the pod's own mount namespace (``process/sandbox.py``: the deepest existing directory, ``/run`` for
+``/var/run/secrets/kubernetes.io/serviceaccount``, is covered by a tmpfs that shows its original entries), so
+no host process ever sees a pod's mount points (a left ``/var/run/secrets/kubernetes.io`` made in-cluster
+clients on the host, such as ``import kubeflow.training``, take the host for a pod). Only a missing directory
+right under ``/`` cannot be made that way: it is created on the host and removed again when the last pod
+using it is gone; without root that is impossible, and such a mount is skipped with a warning (the pod
+still runs, without that volume). A pod that runs in containers needs none of that (the engine makes
+mount points in the container's root filesystem).
 
 As in Kubernetes, ConfigMap, Secret, downward API and projected volumes are mounted read-only whatever the
 mount says, and an ``emptyDir`` is writable by everyone. For a container pod (``owners``) the kubelet's
@@ -178,6 +182,12 @@ class VolumeManager:
                 self._created[path] -= 1
                 if self._created[path] == 0:
                     del self._created[path]
+                    # made for pods alone: the host is left as it was (a file, or an empty directory)
+                    with contextlib.suppress(OSError):
+                        if os.path.isdir(path) and not os.path.islink(path):
+                            os.rmdir(path)
+                        else:
+                            os.unlink(path)
                     with contextlib.suppress(OSError):
                         if os.path.isdir(path):
                             os.rmdir(path)
@@ -367,13 +377,19 @@ class VolumeManager:
     # ---- mount points -------------------------------------------------------------------------------------
 
     def _ensure_target(self, pv: _PodVolumes, target: str, directory: bool) -> bool:
-        """Make ``target`` exist on the host, counting the pods that use each path we created (so the first
-        pod to go does not remove what another still mounts); False to skip this mount."""
+        """A missing mount point is made by the pod's sandbox inside its own mount namespace (sandbox.py), so
+        no host process sees it: nothing to do here, unless its first missing directory is right under ``/``
+        (``/data/...``), which a mount namespace cannot add. Only those are made on the host, counting the pods
+        that use each path we created (the first pod to go does not remove what another still mounts), and
+        removed when the last goes. False to skip this mount."""
         chain: list[str] = []
         p = target.rstrip("/")
         while p and p != "/":
             chain.append(p)
             p = os.path.dirname(p)
+        missing = [path for path in chain if not os.path.lexists(path) or path in self._created]
+        if not missing or os.path.dirname(missing[-1]) != "/":
+            return True
         try:
             for path in reversed(chain):
                 if os.path.lexists(path):

@@ -36,11 +36,36 @@ NETNS_DIR = Path("/run/netns")
 
 # "$1" hosts file ("" = leave /etc/hosts alone), "$2" hostname ("" = keep), "$3" the number of volume mounts,
 # then three words per mount (host source, mount path, 1 for read-only); the user's argv follows.
+#
+# A mount path that does not exist is made here, inside the private mount namespace, never on the host:
+# ``shadow`` covers its deepest existing directory (``/run`` for ``/var/run/secrets/...``) with a tmpfs of the
+# same mode, puts every entry of the original back (bind mounts through a descriptor of the covered
+# directory, symlinks copied; ``mount`` itself may have made ``/run/mount`` meanwhile), and the missing
+# directories are then made in the tmpfs. The host never sees
+# them, and they vanish with the namespace. A missing path right under ``/`` cannot be made so (a mount over
+# ``/`` is not seen by path lookups): the node makes those on the host (volumes.py) and removes them after.
 _SETUP_SCRIPT = (
+    "shadow() { "
+    'exec 9<"$1" || return 1; '
+    'mount -t tmpfs -o "mode=$(stat -c %a "$1")" kubedl-mountpoints "$1" || return 1; '
+    "for e in /proc/$$/fd/9/* /proc/$$/fd/9/.[!.]* /proc/$$/fd/9/..?*; do "
+    '[ -e "$e" ] || [ -L "$e" ] || continue; b="${e##*/}"; '
+    'if [ -L "$e" ]; then cp -P "$e" "$1/$b" || return 1; '
+    'elif [ -d "$e" ]; then mkdir -p "$1/$b" && mount --no-canonicalize --rbind "$e" "$1/$b" || return 1; '
+    'else touch "$1/$b" && mount --no-canonicalize --bind "$e" "$1/$b" || return 1; fi; done; '
+    "exec 9<&-; }; "
+    "shadowed=' '; "
+    "point() { "
+    '[ -e "$2" ] && return 0; '
+    'a="$(dirname "$2")"; while [ ! -e "$a" ]; do a="$(dirname "$a")"; done; a="$(readlink -f "$a")"; '
+    'if [ "$a" = / ]; then echo "kubedl-sandbox: no mount point $2" >&2; return 1; fi; '
+    'case "$shadowed" in *" $a "*) ;; *) shadow "$a" || return 1; shadowed="$shadowed$a ";; esac; '
+    'if [ -d "$1" ]; then mkdir -p "$2"; else mkdir -p "$(dirname "$2")" && touch "$2"; fi; }; '
     'if [ -n "$1" ]; then mount --bind "$1" /etc/hosts || exit 127; fi; '
     'if [ -n "$2" ]; then hostname "$2" || exit 127; fi; '
     'n="$3"; shift 3; '
     'while [ "$n" -gt 0 ]; do '
+    'point "$1" "$2" || exit 127; '
     'mount --bind "$1" "$2" || exit 127; '
     'if [ "$3" = 1 ]; then mount -o remount,bind,ro "$2" || exit 127; fi; '
     "shift 3; n=$((n-1)); done; "
@@ -68,8 +93,8 @@ class Sandbox:
     - ``hosts_file``: bind-mounted over ``/etc/hosts`` in a private mount namespace (see ``hosts.py``).
     - ``netns``: name of a network namespace under ``/run/netns`` (``netns.py`` creates them); root only.
     - ``hostname``: set in a private UTS namespace (pod-network pods are named after the pod in Kubernetes).
-    - ``mounts``: volumes bind-mounted in the same private mount namespace (targets must exist: the runtime
-      creates missing mount points before starting the container; parents first).
+    - ``mounts``: volumes bind-mounted in the same private mount namespace, parents first; a missing mount
+      point is made inside that namespace only (see ``_SETUP_SCRIPT``).
     - ``rootless``: force the user-namespace variant; ``None`` picks it when not running as root.
     """
 
