@@ -121,7 +121,8 @@ def target(request: pytest.FixtureRequest) -> Iterator[Target]:
     in_cluster = request.param == IN_CLUSTER
     control_plane: str = KUBERNETES if in_cluster else request.param
     require_tier(control_plane)
-    extra: list[str] = []
+    # kubeflow.org too: its MPIJob runs mpirun through kubectl exec (e2e/test_mpi.py)
+    extra: list[str] = [] if in_cluster else ["--kubeflow-api"]
     if in_cluster:
         _require_containers()
         extra = ["--runtime", "container", "--no-controller", "--bridge", f"kde{os.getpid() % 100000}"]
@@ -148,6 +149,8 @@ def target(request: pytest.FixtureRequest) -> Iterator[Target]:
                 cwd=REPO,
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                # the pods are local processes: the launcher's kubectl-delivery copies the kubectl it finds
+                env={**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"},
             )
         try:
             deadline = time.monotonic() + (60 if control_plane == EMBEDDED else 300)

@@ -1,4 +1,6 @@
-"""MPIJob for real: Debian's Open MPI and mpi4py, ranks started over SSH on the Workers, host-network mode.
+"""MPIJob for real: Debian's Open MPI and mpi4py, ranks started over SSH on the Workers, host-network mode; and
+the Training Operator v1's kubeflow.org MPIJob, whose command-less Workers sleep while the launcher's mpirun
+starts the ranks with ``kubectl exec`` (its ``kubexec.sh``), under the launcher's own least RBAC.
 
 ``mpirun`` on the launcher reads the hostfile (the Workers' Service names) and starts one rank per Worker
 over SSH, through each Worker's Service on port 22 to its sshd on a random host port; the ranks allreduce
@@ -12,8 +14,11 @@ Debian packages ``openmpi-bin python3-mpi4py openssh-server``).
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -116,3 +121,85 @@ def test_mpi_worker_killed_fails_the_job_under_restart_policy_never(mpi_target: 
         assert (job.status.replica_statuses["Worker"].failed or 0) >= 1
     finally:
         client.delete(name)
+
+
+def kubectl(target: Target, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    binary = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or "kubectl"
+    return subprocess.run(
+        [binary, "--kubeconfig", str(target.kubeconfig), "-n", "default", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def kubeflow_mpijob(name: str, workers: int) -> dict[str, Any]:
+    """The upstream v1 example's shape: Workers with an image and no command (``horovod/horovod:0.28.1``)."""
+    launcher = {
+        "name": "mpi",
+        "image": "horovod/horovod:0.28.1",
+        "command": [
+            "mpirun",
+            "--allow-run-as-root",
+            "-np",
+            str(workers),
+            SYSTEM_PYTHON,
+            str(REPO / "examples" / "mpi_allreduce.py"),
+        ],
+    }
+    worker = {"name": "mpi", "image": "horovod/horovod:0.28.1"}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "MPIJob",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "slotsPerWorker": 1,
+            "runPolicy": {"cleanPodPolicy": "Running"},
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "template": {"spec": {"containers": [launcher]}}},
+                "Worker": {"replicas": workers, "template": {"spec": {"containers": [worker]}}},
+            },
+        },
+    }
+
+
+def test_a_kubeflow_org_mpijob_with_command_less_workers_runs_mpirun_over_kubectl_exec(mpi_target: Target) -> None:
+    if kubectl(mpi_target, "get", "crd", "mpijobs.kubeflow.org").returncode != 0:
+        pytest.skip(f"{mpi_target.name}: the controller does not serve kubeflow.org here")
+    name = f"e2e-kf-mpi-{uuid.uuid4().hex[:6]}"
+    applied = kubectl(mpi_target, "apply", "-f", "-", stdin=json.dumps(kubeflow_mpijob(name, 2)))
+    assert applied.returncode == 0, applied.stderr
+    try:
+
+        def finished() -> dict[str, Any] | None:
+            got = kubectl(mpi_target, "get", "mpijobs.kubeflow.org", name, "-o", "json")
+            job: dict[str, Any] = json.loads(got.stdout) if got.returncode == 0 else {}
+            conditions = (job.get("status") or {}).get("conditions") or []
+            done = conditions and conditions[-1]["type"] in ("Succeeded", "Failed")
+            return job if done else None
+
+        job = eventually(finished, within=120, what=f"{name} finished")
+        log = kubectl(mpi_target, "logs", f"{name}-launcher-0", "-c", "mpi").stdout
+        assert job["status"]["conditions"][-1]["type"] == "Succeeded", log
+        for round_, expected in enumerate((3, 5, 7)):
+            assert f"round {round_}: allreduce over 2 ranks = {expected} (expected {expected})" in log, log
+        # The ranks ran in the Workers, started by kubectl exec (no sshd anywhere), which only slept before.
+        hosts = sorted(set(re.findall(r"rank \d+/2 pid=\d+ host=(\S+)", log)))
+        assert hosts == [f"{name}-worker-0", f"{name}-worker-1"], log
+        worker = json.loads(kubectl(mpi_target, "get", "pod", f"{name}-worker-0", "-o", "json").stdout or "{}")
+        if worker:  # (cleanPodPolicy Running deletes the sleeping Workers once the launcher succeeded)
+            assert worker["spec"]["containers"][0]["command"] == ["sleep"]
+        # The launcher's least RBAC: its own ServiceAccount may exec into the job's Workers, and nowhere else.
+        account = f"system:serviceaccount:default:{name}-launcher"
+        can = kubectl(
+            mpi_target, "auth", "can-i", "create", f"pods/{name}-worker-1", "--subresource=exec", f"--as={account}"
+        )
+        cannot = kubectl(
+            mpi_target, "auth", "can-i", "create", f"pods/{name}-launcher-0", "--subresource=exec", f"--as={account}"
+        )
+        if "embedded" not in mpi_target.name:  # the embedded server authorizes everyone (docs/local-cluster.md)
+            assert can.stdout.strip() == "yes" and cannot.stdout.strip() == "no", (can, cannot)
+    finally:
+        kubectl(mpi_target, "delete", "mpijobs.kubeflow.org", name, "--wait=false")

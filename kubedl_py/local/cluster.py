@@ -121,6 +121,8 @@ class LocalCluster:
         self.nodes = nodes
         self.runtime = runtime
         self.port = port
+        #: the same API over HTTPS (``_serve_tls``), where in-cluster clients in process pods reach it
+        self.tls_port = 0
         self.host = host
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self._kubeconfig = Path(kubeconfig_path) if kubeconfig_path is not None else None
@@ -224,6 +226,7 @@ class LocalCluster:
         self.port = int(sock.getsockname()[1])
         self.url = f"http://{self.host}:{self.port}"
         self.apiserver.host = f"{self.host}:{self.port}"
+        self.tls_port = await self._serve_tls()
         self._started = True
         if self.runtime in HOST_RUNTIMES and self.run_kubelets:
             self.devices = host_node_devices(self._pick(self.node_resources, 0), self.gpu_discovery)
@@ -235,6 +238,22 @@ class LocalCluster:
         if not self.defer_kubeconfig:
             self.write_kubeconfig()
         log.info("embedded cluster serving at %s (kubeconfig %s)", self.url, self.kubeconfig_path)
+
+    async def _serve_tls(self) -> int:
+        """The same API on HTTPS too, with a certificate of the cluster's CA for the ``kubernetes`` Service's
+        names and ClusterIP: where an in-cluster client in a process pod (its token, ``ca.crt`` and
+        ``KUBERNETES_SERVICE_HOST``) reaches the server, as such clients insist on TLS. Returns its port."""
+        assert self._runner is not None
+        kubernetes = self.store.get(("", "services"), "default", "kubernetes") or {}
+        cluster_ip = str((kubernetes.get("spec") or {}).get("clusterIP") or "")
+        names = ["kubernetes", "kubernetes.default", "kubernetes.default.svc", "localhost", self.host]
+        serving = self.ca.issue("kube-apiserver", sans=[*names, *([cluster_ip] if cluster_ip else [])], server=True)
+        site = web.TCPSite(self._runner, self.host, 0, ssl_context=pki.server_context(serving))
+        await site.start()
+        server = site._server
+        assert server is not None
+        sock: socket.socket = server.sockets[0]  # type: ignore[attr-defined]
+        return int(sock.getsockname()[1])
 
     async def _start_agent(self, specs: list[NodeSpec]) -> None:
         """The node agents, as HTTP clients of this server (no in-process shortcut)."""
@@ -250,7 +269,8 @@ class LocalCluster:
                 max_backoff=self.max_restart_backoff,
                 bridge=self.process_bridge,
                 pod_cidr=self.pod_cidr,
-                api_server=(self.host, self.port),
+                # in-pod clients (kubectl in an MPI launcher) insist on TLS: the kubernetes Service is the TLS port
+                api_server=(self.host, self.tls_port),
                 containers=self.runtime == "container",
                 service_cidr=self.service_cidr,
                 devices=self.devices,

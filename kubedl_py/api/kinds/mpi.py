@@ -109,5 +109,12 @@ KIND = KindAPI(
             "message": "an MPIJob has one Launcher: set Launcher.replicas to 1",
         },
     ),
-    owned_resources=(("", "configmaps"), ("", "secrets")),
+    # the ServiceAccount, Role and RoleBinding: a kubeflow.org launcher's kubectl exec (controllers/kinds/mpi.py)
+    owned_resources=(
+        ("", "configmaps"),
+        ("", "secrets"),
+        ("", "serviceaccounts"),
+        ("rbac.authorization.k8s.io", "roles"),
+        ("rbac.authorization.k8s.io", "rolebindings"),
+    ),
 )

@@ -47,6 +47,7 @@ def api_versions(host: str) -> Obj:
 #: subresource -> (kind, group, version, verbs) where they differ from the parent's kind and get/patch/update
 _SUBRESOURCES: dict[str, tuple[str | None, str | None, str | None, list[str]]] = {
     "log": ("Pod", None, None, ["get"]),
+    "exec": ("PodExecOptions", None, None, ["create", "get"]),
     "binding": ("Binding", None, None, ["create"]),
     "eviction": ("Eviction", "policy", "v1", ["create"]),
     "token": ("TokenRequest", "authentication.k8s.io", "v1", ["create"]),

@@ -79,7 +79,7 @@ def builtin_types() -> list[ResourceType]:
             True,
             short_names=["po"],
             categories=["all"],
-            subresources=["status", "log", "binding", "eviction", "ephemeralcontainers"],
+            subresources=["status", "log", "binding", "eviction", "ephemeralcontainers", "exec"],
         ),
         _core(
             "Service",

@@ -22,6 +22,7 @@ from urllib.parse import parse_qsl, quote
 import aiohttp
 import orjson
 from aiohttp import web
+from yarl import URL
 
 from kubedl_py.local.apiserver import (
     discovery,
@@ -600,6 +601,8 @@ class ApiServer:
             assert req.name is not None
             if req.subresource == "log":
                 return await self._log(request, req)
+            if req.subresource == "exec":
+                return await self._exec(request, req)
             obj = self.registry.get(rt, ns, req.name)
             return self._object_response(request, req, obj)
         if verb == "create":
@@ -612,6 +615,8 @@ class ApiServer:
                     rt, ns, body, req.version, dry_run=dry_run, validation=fv, manager=_manager(req, request)
                 )
                 return self._object_response(request, req, obj, 201, warnings=fv.warnings)
+            if req.subresource == "exec":
+                return await self._exec(request, req)
             if req.subresource == "binding":
                 return self._binding(req, await self._body(request, req))
             if req.subresource == "eviction":
@@ -1129,6 +1134,92 @@ class ApiServer:
             return resp
         finally:
             upstream.release()
+
+    async def _exec(self, request: web.Request, req: Request) -> web.StreamResponse:
+        """``pods/{name}/exec``: a WebSocket (``v5.channel.k8s.io``) proxied to the node's kubelet ``/exec``, as
+        kube-apiserver 1.37 proxies it to a kubelet declaring ``ExtendWebSocketsToKubelet``
+        (``kubedl_py.local.node.execs``). SPDY is not served: kubectl uses WebSockets first."""
+        assert req.name is not None
+        ns = req.namespace or ""
+        pod = self.registry.get(req.rt, ns, req.name)
+        spec = pod.get("spec") or {}
+        containers = [str(c.get("name")) for c in spec.get("containers") or []]
+        container = req.query.get("container") or ""
+        if not container:
+            if len(containers) != 1:
+                raise bad_request(
+                    f"a container name must be specified for pod {req.name}, choose one of: [{' '.join(containers)}]"
+                )
+            container = containers[0]
+        if container not in containers:
+            raise bad_request(f"container {container} is not valid for pod {req.name}")
+        if request.headers.get("Upgrade", "").lower() != "websocket":
+            raise bad_request("Upgrade request required")
+        node_name = spec.get("nodeName")
+        if not node_name:
+            raise bad_request(f"pod {req.name} does not have a host assigned")
+        ip, port = self._kubelet_endpoint(str(node_name))
+        query: list[tuple[str, str]] = [("command", c) for c in request.query.getall("command", [])]
+        for ours, theirs in (("stdin", "input"), ("stdout", "output"), ("stderr", "error"), ("tty", "tty")):
+            if request.query.get(ours, "").lower() in ("1", "true"):
+                query.append((theirs, "1"))
+        path = "/".join(quote(part, safe="") for part in (ns, req.name, container))
+        url = URL(f"https://{ip}:{port}/exec/{path}").with_query(query)
+        offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",") if p.strip()]
+        try:
+            upstream = await self._kubelet_session().ws_connect(url, protocols=offered, max_msg_size=0)
+        except aiohttp.WSServerHandshakeError as e:
+            raise ApiError(e.status if e.status >= 400 else 500, e.message or str(e), "") from None
+        except (aiohttp.ClientError, OSError) as e:
+            raise ApiError(500, f'error dialing backend "{url}": {e}', "InternalError") from None
+        client = web.WebSocketResponse(protocols=(upstream.protocol,) if upstream.protocol else (), max_msg_size=0)
+        task = asyncio.current_task()
+        assert task is not None
+        self._streams.add(task)
+        try:
+            await client.prepare(request)
+
+            async def down() -> None:
+                async for message in upstream:
+                    if message.type == aiohttp.WSMsgType.BINARY:
+                        await client.send_bytes(message.data)
+                    elif message.type == aiohttp.WSMsgType.TEXT:
+                        await client.send_str(message.data)
+
+            async def up() -> None:
+                async for message in client:
+                    if message.type == aiohttp.WSMsgType.BINARY:
+                        await upstream.send_bytes(message.data)
+                    elif message.type == aiohttp.WSMsgType.TEXT:
+                        await upstream.send_str(message.data)
+
+            downward = asyncio.create_task(down())
+            upward = asyncio.create_task(up())
+            # the command's end (the kubelet closes) ends the exec; a client gone ends it too
+            await asyncio.wait({downward, upward}, return_when=asyncio.FIRST_COMPLETED)
+            for pending in (downward, upward):
+                pending.cancel()
+            await asyncio.gather(downward, upward, return_exceptions=True)
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            await upstream.close()
+            await client.close()
+            self._streams.discard(task)
+        return client
+
+    def _kubelet_endpoint(self, node_name: str) -> tuple[str, int]:
+        node = self.store.get(("", "nodes"), "", node_name)
+        if node is None:
+            raise not_found("", "nodes", node_name)
+        status = node.get("status") or {}
+        ip = next((a.get("address") for a in status.get("addresses") or [] if a.get("type") == "InternalIP"), None)
+        port = ((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port")
+        if not ip or not port:
+            raise ApiError(
+                500, f"node {node_name} has no kubelet endpoint (InternalIP and daemonEndpoints)", "InternalError"
+            )
+        return str(ip), int(port)
 
     def _kubelet_session(self) -> aiohttp.ClientSession:
         if self._kubelet is None or self._kubelet.closed:

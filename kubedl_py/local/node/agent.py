@@ -43,6 +43,7 @@ from kubedl_py.kube.errors import AlreadyExists, KubeError, NotFound
 from kubedl_py.kube.events import EventRecorder
 from kubedl_py.kube.informer import Handler, Informer
 from kubedl_py.kube.resources import LEASES, NODES, PODS
+from kubedl_py.local.node.execs import ExecError, ExecTarget
 from kubedl_py.local.node.logs import LogError, LogStream
 from kubedl_py.local.node.server import KubeletServer, KubeletTLS
 from kubedl_py.local.node.spec import (
@@ -127,6 +128,11 @@ class Runtime:
         """The log of a container of ``pod``; raises :class:`~.logs.LogError` (400) when there is none."""
         raise LogError(400, f'container "{container}" in pod "{pod["metadata"]["name"]}" is waiting to start')
 
+    def exec_target(self, pod: Obj, container: str) -> ExecTarget:
+        """How to run a command beside a running container of ``pod`` (``kubectl exec``); raises
+        :class:`~.execs.ExecError` where this runtime cannot."""
+        raise ExecError(400, f"this node's runtime ({self.runtime_version}) does not run commands in containers")
+
 
 @dataclass
 class _Node:
@@ -178,7 +184,13 @@ class NodeAgent:
         self.status = PodStatusWriter(
             client, workers=self.settings.status_workers, frozen=self.is_frozen, current_uid=self._current_uid
         )
-        self.server = KubeletServer(self._log_stream, tls or KubeletTLS(), [s.ip for s in nodes], nodes[0].name)
+        self.server = KubeletServer(
+            self._log_stream,
+            tls or KubeletTLS(),
+            [s.ip for s in nodes],
+            nodes[0].name,
+            exec_provider=self._exec_target,
+        )
         self._events: asyncio.Queue[tuple[str, Obj, str, str, str]] = asyncio.Queue(maxsize=10_000)
         self._tasks: list[asyncio.Task[None]] = []
         self._node_writes: dict[str, int] = {}  # heartbeats in flight per node (freeze waits for them)
@@ -467,6 +479,17 @@ class NodeAgent:
         if container not in names:
             raise LogError(404, f'container "{container}" not found in pod "{namespace}/{name}"')
         return self.runtime.log_stream(pod, container, previous)
+
+    def _exec_target(self, local_ip: str, namespace: str, name: str, container: str) -> ExecTarget:
+        pod = self.pods.get(name, namespace=namespace)
+        node = (pod.get("spec") or {}).get("nodeName") if pod is not None else None
+        here = self._by_ip.get(local_ip) or (list(self.nodes) if len(self.nodes) == 1 else [])
+        if pod is None or node not in here:
+            raise ExecError(404, f'pod "{namespace}/{name}" does not exist')
+        names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+        if container not in names:
+            raise ExecError(404, f'container "{container}" not found in pod "{namespace}/{name}"')
+        return self.runtime.exec_target(pod, container)
 
 
 def _node_of(obj: Any) -> list[str]:

@@ -41,6 +41,7 @@ import asyncio
 import base64
 import contextlib
 import dataclasses
+import functools
 import logging
 import random
 import socket
@@ -58,6 +59,7 @@ from kubedl_py.local.node.agent import Runtime, now_iso
 from kubedl_py.local.node.containers import ContainerCreateError, ImageConfig, PodmanRuntime
 from kubedl_py.local.node.devices import PRETEND_EVENT, AdmissionError, DeviceManager, NodeDevices, pretend_message
 from kubedl_py.local.node.env import EnvError, field_ref, process_base_env, resource_field, service_link_env
+from kubedl_py.local.node.execs import ExecError, ExecTarget
 from kubedl_py.local.node.logs import LogEntry, LogError, LogStream
 from kubedl_py.local.node.probes import ContainerProbes, probe_grace
 from kubedl_py.local.node.process import (
@@ -71,11 +73,13 @@ from kubedl_py.local.node.process import (
     PodRef,
     PodSandbox,
     ProcessNode,
+    Sandbox,
     SandboxUnavailable,
     ServiceInfo,
     ServicePort,
     TerminatedState,
     expand_vars,
+    wrap_argv,
 )
 from kubedl_py.local.node.process.runner import RunningContainer
 from kubedl_py.local.node.status import pod_conditions
@@ -989,6 +993,16 @@ class LocalProcessRuntime(Runtime):
                 400, f'container "{container}" in pod "{md["name"]}" is waiting to start: ContainerCreating'
             ) from None
 
+    def exec_target(self, pod: Obj, container: str) -> ExecTarget:
+        md = pod["metadata"]
+        ref = PodRef(namespace=md["namespace"], name=md["name"], uid=md["uid"])
+        context = self.node.runtime.exec_context(ref, container)
+        if context is None:
+            raise ExecError(
+                400, f'container "{container}" in pod "{md["name"]}" is not running (or runs in an engine\'s container)'
+            )
+        return ExecTarget(env=context.env, cwd=context.cwd, wrap=functools.partial(_wrap, sandbox=context.sandbox))
+
     # ---- Services: proxy and DNS --------------------------------------------------------------------------
 
     def resolve(self, sp: ServicePort) -> list[Backend]:
@@ -1074,3 +1088,8 @@ def _key(obj: Obj) -> tuple[str, str]:
 
 def _headless(svc: Obj | None) -> bool:
     return svc is not None and (svc.get("spec") or {}).get("clusterIP") in ("None",)
+
+
+def _wrap(argv: list[str], *, sandbox: Sandbox | None) -> list[str]:
+    """A command run as a container runs: in its sandbox (network and mount namespaces, hosts file)."""
+    return wrap_argv(argv, sandbox)

@@ -27,12 +27,15 @@ from pathlib import Path
 from aiohttp import web
 
 from kubedl_py.local import pki
+from kubedl_py.local.node.execs import ExecError, ExecRequest, ExecTarget, serve
 from kubedl_py.local.node.logs import LogError, LogQuery, LogStream, render
 
 log = logging.getLogger(__name__)
 
 #: ``(local address, namespace, pod, container, previous) -> LogStream`` (raises LogError)
 LogProvider = Callable[[str, str, str, str, bool], LogStream]
+#: ``(local address, namespace, pod, container) -> ExecTarget`` (raises ExecError)
+ExecProvider = Callable[[str, str, str, str], ExecTarget]
 
 
 @dataclass(frozen=True)
@@ -55,10 +58,20 @@ class KubeletTLS:
 
 
 class KubeletServer:
-    """One aiohttp app serving ``/containerLogs`` and ``/healthz`` on any number of node addresses."""
+    """One aiohttp app serving ``/containerLogs``, ``/exec`` (execs.py) and ``/healthz`` on any number of node
+    addresses."""
 
-    def __init__(self, provider: LogProvider, tls: KubeletTLS, san_ips: list[str], name: str) -> None:
+    def __init__(
+        self,
+        provider: LogProvider,
+        tls: KubeletTLS,
+        san_ips: list[str],
+        name: str,
+        *,
+        exec_provider: ExecProvider | None = None,
+    ) -> None:
         self._provider = provider
+        self._exec_provider = exec_provider
         pair = tls.serving or pki.self_signed(name, [*san_ips, name, "localhost"])
         self.ssl = pki.server_context(pair, client_ca_pem=tls.client_ca_pem)
         self._runner: web.AppRunner | None = None
@@ -69,6 +82,7 @@ class KubeletServer:
         app = web.Application()
         app.router.add_get("/containerLogs/{namespace}/{pod}/{container}", self._logs)
         app.router.add_get("/healthz", self._healthz)
+        app.router.add_route("*", "/exec/{namespace}/{pod}/{container}", self._exec)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
         await self._runner.setup()
 
@@ -107,6 +121,28 @@ class KubeletServer:
 
     async def _healthz(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")
+
+    async def _exec(self, request: web.Request) -> web.StreamResponse:
+        sockname = request.transport.get_extra_info("sockname") if request.transport is not None else None
+        local_ip = str(sockname[0]) if sockname else ""
+        m = request.match_info
+        try:
+            if self._exec_provider is None:
+                raise ExecError(400, "exec is not supported on this node")
+            exec_request = ExecRequest.parse(request.query, request.query.getall("command", []))
+            target = self._exec_provider(local_ip, m["namespace"], m["pod"], m["container"])
+        except ExecError as e:
+            log.debug("exec %s on %s: %s %s", request.path, local_ip, e.status, e.message)
+            return web.Response(status=e.status, text=e.message)
+        if request.headers.get("Upgrade", "").lower() != "websocket":
+            return web.Response(status=400, text="exec needs a WebSocket upgrade (v5.channel.k8s.io)")
+        task = asyncio.current_task()
+        assert task is not None
+        self._streams.add(task)
+        try:
+            return await serve(request, target, exec_request)
+        finally:
+            self._streams.discard(task)
 
     async def _logs(self, request: web.Request) -> web.StreamResponse:
         sockname = request.transport.get_extra_info("sockname") if request.transport is not None else None

@@ -113,6 +113,8 @@ def node_status(spec: NodeSpec, port: int, now: str, boot_id: str) -> Obj:
         "conditions": conds,
         "addresses": [{"type": "InternalIP", "address": spec.ip}, {"type": "Hostname", "address": spec.name}],
         "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
+        # kube-apiserver 1.37 then proxies an exec's WebSocket straight here (execs.py), as to a 1.36+ kubelet
+        "declaredFeatures": ["ExtendWebSocketsToKubelet"],
         "nodeInfo": {
             "machineID": uuid.uuid5(uuid.NAMESPACE_DNS, spec.name).hex,
             "systemUUID": str(uuid.uuid5(uuid.NAMESPACE_DNS, spec.name)),

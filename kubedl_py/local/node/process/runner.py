@@ -299,6 +299,11 @@ class ContainerProcess:
         return f"{self.pod.namespace}/{self.pod.name}/{self.spec.name}#{self.restart_count}"
 
     @property
+    def exec_context(self) -> ExecContext:
+        """Its sandbox, environment and directory, for a command run beside it (exec probes, ``kubectl exec``)."""
+        return self._exec_context or ExecContext(env=dict(os.environ), cwd=os.getcwd())
+
+    @property
     def running(self) -> bool:
         return self._terminated is None
 
@@ -628,6 +633,14 @@ class ProcessRuntime:
 
     def running(self) -> list[RunningContainer]:
         return list(self._running.values())
+
+    def exec_context(self, pod: PodRef, container: str) -> ExecContext | None:
+        """How to run a command beside the running instance of ``container`` (``kubectl exec``); None when it
+        is not running as a host process here."""
+        running = self._running.get((pod.uid, container))
+        if not isinstance(running, ContainerProcess) or not running.running:
+            return None
+        return running.exec_context
 
     def container_log(self, pod: PodRef, container: str, *, previous: bool = False) -> ContainerLog:
         """The log of the current instance (or the one before it with ``previous``), like ``/log`` serves.
