@@ -54,10 +54,7 @@ def test_the_launchers_role_may_exec_into_the_jobs_workers_only() -> None:
     objects = {o.resource.kind: o.body for o in CONTROLLER.owned_objects(job, addressing_for(job))}
     assert set(objects) == {"ConfigMap", "ServiceAccount", "Role", "RoleBinding"}
     assert objects["ConfigMap"]["data"]["hostfile"] == "pi-worker-0 slots=1\npi-worker-1 slots=1\n"
-    assert (
-        "kubectl exec" in objects["ConfigMap"]["data"]["kubexec.sh"]
-        or '" exec "' in objects["ConfigMap"]["data"]["kubexec.sh"]
-    )
+    assert 'exec "$kubectl" exec "$pod" -- /bin/sh -c "$*"' in objects["ConfigMap"]["data"]["kubexec.sh"]
     exec_rule = next(r for r in objects["Role"]["rules"] if r["resources"] == ["pods/exec"])
     assert exec_rule["resourceNames"] == ["pi-worker-0", "pi-worker-1"]
     assert sorted(exec_rule["verbs"]) == ["create", "get"]
