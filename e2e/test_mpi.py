@@ -14,6 +14,7 @@ Debian packages ``openmpi-bin python3-mpi4py openssh-server``).
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import shutil
@@ -203,3 +204,52 @@ def test_a_kubeflow_org_mpijob_with_command_less_workers_runs_mpirun_over_kubect
             assert can.stdout.strip() == "yes" and cannot.stdout.strip() == "no", (can, cannot)
     finally:
         kubectl(mpi_target, "delete", "mpijobs.kubeflow.org", name, "--wait=false")
+
+
+def test_the_real_kubeflow_sdk_runs_the_upstream_mpijob_to_success(mpi_target: Target) -> None:
+    """The same job built and driven with the Training Operator's own SDK (``kubeflow-training`` 1.9), as its
+    SDK end-to-end test does (image replaced by the local program)."""
+    if kubectl(mpi_target, "get", "crd", "mpijobs.kubeflow.org").returncode != 0:
+        pytest.skip(f"{mpi_target.name}: the controller does not serve kubeflow.org here")
+    try:
+        kf = importlib.import_module("kubeflow.training")
+    except ImportError as exc:
+        pytest.skip(f"the Kubeflow training SDK is not installed (pip install kubeflow-training): {exc!r}")
+    except FileNotFoundError as exc:  # tests/sdk/kubeflow_script.py says why and how to clean the host
+        pytest.skip(f"the Kubeflow training SDK cannot be imported on this host: {exc!r}")
+    from kubernetes.client import V1Container, V1ObjectMeta, V1PodSpec, V1PodTemplateSpec
+
+    name = f"e2e-sdk-mpi-{uuid.uuid4().hex[:6]}"
+    program = [SYSTEM_PYTHON, str(REPO / "examples" / "mpi_allreduce.py")]
+    launcher = V1Container(
+        name="mpi", image="horovod/horovod:0.28.1", command=["mpirun", "--allow-run-as-root", "-np", "2", *program]
+    )
+    worker = V1Container(name="mpi", image="horovod/horovod:0.28.1")
+    job = kf.KubeflowOrgV1MPIJob(
+        api_version="kubeflow.org/v1",
+        kind="MPIJob",
+        metadata=V1ObjectMeta(name=name, namespace="default"),
+        spec=kf.KubeflowOrgV1MPIJobSpec(
+            slots_per_worker=1,
+            run_policy=kf.KubeflowOrgV1RunPolicy(clean_pod_policy="Running"),
+            mpi_replica_specs={
+                "Launcher": kf.KubeflowOrgV1ReplicaSpec(
+                    replicas=1, template=V1PodTemplateSpec(spec=V1PodSpec(containers=[launcher]))
+                ),
+                "Worker": kf.KubeflowOrgV1ReplicaSpec(
+                    replicas=2, template=V1PodTemplateSpec(spec=V1PodSpec(containers=[worker]))
+                ),
+            },
+        ),
+    )
+    client = kf.TrainingClient(config_file=str(mpi_target.kubeconfig), namespace="default")
+    client.create_job(job)
+    try:
+        client.wait_for_job_conditions(name, job_kind="MPIJob", timeout=120, polling_interval=1)
+        log = kubectl(mpi_target, "logs", f"{name}-launcher-0", "-c", "mpi").stdout
+        assert client.is_job_succeeded(name, job_kind="MPIJob"), log
+        assert "done: 3 rounds over 2 ranks" in log, log
+        conditions = [c.type for c in client.get_job_conditions(name, job_kind="MPIJob")]
+        assert conditions[0] == "Created" and conditions[-1] == "Succeeded", conditions
+    finally:
+        client.delete_job(name, job_kind="MPIJob")

@@ -226,10 +226,10 @@ async def test_jobs_managed_by_another_controller_are_left_alone(
     job = await job_state(kube, KF_PYTORCHJOBS, "elsewhere")
     assert not (job or {}).get("status")
     assert await kf_pods(kube, "elsewhere") == []
-    # Handed to us, the same job is reconciled: managedBy alone kept the controller off it.
+    # It cannot be handed over afterwards: managedBy is immutable, as in the Training Operator.
     patch = {"spec": {"runPolicy": {"managedBy": "kubeflow.org/training-operator"}}}
-    await kube.patch(KF_PYTORCHJOBS, "elsewhere", patch, namespace=kube.ns)
-    await wait_condition(kube, KF_PYTORCHJOBS, "elsewhere", "Created")
+    with pytest.raises(errors.Invalid, match="managedBy is immutable"):
+        await kube.patch(KF_PYTORCHJOBS, "elsewhere", patch, namespace=kube.ns)
 
 
 @pytest.mark.parametrize(
