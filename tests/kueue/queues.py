@@ -53,15 +53,18 @@ async def make_queues(
     preemption: dict[str, Any] | None = None,
     priorities: dict[str, int] | None = None,
     node_labels: dict[str, str] | None = None,
+    tolerations: list[dict[str, Any]] | None = None,
 ) -> Queues:
-    """A flavor (with ``node_labels``, the nodes it stands for), a ClusterQueue with a ``cpu`` quota (admitting
-    workloads of the test's namespace only) and a LocalQueue ``queue`` in the test's namespace;
-    WorkloadPriorityClasses named after the test."""
+    """A flavor (with ``node_labels`` and ``tolerations``, the nodes it stands for), a ClusterQueue with a
+    ``cpu`` quota (admitting workloads of the test's namespace only) and a LocalQueue ``queue`` in the test's
+    namespace; WorkloadPriorityClasses named after the test."""
     suffix = f"{kube.ns}-{uuid.uuid4().hex[:4]}"
     flavor = f"flavor-{suffix}"
     flavor_body: dict[str, Any] = {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": flavor}}
     if node_labels:
-        flavor_body["spec"] = {"nodeLabels": node_labels}
+        flavor_body.setdefault("spec", {})["nodeLabels"] = node_labels
+    if tolerations:
+        flavor_body.setdefault("spec", {})["tolerations"] = tolerations
     await kube.create(RESOURCE_FLAVORS, flavor_body)
     spec: dict[str, Any] = {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": kube.ns}},

@@ -22,9 +22,9 @@ from kubedl_py.api import constants as c
 from kubedl_py.api.groups import KUBEFLOW
 from kubedl_py.controllers.kueue import JOB_UID_LABEL, PODSET_LABEL
 from kubedl_py.kube.errors import NotFound
-from kubedl_py.kube.resources import PODS, Resource
+from kubedl_py.kube.resources import NODES, PODS, Resource
 from kubedl_py.local.kubernetes.kueue import PRIORITY_CLASS_LABEL, QUEUE_LABEL, WORKLOADS, Kueue
-from tests.integration.conftest import Kube, RunningController, condition, eventually, job_state
+from tests.integration.conftest import Env, Kube, RunningController, condition, eventually, job_state
 from tests.kueue.queues import delete_queues, make_queues
 
 PYTORCHJOBS = Resource(c.GROUP, c.VERSION, c.PYTORCH_PLURAL, c.PYTORCH_KIND)
@@ -36,6 +36,8 @@ JOB_CPU = "500m"
 QUOTA = "1"
 #: the flavor stands for the nodes labelled so; the test's node is
 POOL = {"kubedl-py.test/pool": "queued"}
+#: and tainted so, in the first scenario: the flavor's toleration is what lets the pods on
+TAINT = {"key": "kubedl-py.test/queued", "value": "yes", "effect": "NoSchedule"}
 
 
 @dataclass(frozen=True)
@@ -241,15 +243,30 @@ async def pod_audit(kube: Kube) -> AsyncIterator[PodAudit]:
 @pytest.mark.nodes(1, labels=[POOL])
 @pytest.mark.parametrize("case", CASES)
 async def test_queued_jobs_wait_for_quota_and_are_admitted_in_priority_order(
-    kueue_running: Kueue, kube: Kube, workload_controller: RunningController, pod_audit: PodAudit, case: Case
+    kube: Kube,
+    cluster: Env,
+    workload_controller: RunningController,
+    pod_audit: PodAudit,
+    case: Case,
 ) -> None:
-    queues = await make_queues(kube, cpu=QUOTA, priorities={"low": 100, "high": 1000}, node_labels=POOL)
+    # The flavor's nodes are tainted: only pods given the flavor's toleration (by kubedl-py, from the admission)
+    # can run there.
+    (node,) = cluster.node_names
+    await kube.patch(NODES, node, {"spec": {"taints": [TAINT]}})
+    queues = await make_queues(
+        kube,
+        cpu=QUOTA,
+        priorities={"low": 100, "high": 1000},
+        node_labels=POOL,
+        tolerations=[{"key": TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}],
+    )
     try:
         first = await kube.create(
             case.resource, case.job("first", priority_class=queues.priorities["low"]), namespace=kube.ns
         )
         assert not (first["spec"].get("suspend") or first["spec"].get("runPolicy", {}).get("suspend"))
         workload, pods = await wait_running(kube, case, "first")
+        assert TAINT in (await kube.get(NODES, node))["spec"]["taints"]  # still there: the toleration let them on
         # The Workload kubedl-py made: owned by the job, one pod set per replica type, the class's priority.
         meta = workload["metadata"]
         assert meta["name"] == f"{case.resource.kind.lower()}-first-{first['metadata']['uid'][:5]}"
@@ -264,6 +281,7 @@ async def test_queued_jobs_wait_for_quota_and_are_admitted_in_priority_order(
         # The pods run where the admission put them: the flavor's node labels, Kueue's pod-set label.
         for pod in pods:
             assert pod["spec"]["nodeSelector"] == POOL
+            assert {"key": TAINT["key"], "operator": "Exists", "effect": "NoSchedule"} in pod["spec"]["tolerations"]
             assert pod["metadata"]["labels"][PODSET_LABEL] == pod["metadata"]["labels"][c.LABEL_REPLICA_TYPE]
             assert pod["spec"].get("hostNetwork", False) is case.host_network
 
