@@ -54,6 +54,7 @@ async def make_queues(
     priorities: dict[str, int] | None = None,
     node_labels: dict[str, str] | None = None,
     tolerations: list[dict[str, Any]] | None = None,
+    topology: str | None = None,
 ) -> Queues:
     """A flavor (with ``node_labels`` and ``tolerations``, the nodes it stands for), a ClusterQueue with a
     ``cpu`` quota (admitting workloads of the test's namespace only) and a LocalQueue ``queue`` in the test's
@@ -65,6 +66,8 @@ async def make_queues(
         flavor_body.setdefault("spec", {})["nodeLabels"] = node_labels
     if tolerations:
         flavor_body.setdefault("spec", {})["tolerations"] = tolerations
+    if topology:
+        flavor_body.setdefault("spec", {})["topologyName"] = topology  # topology-aware scheduling
     await kube.create(RESOURCE_FLAVORS, flavor_body)
     spec: dict[str, Any] = {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": kube.ns}},

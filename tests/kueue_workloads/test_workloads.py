@@ -389,3 +389,54 @@ async def test_no_pod_is_made_for_a_job_whose_workload_is_not_admitted(
         assert condition(job, "Suspended") and not condition(job, "Running")
     finally:
         await delete_queues(kube, queues)
+
+
+TOPOLOGIES = Resource("kueue.x-k8s.io", "v1beta2", "topologies", "Topology", namespaced=False)
+HOSTNAME = "kubernetes.io/hostname"
+
+
+@pytest.mark.nodes(2, labels=[POOL, POOL])
+async def test_the_topology_kueue_assigns_places_the_pods_in_their_domain(
+    kube: Kube, workload_controller: RunningController, pod_audit: PodAudit
+) -> None:
+    """Topology-aware scheduling: the Workers' pod set asks for one host; Kueue assigns one, kubedl-py makes
+    the pods with Kueue's topology gate, and Kueue's ungater lifts it with that host as node selector."""
+    topology = f"topo-{kube.ns}"
+    await kube.create(
+        TOPOLOGIES,
+        {
+            "apiVersion": TOPOLOGIES.api_version,
+            "kind": "Topology",
+            "metadata": {"name": topology},
+            "spec": {"levels": [{"nodeLabel": HOSTNAME}]},
+        },
+    )
+    queues = await make_queues(kube, cpu="4", node_labels=POOL, topology=topology)
+    try:
+        job = Case(PYTORCHJOBS, ("Master", "Worker"), host_network=False).job("placed")
+        worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]
+        worker["replicas"] = 2
+        worker["template"]["metadata"] = {"annotations": {"kueue.x-k8s.io/podset-required-topology": HOSTNAME}}
+        await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
+
+        async def placed() -> list[dict[str, Any]] | None:
+            pods = await live_pods(kube, "placed")
+            running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+            return pods if len(pods) == 3 and len(running) == 3 else None
+
+        pods = await eventually(placed, within=WITHIN, what="the job's 3 pods Running after Kueue's ungater")
+        workload = await workload_of(kube, await job_state(kube, PYTORCHJOBS, "placed"))  # type: ignore[arg-type]
+        assignments = {a["name"]: a for a in workload["status"]["admission"]["podSetAssignments"]}  # type: ignore[index]
+        assert assignments["worker"].get("topologyAssignment"), assignments
+        workers = [p for p in pods if p["metadata"]["labels"][c.LABEL_REPLICA_TYPE] == "worker"]
+        hosts = {p["spec"]["nodeName"] for p in workers}
+        assert len(hosts) == 1, hosts  # one host for the pod set, as required
+        for pod in pods:
+            assert not pod["spec"].get("schedulingGates"), pod["spec"].get("schedulingGates")  # lifted by Kueue
+            assert pod["metadata"]["annotations"]["kueue.x-k8s.io/workload"] == workload["metadata"]["name"]  # type: ignore[index]
+        for pod in workers:
+            assert pod["spec"]["nodeSelector"][HOSTNAME] == next(iter(hosts))  # the ungater's choice
+    finally:
+        await delete_queues(kube, queues)
+        with contextlib.suppress(NotFound):
+            await kube.delete(TOPOLOGIES, topology)
