@@ -119,6 +119,17 @@ def explicit_clean_pod_policy(raw: Object) -> str | None:
     return str(value) if value else None
 
 
+def keeps_pods_after_failure(raw: Object) -> bool:
+    """Whether a failed job keeps its running pods: when it asks to (``cleanPodPolicy: None`` written in it, to
+    debug them in place), and for a ``kubeflow.org`` job that says nothing, as the Training Operator keeps them
+    (its default None: scripts written for it read a failed job's running pods). Otherwise a failed job holds
+    no node."""
+    written = explicit_clean_pod_policy(raw)
+    if written is not None:
+        return written == "None"
+    return group_of(raw.get("apiVersion")) is not KUBEDL and group_of(raw.get("apiVersion")) is not None
+
+
 def _reason(job: Job, word: str, specific: str | None = None) -> str:
     """A condition reason in the job's API group's words (``groups.condition_reason``)."""
     return condition_reason(job.api_group, job.kind, word, specific)
@@ -1008,7 +1019,7 @@ class JobReconciler:
                 return
             seen.want_requeue(remaining)
         policy = seen.job.run_policy.clean_pod_policy
-        if policy == "None" and st.is_true(seen.status, st.FAILED) and explicit_clean_pod_policy(seen.raw) != "None":
+        if policy == "None" and st.is_true(seen.status, st.FAILED) and not keeps_pods_after_failure(seen.raw):
             # A failed job holds no node (also pods made in the reconcile that failed it, which that reconcile
             # did not see), unless the job itself asks to keep its pods: the default None keeps only a
             # succeeded job's finishing workers.
@@ -1244,7 +1255,7 @@ class JobReconciler:
         status.setdefault("completionTime", st.timestamp())
         logger.warning("%s", message)
         await self.recorder.warning(raw, "InvalidSpec", "; ".join(problems))
-        if explicit_clean_pod_policy(raw) != "None":
+        if not keeps_pods_after_failure(raw):
             # A job edited into an invalid one keeps no pod running (it cannot be parsed: its pods are found
             # by owner, not by replica slot).
             running = [pod for pod in self.pods.list(OWNER_INDEX, str(meta.get("uid") or "")) if is_active(pod)]
@@ -1360,9 +1371,9 @@ class JobReconciler:
             self.expectations.deletes.pop(uid, None)  # gone already, or a newer pod has the name
 
     async def _stop_pods(self, seen: Observation) -> None:
-        """A failed job holds no node: its pods still running are deleted, unless the job itself asks to keep
-        them (``cleanPodPolicy: None`` written in the job, not the default: to debug them in place)."""
-        if explicit_clean_pod_policy(seen.raw) == "None":
+        """A failed job holds no node: its pods still running are deleted, unless it keeps them
+        (:func:`keeps_pods_after_failure`)."""
+        if keeps_pods_after_failure(seen.raw):
             return
         await self._gather(self._delete_pod(r.pod) for r in seen.replicas.values() if r.pod and is_active(r.pod))
 
