@@ -496,6 +496,30 @@ async def test_a_failed_job_that_asks_to_keep_its_pods_keeps_them(
     assert (await kube.get(PODS, "kept-worker-0", namespace=kube.ns))["status"]["phase"] == "Running"
 
 
+async def test_a_failed_kubeflow_job_keeps_its_running_pods_as_the_training_operator_does(
+    cluster: Env, kube: Kube, kubeflow_controller: RunningController
+) -> None:
+    """A kubeflow.org job that says nothing of cleanPodPolicy gets the Training Operator's default None: its
+    running pods stay after it failed (scripts read them); one that writes Running has them stopped."""
+    resource = Resource(KUBEFLOW.group, KUBEFLOW.version, "pytorchjobs", "PyTorchJob")
+    failing = {"Master": replica(1, restart_policy="Never", exit_code=3, run_seconds=0.3), "Worker": replica(1)}
+    await kube.create(resource, kf_pytorchjob("kf-kept", **copy.deepcopy(failing)), namespace=kube.ns)
+    stopped = kf_pytorchjob("kf-stopped", run_policy={"cleanPodPolicy": "Running"}, **copy.deepcopy(failing))
+    await kube.create(resource, stopped, namespace=kube.ns)
+    await wait_condition(kube, resource, "kf-kept", "Failed")
+    await wait_condition(kube, resource, "kf-stopped", "Failed")
+    assert (await kube.get(PODS, "kf-kept-worker-0", namespace=kube.ns))["status"]["phase"] == "Running"
+
+    async def worker_stopped() -> bool:
+        try:
+            pod = await kube.get(PODS, "kf-stopped-worker-0", namespace=kube.ns)
+        except errors.NotFound:
+            return True
+        return bool(pod["metadata"].get("deletionTimestamp")) or pod["status"]["phase"] != "Running"
+
+    await eventually(worker_stopped, what="the Running policy's worker stopped")
+
+
 KINDS = [("pytorchjobs", kf_pytorchjob("pytorch-kf")), *KF_KINDS]
 
 
