@@ -8,7 +8,10 @@ one-test-at-a-time reporting.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import concurrent.futures
+import contextlib
 import os
 import ssl
 import uuid
@@ -95,6 +98,7 @@ def differential(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
     embedded = _Embedded()
     real_node = f"differential-{uuid.uuid4().hex[:6]}"
     sessions: list[aiohttp.ClientSession] = []
+    retired: concurrent.futures.Future[None] | None = None
     try:
         loop.run(embedded.start(), timeout=120)
         loop.run(real.loop.call(real.cluster.add_node(real_node)), timeout=60)
@@ -159,11 +163,22 @@ def differential(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
         runner = Runner(loop, planes, scratch, CONCURRENCY)
         runner.start(_selected(request.session) or list(CASES))
         report.RUN.runner = runner
+
+        async def retire_node() -> None:
+            # The node is schedulable in the session's real cluster: once the last case is done it goes, so
+            # the pods of the tests after this suite (integration, sdk...) land only on their own nodes.
+            await asyncio.gather(*(asyncio.wrap_future(f) for f in runner.futures.values()), return_exceptions=True)
+            await real.loop.call(real.cluster.remove_node(real_node))
+
+        retired = asyncio.run_coroutine_threadsafe(retire_node(), loop.loop)
         yield runner
     finally:
         for s in sessions:
             loop.run(s.close(), timeout=30)
-        loop.run(real.loop.call(real.cluster.remove_node(real_node)), timeout=60)
+        if retired is not None:
+            retired.cancel()
+        with contextlib.suppress(KeyError):  # KeyError: retire_node removed it already
+            loop.run(real.loop.call(real.cluster.remove_node(real_node)), timeout=60)
         loop.run(embedded.cluster.stop(), timeout=60)
         loop.close()
 

@@ -54,11 +54,16 @@ async def test_the_seed_job_runs_on_nodes_with_pretend_gpus_and_one_that_fits_no
     async def named() -> dict[str, Any] | None:
         found = await job_state(kube, PYTORCHJOBS, "greedy")
         for cond in ((found or {}).get("status") or {}).get("conditions") or []:
-            if cond["type"] == "Running" and cond["reason"] == "Unschedulable":
+            # the scheduler marks the two pods one after the other: the message counts both once it has both
+            if (
+                cond["type"] == "Running"
+                and cond["reason"] == "Unschedulable"
+                and "(and 1 more pods)" in cond["message"]
+            ):
                 return dict(cond)
         return None
 
-    cond = await eventually(named, within=30, what="the Unschedulable condition")
+    cond = await eventually(named, within=30, what="the Unschedulable condition naming both pods")
     assert cond["status"] == "False"
     assert "cannot be scheduled (and 1 more pods)" in cond["message"]
     assert "Insufficient nvidia.com/gpu" in cond["message"], cond
