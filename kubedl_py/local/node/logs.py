@@ -5,6 +5,11 @@ one from memory, the process one from CRI-format files), and the endpoint applie
 ``sinceSeconds``/``sinceTime``, ``timestamps``, ``limitBytes`` and ``follow`` the same way for both, in the
 kubelet's order: tail first (the last N lines), then the time filter, then the byte limit, which cuts the
 output mid-line exactly at the limit as the kubelet's limited writer does.
+
+Following hands over lines in *batches*: each batch is every line written since the last one, so a burst
+(300 lines at once) costs one write on the wire, and a line printed while nothing else comes is sent at
+once, alone. (Batching by a fixed count instead held up to 255 lines until more output came, or for ever
+when the program went quiet: ``kubectl logs -f`` showed nothing of a job printing a line a second.)
 """
 
 from __future__ import annotations
@@ -33,8 +38,9 @@ class LogStream(Protocol):
         """Every complete line written so far."""
         ...
 
-    def follow(self, tail: int | None) -> AsyncIterator[LogEntry]:
-        """The existing lines (the last ``tail`` of them), then new ones until the instance exits."""
+    def follow(self, tail: int | None) -> AsyncIterator[list[LogEntry]]:
+        """The existing lines (the last ``tail`` of them), then new ones until the instance exits, in batches:
+        each batch is every line there is at that moment (never empty), so nothing waits for more output."""
         ...
 
 
@@ -116,8 +122,13 @@ def parse_time(text: str) -> float:
     return value
 
 
+#: lines per chunk of a log read whole (not followed)
+_CHUNK_LINES = 256
+
+
 async def render(stream: LogStream, q: LogQuery) -> AsyncIterator[bytes]:
-    """The body of a ``/containerLogs`` answer, chunk by chunk."""
+    """The body of a ``/containerLogs`` answer, chunk by chunk: a followed log's chunk is sent as soon as
+    its lines are written (one chunk per batch of :meth:`LogStream.follow`)."""
     remaining = q.limit_bytes
 
     def fmt(entry: LogEntry) -> bytes:
@@ -133,27 +144,27 @@ async def render(stream: LogStream, q: LogQuery) -> AsyncIterator[bytes]:
         if q.tail_lines is not None:
             lines = lines[-q.tail_lines :] if q.tail_lines > 0 else []
 
-        async def listed() -> AsyncIterator[LogEntry]:
-            for line in lines:
-                yield line
+        async def listed() -> AsyncIterator[list[LogEntry]]:
+            for start in range(0, len(lines), _CHUNK_LINES):
+                yield lines[start : start + _CHUNK_LINES]
 
         source = listed()
-    batch: list[bytes] = []
-    async for entry in source:
-        if not keep(entry):
-            continue
-        data = fmt(entry)
-        if remaining is not None:
-            if len(data) >= remaining:
+    async for entries in source:
+        batch: list[bytes] = []
+        for entry in entries:
+            if not keep(entry):
+                continue
+            data = fmt(entry)
+            if remaining is not None and len(data) >= remaining:
                 batch.append(data[:remaining])
-                break
-            remaining -= len(data)
-        batch.append(data)
-        if len(batch) >= 256:
+                yield b"".join(batch)
+                return
+            if remaining is not None:
+                remaining -= len(data)
+            batch.append(data)
+        if batch:
+            # A followed batch goes out now, however small: the next line may be a long time coming.
             yield b"".join(batch)
-            batch = []
-    if batch:
-        yield b"".join(batch)
 
 
 # ---- in-memory logs (simulated runtime) --------------------------------------------------------------------
@@ -179,7 +190,7 @@ class _MemoryStream:
     def read(self) -> list[LogEntry]:
         return list(self.inst.lines)
 
-    async def follow(self, tail: int | None) -> AsyncIterator[LogEntry]:
+    async def follow(self, tail: int | None) -> AsyncIterator[list[LogEntry]]:
         inst = self.inst
         pos = 0 if tail is None else max(0, len(inst.lines) - tail)
         waker = asyncio.Event()
@@ -187,9 +198,9 @@ class _MemoryStream:
         try:
             while True:
                 waker.clear()
-                while pos < len(inst.lines):
-                    yield inst.lines[pos]
-                    pos += 1
+                if pos < len(inst.lines):
+                    batch, pos = inst.lines[pos:], len(inst.lines)
+                    yield batch
                 if inst.closed:
                     return
                 await waker.wait()

@@ -664,9 +664,9 @@ class _FileLog:
     def read(self) -> list[LogEntry]:
         return [LogEntry(line.timestamp, line.text) for line in self.clog.read()]
 
-    async def follow(self, tail: int | None) -> AsyncIterator[LogEntry]:
-        async for line in self.clog.follow(tail_lines=tail):
-            yield LogEntry(line.timestamp, line.text)
+    async def follow(self, tail: int | None) -> AsyncIterator[list[LogEntry]]:
+        async for batch in self.clog.follow_batches(tail_lines=tail):
+            yield [LogEntry(line.timestamp, line.text) for line in batch]
 
 
 class LocalProcessRuntime(Runtime):

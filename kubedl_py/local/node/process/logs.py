@@ -124,9 +124,17 @@ class ContainerLog:
         Ends when the container instance has exited and its output is drained; for a closed log it yields
         what is there and ends at once. Cancel the iteration (or stop consuming) to stop following early.
         """
-        if self._changed is None:
-            for line in self.read(tail_lines=tail_lines):
+        async for batch in self.follow_batches(tail_lines=tail_lines):
+            for line in batch:
                 yield line
+
+    async def follow_batches(self, *, tail_lines: int | None = None) -> AsyncIterator[list[LogLine]]:
+        """:meth:`follow`, a batch at a time: every line written since the last batch (never empty), so a
+        reader that sends each batch on at once never holds a line back waiting for more output."""
+        if self._changed is None:
+            lines = self.read(tail_lines=tail_lines)
+            if lines:
+                yield lines
             return
         offset = 0
         joiner = _Joiner()
@@ -139,8 +147,8 @@ class ContainerLog:
             if first:
                 lines = _tail(lines, tail_lines)
                 first = False
-            for line in lines:
-                yield line
+            if lines:
+                yield lines
             if closed:
                 return
             await self._changed.wait()
