@@ -86,7 +86,7 @@ from kubedl_py.controllers.policies import (
     unschedulable_message,
     whole_job_restart,
 )
-from kubedl_py.controllers.refusals import Outcome, Refusal, classify_refusal
+from kubedl_py.controllers.refusals import Outcome, Refusal, classify_refusal, in_template
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.events import EventRecorder
@@ -994,6 +994,9 @@ class JobReconciler:
             raise
         if refused is not None:
             self._not_created(pod_key, replica, network)
+            refused = in_template(
+                refused, specs_field=job.framework.replica_specs_field, replica_type=replica.replica_type
+            )
         return refused
 
     def _not_created(self, pod_key: str, replica: Replica, network: HostNetworkStep) -> None:
@@ -1295,7 +1298,9 @@ class JobReconciler:
         classified, not raised, so a batch of creates can tell it from a failure a retry may fix."""
         meta = body["metadata"]
         try:
-            await self.client.create(resource, body, namespace=meta["namespace"])
+            # Strict for pods: a typo in the user's template is refused by name, not dropped (refusals.py).
+            strict = "Strict" if resource == PODS else None
+            await self.client.create(resource, body, namespace=meta["namespace"], field_validation=strict)
         except errors.AlreadyExists:
             return await self._take_over(resource, body)
         except (errors.Invalid, errors.BadRequest, errors.Forbidden, errors.NotFound) as exc:

@@ -11,7 +11,7 @@ Everything else in the template reaches the pod unchanged.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Final
 
 from kubedl_py.api import RdmaSpec, TrainingJob
 from kubedl_py.api import constants as c
@@ -75,6 +75,29 @@ def addressing_for(
     )
 
 
+#: the fields of a Kubernetes ObjectMeta (stable since v1): of a template's metadata the pod gets its labels and
+#: annotations, the controller sets the rest it needs (name, namespace, owner); any other key is no field at all
+OBJECT_META_FIELDS: Final = frozenset(
+    {
+        "name",
+        "generateName",
+        "namespace",
+        "selfLink",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "labels",
+        "annotations",
+        "ownerReferences",
+        "finalizers",
+        "managedFields",
+    }
+)
+
+
 def build_pod(
     job: TrainingJob,
     replica_type: str,
@@ -127,6 +150,9 @@ def build_pod(
     }
     if pod_annotations:
         pod_metadata["annotations"] = pod_annotations
+    # A key of the template's metadata that is no ObjectMeta field (``labelz``) goes to the API server, whose
+    # strict field validation names it (refusals.py), instead of vanishing here without a word.
+    pod_metadata.update({key: value for key, value in metadata.items() if key not in OBJECT_META_FIELDS})
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": pod_metadata, "spec": pod_spec}
     rdma = resolve_rdma(job.run_policy.rdma, rdma_defaults)
     if rdma is not None:

@@ -22,11 +22,18 @@ refusal                                         outcome                   why
                                                 Warning event             operator fixes; jobs then run
 403 namespace terminating, 404                  nothing to do             the job is going away too
 ==============================================  ========================  ===========================
+
+Pods are created with ``fieldValidation=Strict``: a field of the user's pod template that the API server's
+pod schema does not know (``imagee: x``, a misindented ``resources``) is a 400, not silently dropped, and
+:func:`in_template` says which replica type's template holds it, at the path the user wrote
+(``spec.pytorchReplicaSpecs.Master.template.spec.containers[0].imagee``). The cluster's own schema is the
+judge, so a field of a newer Kubernetes than kubedl-py knows is accepted wherever the cluster has it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from kubedl_py.kube import errors
@@ -82,3 +89,22 @@ def classify_refusal(error: errors.ApiError) -> Refusal:
         # Any other 403 on create comes from an admission plugin we do not know by name: a policy decision.
         return Refusal(Outcome.FAIL, "AdmissionRefused", message)
     return Refusal(Outcome.RETRY, "FailedCreate", message)
+
+
+#: the fields a strict decoding error names: ``unknown field "spec.containers[0].imagee"``
+_UNKNOWN_FIELD = re.compile(r'unknown field "([^"]+)"')
+
+
+def in_template(refusal: Refusal, *, specs_field: str, replica_type: str) -> Refusal:
+    """A refused pod's refusal, told in terms of the job: the replica type whose template made the pod, and
+    unknown fields at their path in the job (``spec.<specs_field>.<type>.template.<pod path>``)."""
+    unknown = _UNKNOWN_FIELD.findall(refusal.message) if refusal.reason == "InvalidSpec" else []
+    if unknown:
+        paths = ", ".join(f"spec.{specs_field}.{replica_type}.template.{path}" for path in unknown)
+        noun = "an unknown field" if len(unknown) == 1 else "unknown fields"
+        message = (
+            f"the {replica_type} pod template has {noun} (not in the API server's pod schema): {paths}; "
+            "check the spelling and indentation"
+        )
+        return replace(refusal, message=message)
+    return replace(refusal, message=f"the {replica_type} pod: {refusal.message}")

@@ -329,11 +329,17 @@ class KubeClient:
         *,
         namespace: str | None = None,
         field_manager: str | None = None,
+        field_validation: str | None = None,
     ) -> dict[str, Any]:
-        """Create an object; :class:`~kubedl_py.kube.errors.AlreadyExists` when the name is taken."""
+        """Create an object; :class:`~kubedl_py.kube.errors.AlreadyExists` when the name is taken.
+        ``field_validation="Strict"``: a field the server does not know is a BadRequest naming it (without
+        it, the server drops such a field and at most warns)."""
         namespace = namespace or _meta(body).get("namespace")
         path = resource.path(namespace=namespace)
-        return await self._json("POST", path, body=body, query=_writes(field_manager), verb="create", resource=resource)
+        query = _writes(field_manager)
+        if field_validation:
+            query["fieldValidation"] = field_validation
+        return await self._json("POST", path, body=body, query=query, verb="create", resource=resource)
 
     async def replace(
         self,
