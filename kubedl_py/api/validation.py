@@ -79,7 +79,12 @@ def parse_job(data: Any, *, source: str | None = None) -> Job:
     if kind not in registered:
         names = ", ".join(registered)
         raise JobValidationError(
-            [FieldError("kind", f"{kind!r} is not a training job kind; use one of {names}")], subject=subject
+            [
+                FieldError(
+                    "kind", f"{kind!r} is not a training job kind{_closest_kind(kind, registered)}; use one of {names}"
+                )
+            ],
+            subject=subject,
         )
     plugin = registered[kind]
     group = group_of(api_version)
@@ -103,6 +108,15 @@ def parse_job(data: Any, *, source: str | None = None) -> Job:
     if errors:
         raise JobValidationError(errors, subject=subject)
     return job
+
+
+def _closest_kind(kind: object, registered: Mapping[str, KindAPI]) -> str:
+    """`` (did you mean PyTorchJob?)`` for a kind that is one of ours but for its letter case or a typo."""
+    if not isinstance(kind, str) or not kind:
+        return ""
+    by_lower = {name.lower(): name for name in registered}
+    close = difflib.get_close_matches(kind.lower(), list(by_lower), n=1, cutoff=0.75)
+    return f" (did you mean {by_lower[close[0]]}?)" if close else ""
 
 
 def _as_written(errors: list[FieldError], group: ApiGroup) -> list[FieldError]:
@@ -161,6 +175,7 @@ def validate_job(job: Job) -> list[FieldError]:
     errors += _check_completion(job)
     errors += _check_rdma(job)
     errors += _check_network_mode(job)
+    errors += _check_resources(job)
     return errors
 
 
@@ -363,6 +378,63 @@ def _check_completion(job: Job) -> list[FieldError]:
             )
         ]
     return []
+
+
+def _check_resources(job: Job) -> list[FieldError]:
+    """Every container's ``resources`` hold quantities, none negative, no request above its limit: what the API
+    server would refuse only when the controller creates the pod, in a message about the pod that names
+    neither the replica type nor the job's field."""
+    errors: list[FieldError] = []
+    for replica_type, spec in job.replica_specs.items():
+        pod = spec.template.spec
+        extra = pod.model_extra or {}
+        groups: list[tuple[str, list[Any]]] = [
+            ("containers", [ct.model_dump(by_alias=True) for ct in pod.containers]),
+            ("initContainers", list(extra.get("initContainers") or [])),
+        ]
+        for field, containers in groups:
+            for i, container in enumerate(containers):
+                path = f"{_specs_path(job)}.{replica_type}.template.spec.{field}[{i}].resources"
+                resources = container.get("resources") if isinstance(container, Mapping) else None
+                if isinstance(resources, Mapping):
+                    errors += _check_resource_lists(resources, path)
+    return errors
+
+
+def _check_resource_lists(resources: Mapping[str, Any], path: str) -> list[FieldError]:
+    errors: list[FieldError] = []
+    values: dict[str, dict[str, Any]] = {}
+    for kind in ("requests", "limits"):
+        quantities = resources.get(kind)
+        if not isinstance(quantities, Mapping):
+            continue
+        values[kind] = {}
+        for name, value in quantities.items():
+            try:
+                number = quantity_value(value)
+            except (ValueError, TypeError):
+                errors.append(
+                    FieldError(
+                        f"{path}.{kind}.{name}",
+                        f"{value!r} is not a Kubernetes quantity; write it like 2, 500m or 16Gi",
+                    )
+                )
+                continue
+            if number < 0:
+                errors.append(FieldError(f"{path}.{kind}.{name}", f"is {value!r}; it must not be negative"))
+                continue
+            values[kind][name] = number
+    for name, request in values.get("requests", {}).items():
+        limit = values.get("limits", {}).get(name)
+        if limit is not None and request > limit:
+            errors.append(
+                FieldError(
+                    f"{path}.requests.{name}",
+                    f"is {resources['requests'][name]!r}, more than its limit {resources['limits'][name]!r}: "
+                    "a request may be at most its limit",
+                )
+            )
+    return errors
 
 
 def parse_rdma(data: Any, *, source: str | None = None) -> RdmaSpec:

@@ -312,3 +312,43 @@ def test_a_thousand_port_template_in_a_kubeflow_job_is_named_where_it_is_written
     assert (
         error.field == "spec.pytorchReplicaSpecs.Master.template.spec.containers" and "1001 host ports" in error.message
     )
+
+
+def test_a_kind_in_the_wrong_letter_case_gets_a_did_you_mean() -> None:
+    doc = pytorch()
+    doc["kind"] = "PytorchJob"
+    with pytest.raises(JobValidationError) as caught:
+        parse_job(doc)
+    (error,) = caught.value.errors
+    assert error.field == "kind"
+    assert "'PytorchJob' is not a training job kind (did you mean PyTorchJob?)" in error.message, error.message
+
+
+@pytest.mark.parametrize(
+    "resources,field,words",
+    [
+        ({"limits": {"cpu": "lots"}}, "limits.cpu", "'lots' is not a Kubernetes quantity"),
+        ({"requests": {"memory": "-1Gi"}}, "requests.memory", "must not be negative"),
+        ({"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}, "requests.cpu", "more than its limit '1'"),
+    ],
+    ids=["not-a-quantity", "negative", "request-above-limit"],
+)
+def test_container_resources_are_checked_naming_replica_and_field(
+    resources: dict[str, Any], field: str, words: str
+) -> None:
+    worker = replica(2)
+    worker["template"]["spec"]["containers"][0]["resources"] = resources
+    with pytest.raises(JobValidationError) as caught:
+        parse_job(pytorch(Master=replica(1), Worker=worker))
+    (error,) = caught.value.errors
+    assert error.field == f"spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].resources.{field}"
+    assert words in error.message, error.message
+
+
+def test_valid_resources_pass() -> None:
+    master = replica(1)
+    master["template"]["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": "500m", "memory": "1.5Gi", "nvidia.com/gpu": 1},
+        "limits": {"cpu": 2, "memory": "2Gi", "nvidia.com/gpu": "1"},
+    }
+    parse_job(pytorch(Master=master))

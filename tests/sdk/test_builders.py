@@ -22,3 +22,11 @@ def test_a_one_word_command_string_and_a_list_are_the_argv() -> None:
     listed = tf_job("t", "python:3.12", ["python", "-c", "print(1)"])
     assert one_word.spec.pytorch_replica_specs["Master"].template.spec.containers[0].command == ["train"]
     assert listed.spec.tf_replica_specs["Worker"].template.spec.containers[0].command == ["python", "-c", "print(1)"]
+
+
+def test_resources_that_are_no_quantity_are_refused_naming_the_field() -> None:
+    with pytest.raises(JobValidationError) as caught:
+        pytorch_job("j", "python:3.12", ["python", "train.py"], workers=1, resources={"cpu": "lots"})
+    fields = {error.field for error in caught.value.errors}
+    assert "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].resources.limits.cpu" in fields, fields
+    assert all("'lots' is not a Kubernetes quantity" in error.message for error in caught.value.errors)
