@@ -1,5 +1,8 @@
 """Models shared by PyTorchJob and TFJob: replica specs, run policy, status, and a lossless pod template.
 
+Each field's docstring (the string under it) is its description in the generated CRD, so ``kubectl explain
+pytorchjob.spec`` shows it: write it for users.
+
 The pod template is the user's, not ours: it must come back byte-for-byte equivalent after a round trip
 through the models, whatever Kubernetes fields it carries. So only the few fields the controller reads are
 typed; everything else is kept as extra fields (``extra="allow"``) and dumped back unchanged.
@@ -34,7 +37,13 @@ NonNegativeInt = Annotated[int, Field(ge=0)]
 class KubeModel(BaseModel):
     """Base for our own (closed) structures: camelCase on the wire, unknown fields rejected."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        validate_assignment=True,
+        use_attribute_docstrings=True,
+    )
 
     def to_dict(self) -> dict[str, Any]:
         """The wire form: camelCase keys, unset optionals omitted."""
@@ -44,7 +53,13 @@ class KubeModel(BaseModel):
 class OpenModel(BaseModel):
     """Base for Kubernetes structures we only partly type: unknown fields are kept losslessly."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow", validate_assignment=True)
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="allow",
+        validate_assignment=True,
+        use_attribute_docstrings=True,
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
@@ -64,45 +79,80 @@ class ObjectMeta(OpenModel):
 
 
 class ContainerPort(OpenModel):
+    """A port of a container (a Kubernetes ContainerPort: ``kubectl explain pod.spec.containers.ports``)."""
+
     container_port: int = Field(ge=1, le=65535)
+    """The port the container listens on (in host-network mode, the controller sets it to the host port)."""
     name: str | None = None
+    """The port's name; the framework's port (``pytorchjob-port``, ``tfjob-port``) is the rendezvous port."""
     host_port: int | None = Field(default=None, ge=0, le=65535)
+    """The node's port to expose it on; in host-network mode the controller chooses it."""
     protocol: str | None = None
+    """TCP (default), UDP or SCTP."""
 
 
 class EnvVar(OpenModel):
+    """An environment variable of a container (a Kubernetes EnvVar)."""
+
     name: str
+    """The variable's name."""
     value: str | None = None
+    """Its value (or use valueFrom, as in any pod)."""
 
 
 class Container(OpenModel):
+    """A container of the pod (a Kubernetes Container: every field of ``kubectl explain pod.spec.containers``
+    is allowed; unknown ones fail the job, see docs/api.md)."""
+
     name: str = Field(min_length=1)
+    """The container's name; the framework's (``pytorch``, ``tensorflow``...) gets the rendezvous settings."""
     image: str = Field(min_length=1)
+    """The container image."""
     command: list[str] | None = None
+    """The program and its arguments, as a list (the image's entrypoint when unset)."""
     args: list[str] | None = None
+    """Arguments for the command (the image's CMD when unset)."""
     env: list[EnvVar] | None = None
+    """Environment variables, besides those the controller sets (MASTER_ADDR, RANK, TF_CONFIG...)."""
     ports: list[ContainerPort] | None = None
+    """Ports; the framework's port is added when missing."""
 
 
 class PodSpec(OpenModel):
+    """The pod's spec (a Kubernetes PodSpec: every field of ``kubectl explain pod.spec`` is allowed)."""
+
     containers: list[Container] = Field(min_length=1)
+    """The pod's containers: at least one."""
     restart_policy: str | None = None
+    """Set by the controller from the replica spec's restartPolicy."""
     host_network: bool | None = None
+    """Use the node's network; the job's kubedl.io/network-mode: host annotation sets it for every pod."""
     scheduler_name: str | None = None
+    """The scheduler of the pods (a gang scheduler's, with schedulingPolicy)."""
 
 
 class PodTemplateSpec(OpenModel):
+    """The pods of this replica type: a Kubernetes pod template (metadata and spec)."""
+
     metadata: dict[str, Any] | None = None
+    """Labels and annotations for the pods (the controller adds its own)."""
     spec: PodSpec
+    """The pods' spec."""
 
 
 class ReplicaSpec(KubeModel):
+    """One replica type: how many pods, how they restart, and their pod template."""
+
     replicas: Annotated[int, Field(ge=0, le=MAX_TOTAL_REPLICAS)] | None = None
+    """How many pods of this type (default 1)."""
     restart_policy: RestartPolicy | None = None
-    #: restarts of this replica type's pods that fail the job, counted as the job-wide ``backoffLimit`` is
-    #: (the job fails when they reach it): e.g. no restart of a parameter server, a few of the workers
+    """When a failed pod is restarted: Always, OnFailure, Never, or ExitCode (the controller replaces it when
+    it ended by a signal, 128+n, or was OOMKilled or evicted, and fails the job on other exit codes)."""
     backoff_limit: NonNegativeInt | None = None
+    """Restarts of this type's pods that fail the job, counted like the job's backoffLimit: e.g. 0 for a
+    parameter server, a few for the workers (unset: only the job's limit)."""
     template: PodTemplateSpec
+    """The pods' template."""
 
 
 # A Kubernetes quantity (``16Gi``, ``512M``, ``1.5G``): what an emptyDir's ``sizeLimit`` takes.
@@ -114,17 +164,19 @@ class SchedulingPolicy(KubeModel):
     ``minResources``, ``scheduleTimeoutSeconds``), so a job file of either peer applies unchanged."""
 
     min_available: Annotated[int, Field(ge=1)] | None = None
+    """Pods that must be schedulable together before any starts (default: all of the job's replicas)."""
     queue: str | None = None
-    #: KubeDL's name of the PodGroup's priority class
+    """The gang scheduler's queue (Volcano) of the PodGroup."""
     priority_class_name: str | None = None
-    #: the Training Operator's name of the same (used when ``priorityClassName`` is unset)
+    """The PodGroup's priority class (KubeDL's name for it)."""
     priority_class: str | None = None
-    #: the PodGroup's minResources, quantities by resource name (unset: computed from the replica specs).
-    #: Not checked here: a per-value CEL rule on an unbounded map is over the real API server's cost budget,
-    #: and the PodGroup's own API server validates its quantities.
+    """The same under the Training Operator's name (used when priorityClassName is unset)."""
     min_resources: dict[str, int | str] | None = None
-    #: scheduler-plugins' PodGroup scheduleTimeoutSeconds
+    """The PodGroup's minResources, quantities by resource name (unset: the sum of the pods' requests)."""
+    # Not checked by the schema: a per-value CEL rule on an unbounded map is over the real API server's
+    # cost budget, and the PodGroup's own API server validates its quantities.
     schedule_timeout_seconds: Annotated[int, Field(ge=1)] | None = None
+    """scheduler-plugins' PodGroup scheduleTimeoutSeconds: how long the gang may wait to be scheduled."""
 
     @property
     def priority(self) -> str | None:
@@ -143,34 +195,37 @@ class PerGpu(KubeModel):
     """One SR-IOV device and one Multus network per GPU (Spiderpool style): ``{index}`` runs 1..count."""
 
     count: Annotated[int, Field(ge=1, le=64)]
-    #: resource name template, e.g. ``spidernet.io/gpu{index}sriov``; each gets a count of 1
+    """GPUs per pod: {index} runs from 1 to count."""
     resource: IndexTemplate | None = None
-    #: network template, e.g. ``kube-system/gpu{index}-sriov``
+    """Resource name template, e.g. spidernet.io/gpu{index}sriov; each gets a count of 1."""
     network: IndexTemplate | None = None
+    """Network template, e.g. kube-system/gpu{index}-sriov."""
 
 
 class RdmaSpec(KubeModel):
     """Opt-in RDMA settings for every replica: devices, networks, /dev/shm, IPC_LOCK and NCCL variables."""
 
-    #: extended resources added to the framework container's limits and requests, e.g. ``{rdma/hca: 1}``
     devices: dict[str, Annotated[int, Field(ge=1)]] | None = None
+    """Extended resources added to the framework container's limits and requests, e.g. {rdma/hca: 1}."""
     per_gpu: PerGpu | None = None
-    #: Multus attachments for the ``k8s.v1.cni.cncf.io/networks`` pod annotation
+    """One SR-IOV device and one Multus network per GPU (Spiderpool style)."""
     networks: list[NetworkRef] | None = None
-    #: size of the memory-backed /dev/shm (unset: no sizeLimit, bounded by the pod's memory)
+    """Multus attachments for the k8s.v1.cni.cncf.io/networks pod annotation (name or namespace/name)."""
     shm_size: Quantity | None = None
-    #: add the IPC_LOCK capability (RDMA pins memory); default true
+    """Size of the memory-backed /dev/shm (unset: no sizeLimit, bounded by the pod's memory)."""
     ipc_lock: bool | None = None
-    #: environment variables (NCCL_*) for the framework container
+    """Add the IPC_LOCK capability (RDMA pins memory); default true."""
     nccl: dict[str, str | int] | None = None
+    """Environment variables (NCCL_*) for the framework container."""
 
 
 class Placement(KubeModel):
     """Keep a job's pods in one topology domain (a leaf switch, a rail group) named by a node label."""
 
     topology_key: Annotated[str, Field(min_length=1, max_length=316)]
-    #: Preferred (default): pod affinity weight 100; Required: pods wait until they fit in one domain
+    """The node label naming the domain, e.g. a leaf switch's."""
     mode: Literal["Preferred", "Required"] | None = None
+    """Preferred (default): pod affinity weight 100; Required: pods wait until they fit in one domain."""
 
 
 #: a count of replicas, or a share of them (``"75%"``)
@@ -180,34 +235,34 @@ Share = Annotated[int, Field(ge=0)] | Annotated[str, Field(pattern=r"^(100|[1-9]
 class FailurePolicy(KubeModel):
     """What a failure does to the rest of the job (docs/policies.md)."""
 
-    #: ``Replica`` (default): a failed replica's pod is replaced alone. ``Job``: every pod of the job is
-    #: replaced together, new ones only once all old ones are gone (a fresh rendezvous), one restart per time
     restart_scope: Literal["Replica", "Job"] | None = None
-    #: fail the job when one of its pods has been Pending this long, naming the pod and why (an image that
-    #: cannot be pulled, no node that fits, a volume that cannot be mounted); unset: wait forever
+    """Replica (default): a failed replica's pod is replaced alone. Job: every pod of the job is replaced
+    together, new ones only once all old ones are gone (a fresh rendezvous), one restart per time."""
     pending_timeout_seconds: Annotated[int, Field(ge=1)] | None = None
-    #: restarts caused by the cluster (eviction, preemption, a lost node, a disruption, a hang) that fail the
-    #: job, counted as ``backoffLimit`` counts the program's own failures, which they never spend; unset: the
-    #: controller's ``--infrastructure-backoff-limit`` (100)
+    """Fail the job when one of its pods has been Pending this long, naming the pod and why (an image that
+    cannot be pulled, no node that fits, a volume that cannot be mounted); unset: wait forever."""
     infrastructure_backoff_limit: NonNegativeInt | None = None
-    #: a pod on a node that is not Ready (lost, partitioned, its kubelet down) is deleted at once (grace
-    #: period 0) and replaced elsewhere once the node has not been Ready for this long; unset: the
-    #: controller's ``--node-lost-timeout`` (60 s, after Kubernetes' own node-monitor-grace-period)
+    """Restarts caused by the cluster (eviction, preemption, a lost node, a disruption, a hang) that fail the
+    job, counted as backoffLimit counts the program's own failures, which they never spend; unset: the
+    controller's --infrastructure-backoff-limit (100)."""
     node_lost_timeout_seconds: NonNegativeInt | None = None
-    #: opt-in: keep the job's new pods off a node once this many of its failures happened there (a lost node
-    #: at once); the nodes are listed in ``status.avoidedNodes`` until the job finishes
+    """A pod on a node that is not Ready (lost, partitioned, its kubelet down) is deleted at once (grace
+    period 0) and replaced elsewhere once the node has not been Ready for this long; unset: the
+    controller's --node-lost-timeout (60 s, after Kubernetes' own node-monitor-grace-period)."""
     avoid_node_after_failures: Annotated[int, Field(ge=1, le=10)] | None = None
+    """Opt-in: keep the job's new pods off a node once this many of its failures happened there (a lost node
+    at once); the nodes are listed in status.avoidedNodes until the job finishes."""
 
 
 class CompletionPolicy(KubeModel):
     """Success and failure by share of one replica type (docs/policies.md)."""
 
-    #: the replica type counted (default ``Worker``)
     replica_type: str | None = None
-    #: the job succeeds once this many (or this share) of them have succeeded
+    """The replica type counted (default Worker)."""
     min_succeeded: Share | None = None
-    #: this many (or this share) of them may fail for good without failing the job; one more fails it
+    """The job succeeds once this many (or this share, e.g. 75%) of them have succeeded."""
     max_failed: Share | None = None
+    """This many (or this share) of them may fail for good without failing the job; one more fails it."""
 
 
 class RunPolicy(KubeModel):
@@ -218,101 +273,148 @@ class RunPolicy(KubeModel):
     """
 
     clean_pod_policy: CleanPodPolicy | None = None
+    """Which pods are deleted when the job finishes: All, Running (those still running), or None (keep
+    them and their logs). Default: None for PyTorchJob, Running for TFJob."""
     ttl_seconds_after_finished: NonNegativeInt | None = None
+    """Delete the job (with its pods and Services) this many seconds after it finished (unset: keep it)."""
     active_deadline_seconds: Annotated[int, Field(ge=1)] | None = None
+    """Fail the job (reason DeadlineExceeded) when it has run this long since it started."""
     backoff_limit: NonNegativeInt | None = None
+    """Fail the job (reason BackoffLimitExceeded) when its pods have restarted this many times in all
+    (unset: no limit)."""
     scheduling_policy: SchedulingPolicy | None = None
-    #: no pods while true (what Kueue drives); set back to false to start the job, with a fresh startTime
+    """Gang scheduling: a PodGroup for the job's pods (with a gang scheduler, docs/gang-scheduling.md)."""
     suspend: bool | None = None
-    #: who reconciles the job: unset or ``kubeflow.org/training-operator`` (kubedl-py is its drop-in) or
-    #: ``kubedl.io/kubedl-py``; ``kueue.x-k8s.io/multikueue`` leaves the job to MultiKueue. Any other value is
-    #: refused, and the field cannot change once set (the Training Operator's rules: ``crd.py`` writes the
-    #: second as a CEL transition rule)
+    """No pods while true (what Kueue drives); set back to false to start the job, with a fresh startTime."""
     managed_by: ManagedBy | None = None
+    """Who reconciles the job: unset or kubeflow.org/training-operator (kubedl-py is its drop-in) or
+    kubedl.io/kubedl-py; kueue.x-k8s.io/multikueue leaves the job to MultiKueue. Any other value is refused,
+    and the field cannot change once set."""
     failure_policy: FailurePolicy | None = None
+    """What a failure does to the rest of the job: whole-job restarts, pending timeouts (docs/policies.md)."""
     completion_policy: CompletionPolicy | None = None
-    #: opt-in hang detection: while the job runs, a rank that has written no log line for this long (the
-    #: rendezvous host's, read with ``tailLines=1``) makes the job ``Stalled``, and it is restarted whole,
-    #: counted as an infrastructure failure
+    """Success and failure by share of one replica type (docs/policies.md)."""
     progress_deadline_seconds: Annotated[int, Field(ge=10)] | None = None
+    """Opt-in hang detection: while the job runs, a rank that has written no log line for this long (the
+    rendezvous host's) makes the job Stalled, and it is restarted whole, counted as an infrastructure
+    failure."""
     rdma: RdmaSpec | None = None
+    """Opt-in RDMA for every replica: devices, networks, /dev/shm, IPC_LOCK, NCCL variables (docs/rdma.md)."""
     placement: Placement | None = None
+    """Keep the job's pods in one topology domain named by a node label (docs/rdma.md)."""
 
 
 class StatusModel(BaseModel):
     """Base for status structures: written by a controller, so unknown fields from a newer writer are
     ignored rather than refused (a client must never fail to read a job because its status grew)."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", validate_assignment=True)
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="ignore",
+        validate_assignment=True,
+        use_attribute_docstrings=True,
+    )
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
 class JobCondition(StatusModel):
+    """One condition of the job."""
+
     type: ConditionType
+    """Created, Running, Restarting, Succeeded, Failed, Suspended or Stalled."""
     status: ConditionStatus
+    """True, False or Unknown."""
     reason: str | None = None
+    """Why, in one word (JobSucceeded, ReplicaFailed, BackoffLimitExceeded, InvalidSpec...)."""
     message: str | None = None
+    """Why, in a sentence naming the replica and what happened."""
     last_update_time: datetime | None = None
+    """When the condition was last written."""
     last_transition_time: datetime | None = None
+    """When its status last changed."""
 
 
 class ReplicaFailure(StatusModel):
     """One failure of a replica's pod, as the controller saw it before the pod went: the evidence."""
 
-    #: the replica (in ``status.failures``; ``lastFailure`` sits under its type already)
     replica_type: str | None = None
+    """The replica type (in status.failures; lastFailure sits under its type already)."""
     index: NonNegativeInt | None = None
+    """The replica's index."""
     pod: str | None = None
+    """The pod's name."""
     pod_uid: str | None = Field(default=None, alias="podUID")
-    #: which run of the pod's container failed: 0 the first, 1 after one in-place restart
+    """The pod's uid (a replaced pod has the same name, another uid)."""
     attempt: NonNegativeInt | None = None
+    """Which run of the pod's container failed: 0 the first, 1 after one in-place restart."""
     failure_class: FailureClass = Field(alias="class")
-    #: the pod's or the container's reason (``Error``, ``OOMKilled``, ``Evicted``, ``NodeLost``, ``Stalled``)
+    """User (the program's own failure) or Infrastructure (the cluster's: eviction, a lost node, a hang)."""
     reason: str
+    """The pod's or the container's reason (Error, OOMKilled, Evicted, NodeLost, Stalled)."""
     exit_code: int | None = None
-    #: the signal that ended the container (exit codes 128+n)
+    """The container's exit code."""
     signal: int | None = None
+    """The signal that ended the container (exit codes 128+n)."""
     node: str | None = None
+    """The node it ran on."""
     time: datetime | None = None
-    #: the container's termination message: with ``FallbackToLogsOnError`` its last log lines (bounded)
+    """When it failed."""
     message: str | None = None
+    """The container's termination message: with FallbackToLogsOnError its last log lines (bounded)."""
 
 
 class AvoidedNode(StatusModel):
     """A node the job's new pods are kept off (``failurePolicy.avoidNodeAfterFailures``)."""
 
     node: str
+    """The node's name."""
     reason: str
+    """Why it is avoided."""
     time: datetime | None = None
+    """Since when."""
 
 
 class ReplicaStatus(StatusModel):
+    """The pods of one replica type."""
+
     active: NonNegativeInt | None = None
+    """Pods running (or about to)."""
     succeeded: NonNegativeInt | None = None
+    """Pods that succeeded."""
     failed: NonNegativeInt | None = None
-    #: restarts charged to the program (user failures): pods of this type replaced after one, plus in-place
-    #: container restarts; with the live pods' restart counts it is what backoffLimit is checked against
+    """Pods that failed for good."""
     restarts: NonNegativeInt | None = None
-    #: restarts charged to the cluster (infrastructure failures), checked against
-    #: failurePolicy.infrastructureBackoffLimit
+    """Restarts charged to the program (user failures): pods of this type replaced after one, plus in-place
+    container restarts; with the live pods' restart counts it is what backoffLimit is checked against."""
     infrastructure_restarts: NonNegativeInt | None = None
-    #: the latest failure of a pod of this type
+    """Restarts charged to the cluster (infrastructure failures), checked against
+    failurePolicy.infrastructureBackoffLimit."""
     last_failure: ReplicaFailure | None = None
-    #: the pods of this type as a label selector string and object (the Training Operator writes both)
+    """The latest failure of a pod of this type."""
     selector: str | None = None
+    """The pods of this type as a label selector (the Training Operator writes both forms)."""
     label_selector: dict[str, Any] | None = None
+    """The same as a label selector object."""
 
 
 class JobStatus(StatusModel):
+    """What the controller observed: conditions, pods by replica type, times."""
+
     conditions: list[JobCondition] | None = None
+    """The job's conditions, oldest first; the last True one is its state."""
     replica_statuses: dict[str, ReplicaStatus] | None = None
-    #: the job's latest failures (at most 10, oldest first): what ``describe`` lists as the attempts and
-    #: ``logs --previous`` prints for ranks whose pods are gone
+    """Pods by replica type: active, succeeded, failed, restarts, the latest failure."""
     failures: list[ReplicaFailure] | None = None
-    #: nodes the job's new pods are kept off (``failurePolicy.avoidNodeAfterFailures``), until it finishes
+    """The job's latest failures (at most 10, oldest first): what describe lists as the attempts and
+    logs --previous prints for ranks whose pods are gone."""
     avoided_nodes: list[AvoidedNode] | None = None
+    """Nodes the job's new pods are kept off (failurePolicy.avoidNodeAfterFailures), until it finishes."""
     start_time: datetime | None = None
+    """When the controller started the job (again after a suspension)."""
     completion_time: datetime | None = None
+    """When it succeeded or failed."""
     last_reconcile_time: datetime | None = None
+    """When the controller last reconciled it."""

@@ -10,6 +10,10 @@ What a schema cannot say about a map keyed by replica type (which keys exist, Ma
 as CEL ``x-kubernetes-validations`` rules, which real API servers (1.25+) enforce; the embedded cluster does
 not evaluate CEL, and the controller rejects such jobs with ``InvalidSpec`` anyway (validation.py).
 
+Descriptions (what ``kubectl explain pytorchjob.spec`` shows) are the models' field docstrings (the string
+under each field, ``use_attribute_docstrings``), else the docstring of the field's model; a test keeps every
+field described.
+
 Pod templates are not marked ``x-kubernetes-embedded-resource``: that marker demands ``apiVersion`` and
 ``kind`` inside the template, which no PyTorchJob/TFJob author writes.
 """
@@ -45,9 +49,9 @@ def openapi_schema(model: type[BaseModel]) -> Schema:
         "type": "object",
         "description": f"{model.__name__} runs a distributed training job as pods and Services.",
         "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
-            "metadata": {"type": "object"},
+            "apiVersion": {"type": "string", "description": "The API group and version of the object."},
+            "kind": {"type": "string", "description": f"The kind of the object: {model.__name__}."},
+            "metadata": {"type": "object", "description": "The object's name, namespace, labels and annotations."},
             "spec": generated["spec"],
             "status": generated["status"],
         },
@@ -139,9 +143,14 @@ def _lay_out_run_policy(spec: Schema, group: ApiGroup) -> None:
     properties = spec["properties"]
     # Copies: the same dict twice in one document would be dumped as a YAML anchor and alias.
     policy = {key: copy.deepcopy(properties[key]) for key in RUN_POLICY_FIELDS if key in properties}
+    where = (
+        "here in this API group"
+        if group.run_policy_field is not None
+        else "here (as KubeDL's MPIJob files write them) or inline in spec, not both"
+    )
     nested: Schema = {
         "type": "object",
-        "description": "Run policies: cleanup, TTL, deadline, backoff limit, gang scheduling, suspension.",
+        "description": f"Run policies: cleanup, TTL, deadline, backoff limit, gang scheduling, suspension; {where}.",
         "properties": policy,
     }
     # managedBy cannot be set, changed or removed after creation (the Training Operator's rule): a transition
@@ -167,15 +176,25 @@ def _refuse_unsupported(spec: Schema, framework: Framework) -> None:
     properties = spec["properties"]
     rules = spec.setdefault("x-kubernetes-validations", [])
     for key, why in KUBEDL_ONLY_SPEC_FIELDS.items():
-        properties[key] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+        properties[key] = _refused(key, why)
         rules.append({"rule": f"!has(self.{key})", "message": f"{key} {why}"})
     specs = properties[framework.replica_specs_field]
     replica = specs["additionalProperties"]
     for key, why in KUBEDL_ONLY_REPLICA_FIELDS.items():
-        replica["properties"][key] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+        replica["properties"][key] = _refused(key, why)
         replica.setdefault("x-kubernetes-validations", []).append(
             {"rule": f"!has(self.{key})", "message": f"{key} {why}"}
         )
+
+
+def _refused(key: str, why: str) -> Schema:
+    """A KubeDL field kubedl-py refuses: in the schema only so the rule can name it, and described as refused
+    (so ``kubectl explain`` does not list it as if it worked)."""
+    return {
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": True,
+        "description": f"Refused: {key} {why}.",
+    }
 
 
 def _replica_rules(plugin: KindAPI) -> list[dict[str, str]]:
@@ -218,6 +237,8 @@ def _model_schema(model: type[BaseModel]) -> Schema:
 def _field_schema(field: FieldInfo) -> Schema:
     schema = _type_schema(field.annotation)
     _apply_constraints(schema, field.metadata)
+    if field.description:
+        schema["description"] = " ".join(field.description.split())
     return schema
 
 

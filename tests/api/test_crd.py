@@ -213,6 +213,23 @@ def test_crd_is_structural_and_complete(crd: dict[str, Any]) -> None:
         assert not ("properties" in node and "additionalProperties" in node), path
 
 
+@pytest.mark.parametrize("crd", all_crds(kubeflow=True), ids=lambda crd: crd["metadata"]["name"])
+def test_every_field_is_described_for_kubectl_explain(crd: dict[str, Any]) -> None:
+    """What ``kubectl explain pytorchjob.spec`` shows: a field added without a docstring fails here."""
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    undescribed = [path for path, node in _walk(schema) if path and not str(node.get("description", "")).strip()]
+    # the nodes of a list or map are described by the list's or map's own field
+    undescribed = [path for path in undescribed if not path.endswith(("[]", "{}"))]
+    assert undescribed == [], f"fields without a description (a docstring under the model's field): {undescribed}"
+
+
+def test_refused_kubedl_fields_are_described_as_refused() -> None:
+    spec = crd_for(TENSORFLOW)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec["properties"]["cacheBackend"]["description"].startswith("Refused: cacheBackend is a KubeDL feature")
+    rules = [rule["rule"] for rule in spec["x-kubernetes-validations"]]
+    assert "!has(self.cacheBackend)" in rules
+
+
 def test_pod_template_keeps_unknown_fields() -> None:
     spec = crd_for(TENSORFLOW)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     template = spec["properties"]["tfReplicaSpecs"]["additionalProperties"]["properties"]["template"]

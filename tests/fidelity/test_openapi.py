@@ -66,6 +66,18 @@ async def test_kubectl_explain_prints_what_it_prints_against_the_real_server(bot
     assert got.out == expected.out
 
 
+async def test_kubectl_explain_describes_the_job_fields(server: Server) -> None:
+    """The models' field docstrings reach ``kubectl explain`` through the CRD, on either server."""
+    await _published(server)
+    for what in ("pytorchjobs.spec", "pytorchjobs.spec.pytorchReplicaSpecs", "tfjobs.status.replicaStatuses"):
+        shown = await server.kubectl("explain", *_qualified(what))
+        assert shown.code == 0, (what, shown.err)
+        assert "<no description>" not in shown.out, f"{what}:\n{shown.out}"
+    spec = " ".join((await server.kubectl("explain", *_qualified("pytorchjobs.spec"))).out.split())
+    assert "backoffLimit <integer> Fail the job (reason BackoffLimitExceeded)" in spec, spec
+    assert "cacheBackend <Object> Refused: cacheBackend is a KubeDL feature kubedl-py does not support" in spec
+
+
 async def test_documents(server: Server) -> None:
     paths = (await _published(server))["paths"]
     for key in ("api/v1", "apis/training.kubedl.io/v1alpha1", "apis/coordination.k8s.io/v1"):

@@ -26,7 +26,11 @@ JAX = Framework(
 
 
 class JAXJobSpec(RunPolicy):
+    """What to run (the replica specs) and how (run policies)."""
+
     jax_replica_specs: dict[str, ReplicaSpec]
+    """The replica type Worker (process 0 is the coordinator) with its replicas, restartPolicy and pod
+    template."""
 
 
 class JAXJob(TrainingJob):

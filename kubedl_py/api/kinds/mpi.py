@@ -42,13 +42,21 @@ MPIImplementation = Literal["OpenMPI", "Intel", "MPICH"]
 
 
 class MPIJobSpec(RunPolicy):
+    """What to run (a Launcher and Workers) and how (run policies, MPI settings)."""
+
     mpi_replica_specs: dict[str, ReplicaSpec]
+    """The replica types, Launcher (one pod, runs mpirun) and Worker, each with its replicas, restartPolicy
+    and pod template."""
     slots_per_worker: Annotated[int, Field(ge=1)] | None = None
+    """MPI slots per Worker in the hostfile (default 1)."""
     mpi_implementation: MPIImplementation | None = None
+    """OpenMPI (default), Intel or MPICH: the hostfile's format and the launcher's environment."""
     run_launcher_as_worker: bool | None = None
+    """Also list the Launcher in the hostfile, so it runs ranks too."""
     ssh_auth_mount_path: str | None = None
-    #: the Training Operator v1's name of the framework container (default ``mpi``)
+    """Where the generated SSH key is mounted in the pods (default /root/.ssh)."""
     main_container: str | None = None
+    """The Training Operator v1's name of the framework container (default mpi)."""
 
 
 class MPIJob(TrainingJob):

@@ -32,16 +32,25 @@ PADDLE = Framework(
 
 
 class PaddleElasticPolicy(KubeModel):
+    """Elastic training: the Workers may come and go between minReplicas and maxReplicas."""
+
     min_replicas: Annotated[int, Field(ge=1)] | None = None
+    """The fewest Workers training goes on with."""
     max_replicas: Annotated[int, Field(ge=1)] | None = None
+    """The most Workers."""
     max_restarts: Annotated[int, Field(ge=0)] | None = None
-    #: the Training Operator's HPA metrics: accepted so its job files apply; kubedl-py makes no HPA
+    """How often the workers' group is restarted."""
     metrics: list[dict[str, Any]] | None = None
+    """The Training Operator's HPA metrics: accepted so its job files apply; kubedl-py makes no HPA."""
 
 
 class PaddleJobSpec(RunPolicy):
+    """What to run (the replica specs) and how (run policies, elastic policy)."""
+
     paddle_replica_specs: dict[str, ReplicaSpec]
+    """The replica types, Master and Worker, each with its replicas, restartPolicy and pod template."""
     elastic_policy: PaddleElasticPolicy | None = None
+    """Elastic training (docs/kinds.md)."""
 
 
 class PaddleJob(TrainingJob):

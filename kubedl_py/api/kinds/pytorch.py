@@ -39,34 +39,55 @@ PYTORCH = Framework(
 
 
 class RdzvConf(KubeModel):
+    """One extra torchrun rendezvous setting (--rdzv-conf key=value)."""
+
     key: str = Field(min_length=1)
+    """The setting's name."""
     value: str
+    """Its value."""
 
 
 class ElasticPolicy(KubeModel):
+    """Elastic training with torchrun: the Workers may come and go between minReplicas and maxReplicas."""
+
     min_replicas: Annotated[int, Field(ge=1)] | None = None
+    """The fewest Workers training goes on with (torchrun --nnodes MIN:MAX)."""
     max_replicas: Annotated[int, Field(ge=1)] | None = None
+    """The most Workers."""
     rdzv_backend: str | None = None
+    """torchrun's rendezvous backend (default c10d, no etcd needed)."""
     rdzv_port: Annotated[int, Field(ge=1, le=65535)] | None = None
+    """The rendezvous port (default: the job's port)."""
     rdzv_host: str | None = None
+    """The rendezvous host (default: the first Worker's Service)."""
     rdzv_id: str | None = None
+    """The rendezvous id (default: the job's uid)."""
     rdzv_conf: list[RdzvConf] | None = None
+    """Extra rendezvous settings."""
     max_restarts: Annotated[int, Field(ge=0)] | None = None
-    #: the Training Operator's deprecated per-policy process count (use ``nprocPerNode``)
+    """torchrun --max-restarts: how often the workers' group is restarted in place."""
     n_proc_per_node: Annotated[int, Field(ge=1)] | None = None
-    #: torchrun ``--standalone``: accepted so Training Operator files apply (the rendezvous is set either way)
+    """The Training Operator's deprecated per-policy process count: use spec.nprocPerNode."""
     standalone: bool | None = None
-    #: the Training Operator's HPA metrics: accepted so its job files apply; kubedl-py makes no HPA
+    """torchrun --standalone: accepted so Training Operator files apply (the rendezvous is set either way)."""
     metrics: list[dict[str, Any]] | None = None
+    """The Training Operator's HPA metrics: accepted so its job files apply; kubedl-py makes no HPA."""
 
 
 class PyTorchJobSpec(RunPolicy):
+    """What to run (the replica specs) and how (run policies, torchrun settings)."""
+
     pytorch_replica_specs: dict[str, ReplicaSpec]
-    #: ``""`` (default): the job succeeds when the Master (or, without one, every Worker) has succeeded;
-    #: ``AllWorkers``: only when every Worker has succeeded too, so no Worker is cut off while saving
+    """The replica types, Master (one pod, rank 0, the rendezvous host) and Worker, each with its replicas,
+    restartPolicy and pod template."""
     success_policy: Literal["", "AllWorkers"] | None = None
+    """"" (default): the job succeeds when the Master (or, without one, every Worker) has succeeded;
+    AllWorkers: only when every Worker has succeeded too, so no Worker is cut off while saving."""
     nproc_per_node: NprocPerNode | None = None
+    """Processes per pod for torchrun (PET_NPROC_PER_NODE): a number, or auto (default: one per GPU, else
+    per CPU), cpu or gpu."""
     elastic_policy: ElasticPolicy | None = None
+    """Elastic training with torchrun (docs/kinds.md)."""
 
 
 class PyTorchJob(TrainingJob):

@@ -30,10 +30,16 @@ TENSORFLOW = Framework(
 
 
 class TFJobSpec(RunPolicy):
+    """What to run (the replica specs) and how (run policies, success policy)."""
+
     tf_replica_specs: dict[str, ReplicaSpec]
+    """The replica types, PS, Worker, Chief, Master and Evaluator, each with its replicas, restartPolicy and
+    pod template; every process gets TF_CONFIG naming all of them."""
     success_policy: Literal["", "AllWorkers"] | None = None
-    #: the Training Operator's "tolerate failed Workers": accepted so its job files apply, not acted on
+    """"" (default): the job succeeds when the Chief/Master (else worker 0) has succeeded; AllWorkers: when
+    every Worker has."""
     enable_dynamic_worker: bool | None = None
+    """The Training Operator's "tolerate failed Workers": accepted so its job files apply, not acted on."""
 
 
 class TFJob(TrainingJob):

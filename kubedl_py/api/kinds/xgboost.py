@@ -29,7 +29,11 @@ XGBOOST = Framework(
 
 
 class XGBoostJobSpec(RunPolicy):
+    """What to run (the replica specs) and how (run policies)."""
+
     xgb_replica_specs: dict[str, ReplicaSpec]
+    """The replica types, Master (the tracker, rank 0) and Worker, each with its replicas, restartPolicy and
+    pod template."""
 
 
 class XGBoostJob(TrainingJob):
