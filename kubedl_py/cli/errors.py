@@ -14,6 +14,8 @@ EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_TIMEOUT: Final = 3
+#: 128 + SIGINT: Ctrl-C, as a shell reports it
+EXIT_INTERRUPTED: Final = 130
 
 
 class UsageError(Exception):

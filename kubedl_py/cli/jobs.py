@@ -20,8 +20,16 @@ import yaml
 
 from kubedl_py.api import JobValidationError, load_jobs, load_jobs_file
 from kubedl_py.api.jobs import Job
-from kubedl_py.cli.errors import EXIT_FAILED, EXIT_TIMEOUT, EXIT_USAGE, UsageError, fail
-from kubedl_py.cli.output import Columns, format_description, job_header, job_row, resource_name, table
+from kubedl_py.cli.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_TIMEOUT, EXIT_USAGE, UsageError, fail
+from kubedl_py.cli.output import (
+    WATCH_WIDTHS,
+    Columns,
+    format_description,
+    job_header,
+    job_row,
+    kind_option,
+    resource_name,
+)
 from kubedl_py.kube.client import ClientSettings
 from kubedl_py.kube.retry import RetrySettings
 from kubedl_py.sdk import (
@@ -35,6 +43,8 @@ from kubedl_py.sdk import (
     TrainingError,
     job_state,
 )
+from kubedl_py.sdk.config import resolve_config
+from kubedl_py.sdk.watching import conditions_wanted
 
 Body = Callable[[AsyncTrainingClient], Awaitable[int]]
 
@@ -52,6 +62,8 @@ def with_client(args: argparse.Namespace, body: Body) -> int:
 
     debug = bool(args.debug)
     try:
+        # Resolved here first so that what to do is said in flags (--kubeconfig), not the SDK's arguments.
+        resolve_config(args.kubeconfig, args.context, args.namespace, command_line=True)
         return asyncio.run(run())
     except JobValidationError as exc:
         details = "; ".join(str(error) for error in exc.errors)
@@ -105,11 +117,13 @@ def run_submit(args: argparse.Namespace) -> int:
     if mismatch:
         return fail(mismatch, EXIT_USAGE, False)
 
+    created: list[Job] = []
+
     async def body(client: AsyncTrainingClient) -> int:
         # A document's own namespace wins (it equals -n, if given); -n (else the context's) fills the gaps.
-        created = [await client.submit(job, namespace=job.metadata.namespace or args.namespace) for job in jobs]
-        for job in created:
-            print(f"{resource_name(job)}/{job.name} created", flush=True)
+        for job in jobs:
+            created.append(await client.submit(job, namespace=job.metadata.namespace or args.namespace))
+            print(f"{resource_name(created[-1])}/{created[-1].name} created", flush=True)
         if not (args.wait or args.follow):
             return 0
         # --timeout bounds each job's wait in turn (the jobs run meanwhile: a later one may be done already).
@@ -118,32 +132,43 @@ def run_submit(args: argparse.Namespace) -> int:
                 await _follow_then_wait(client, job, args.timeout)
             else:
                 await _wait_with_progress(
-                    client, job.name, job.kind, ["Succeeded"], args.timeout, namespace=job.namespace
+                    client, job.name, kind_option(job), ["Succeeded"], args.timeout, namespace=job.namespace
                 )
             print(f"{resource_name(job)}/{job.name} succeeded", flush=True)
         return 0
 
-    return with_client(args, body)
+    try:
+        return with_client(args, body)
+    except KeyboardInterrupt:
+        if created:
+            # Ctrl-C stops the waiting, not the jobs: say so, and how to stop them.
+            names = " ".join(job.name for job in created)
+            print(
+                f"kubedl-py: interrupted; stopped waiting, the job{'s' if len(created) > 1 else ''} "
+                f"{names} keep{'' if len(created) > 1 else 's'} running (`kubedl-py delete NAME` stops one)",
+                file=sys.stderr,
+            )
+        return EXIT_INTERRUPTED
 
 
 async def _follow_then_wait(client: AsyncTrainingClient, job: Job, seconds: float | None) -> None:
     started = time.monotonic()
 
     async def follow() -> None:
-        async for line in client.stream_logs(job.name, kind=job.kind, follow=True, namespace=job.namespace):
+        async for line in client.stream_logs(job.name, kind=kind_option(job), follow=True, namespace=job.namespace):
             print(line, flush=True)
 
     try:
         await asyncio.wait_for(follow(), seconds)
     except TimeoutError:
-        last = await client.get(job.name, job.kind, namespace=job.namespace)
+        last = await client.get(job.name, kind_option(job), namespace=job.namespace)
         raise JobTimeoutError(
             f"timed out after {seconds:g}s following {job.namespace}/{job.name}; last state {job_state(last)}",
             last,
             job_state(last),
         ) from None
     remaining = None if seconds is None else max(seconds - (time.monotonic() - started), 0.1)
-    await client.wait(job.name, kind=job.kind, timeout=remaining, namespace=job.namespace)
+    await client.wait(job.name, kind=kind_option(job), timeout=remaining, namespace=job.namespace)
 
 
 async def _wait_with_progress(
@@ -208,15 +233,17 @@ def run_get(args: argparse.Namespace) -> int:
             return 0
         wide = args.output == "wide"
         rows = [job_header(wide), *(job_row(job, wide) for job in jobs)]
+        # With -w the table is laid out as the rows that follow it will be (they cannot be measured ahead).
+        columns = Columns(rows, WATCH_WIDTHS if args.watch else ())
         if not jobs:
             print(f"No jobs found in namespace {client.namespace}.", file=sys.stderr, flush=True)
             if not args.watch:
                 return 0
         else:
-            sys.stdout.write(table(rows))
+            sys.stdout.write("".join(columns.line(row) for row in rows))
             sys.stdout.flush()
         if args.watch:
-            await _watch_rows(client, args, jobs, Columns(rows), header_printed=bool(jobs))
+            await _watch_rows(client, args, jobs, columns, header_printed=bool(jobs))
         return 0
 
     return with_client(args, body)
@@ -290,7 +317,10 @@ async def _previous_logs(client: AsyncTrainingClient, args: argparse.Namespace) 
 
 
 def run_wait(args: argparse.Namespace) -> int:
-    condition = str(args.condition).split("=", 1)[-1]
+    try:
+        (condition,) = conditions_wanted(str(args.condition).split("=", 1)[-1])  # "running" -> "Running"
+    except ValueError as exc:
+        return fail(str(exc), EXIT_USAGE, bool(args.debug))
 
     async def body(client: AsyncTrainingClient) -> int:
         job = await _wait_with_progress(client, args.name, args.kind, [condition], args.timeout)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 from kubedl_py.api import constants as c
 from kubedl_py.api.jobs import Job
@@ -19,6 +19,35 @@ def resource_name(job: Job) -> str:
     """``pytorchjob.training.kubedl.io``: how kubectl names the kind in its messages."""
     group = str(job.api_version).partition("/")[0] or c.GROUP
     return f"{str(job.kind).lower()}.{group}"
+
+
+def kind_column(job: Job) -> str:
+    """The KIND of a row: ``PyTorchJob``, and ``PyTorchJob.kubeflow.org`` for a job of the opt-in group (kubectl's
+    ``kind.group``), so that jobs of one name in both groups are told apart."""
+    group = job.api_group.group
+    return job.kind if group == c.GROUP else f"{job.kind}.{group}"
+
+
+def kind_option(job: Job) -> str:
+    """What ``--kind`` (and the SDK's ``kind=``) takes to mean exactly this job's kind and group."""
+    return f"{job.framework.plural}.{job.api_group.group}"
+
+
+def rfc3339(value: datetime | str | None) -> str:
+    """A time as Kubernetes prints it: UTC with ``Z``, to the second (``2026-01-02T03:04:05Z``), whatever form it
+    came in (the server's ``Z`` strings, the models' datetimes with ``+00:00``)."""
+    if value is None or value == "":
+        return ""
+    if isinstance(value, str):
+        try:
+            when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return value
+    else:
+        when = value
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def age(seconds: float | None) -> str:
@@ -54,13 +83,20 @@ class Columns:
     """Rows printed one at a time under a header, aligned like :func:`table` (``get -w``): a column widens
     when a later cell is longer, as ``kubectl get -w`` does."""
 
-    def __init__(self, rows: Sequence[Sequence[Any]]) -> None:
+    def __init__(self, rows: Sequence[Sequence[Any]], minimum: Sequence[int] = ()) -> None:
         self.widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+        least = [*minimum, *[0] * len(self.widths)][: len(self.widths)]
+        self.widths = [max(width, floor) for width, floor in zip(self.widths, least, strict=True)]
 
     def line(self, row: Sequence[Any]) -> str:
         cells = [str(cell) for cell in row]
         self.widths = [max(width, len(cell)) for width, cell in zip(self.widths, cells, strict=True)]
         return "   ".join(cell.ljust(width) for cell, width in zip(cells, self.widths, strict=True)).rstrip() + "\n"
+
+
+#: the least width of each column of ``get -w`` (common names, the longest kind and state): rows printed
+#: one by one cannot be measured in advance, and a header as narrow as its words puts every row out of line
+WATCH_WIDTHS: Final = (20, 12, 10, 8, 5, 7, 16)
 
 
 def job_header(wide: bool) -> list[str]:
@@ -72,7 +108,7 @@ def job_header(wide: bool) -> list[str]:
 
 def job_row(job: Job, wide: bool) -> list[Any]:
     counts = "/".join(str(n) for n in replica_counts(job))
-    row: list[Any] = [job.name, job.kind, job_state(job), counts, age(job_age(job))]
+    row: list[Any] = [job.name, kind_column(job), job_state(job), counts, age(job_age(job))]
     if wide:
         last = next((cond for cond in reversed((job.status.conditions if job.status else None) or [])), None)
         row += [
@@ -89,22 +125,22 @@ def format_description(described: JobDescription) -> str:
     out = [
         f"Name:         {job.name}\n",
         f"Namespace:    {job.namespace}\n",
-        f"Kind:         {job.kind}\n",
+        f"Kind:         {kind_column(job)}\n",
         f"UID:          {job.metadata.uid or ''}\n",
         f"Network:      {'host' if job.host_network else 'pod'}\n",
-        f"Created:      {job.metadata.creation_timestamp or ''} ({age(job_age(job))} ago)\n",
+        f"Created:      {rfc3339(job.metadata.creation_timestamp)} ({age(job_age(job))} ago)\n",
         f"State:        {job_state(job)}\n",
     ]
     if status and status.start_time:
-        out.append(f"Start Time:   {status.start_time.isoformat()}\n")
+        out.append(f"Start Time:   {rfc3339(status.start_time)}\n")
     if status and status.completion_time:
-        out.append(f"Completed:    {status.completion_time.isoformat()}\n")
+        out.append(f"Completed:    {rfc3339(status.completion_time)}\n")
     conditions = (status.conditions if status else None) or []
     out.append("Conditions:\n")
     if conditions:
         rows: list[list[Any]] = [["TYPE", "STATUS", "REASON", "LAST TRANSITION", "MESSAGE"]]
         for cond in conditions:
-            when = cond.last_transition_time.isoformat() if cond.last_transition_time else ""
+            when = rfc3339(cond.last_transition_time)
             rows.append([cond.type, cond.status, cond.reason or "", when, cond.message or ""])
         out.append(table(rows, "  "))
     else:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, TypeAlias, cast
@@ -59,6 +60,21 @@ class Handler:
         return run(args)
 
 
+@dataclass(frozen=True)
+class ChooseCommand:
+    """The handler of a command group run without its command: its usage and commands, on stderr, exit 2."""
+
+    parser: argparse.ArgumentParser
+    name: str
+
+    def __call__(self, args: argparse.Namespace) -> int:
+        actions = [a for a in self.parser._actions if isinstance(a, argparse._SubParsersAction)]
+        choices = [f"  {c.dest:<10}{c.help or ''}" for a in actions for c in a._choices_actions]
+        sys.stderr.write(self.parser.format_usage())
+        sys.stderr.write(f"kubedl-py {self.name}: choose a command:\n" + "\n".join(choices) + "\n")
+        return 2
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kubedl-py", description=description(), epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"kubedl-py {__version__}")
@@ -73,7 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_local(sub: Subcommands) -> None:
     p = sub.add_parser("local", help="a Kubernetes cluster on this machine (embedded, or the real components)")
-    local_sub = p.add_subparsers(dest="local_command", required=True)
+    local_sub = p.add_subparsers(dest="local_command", metavar="COMMAND", title="commands")
+    # `kubedl-py local` alone: say which commands there are (argparse would name its internal "local_command").
+    p.set_defaults(handler=ChooseCommand(p, "local"))
     up = local_sub.add_parser("up", help="serve a local cluster (and the controller) on 127.0.0.1 until SIGINT/SIGTERM")
     up.add_argument(
         "--control-plane",

@@ -152,12 +152,14 @@ async def run_local_up(
     kubeconfig = Path(options.kubeconfig)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(kubeconfig)  # a stale one from an earlier run must not look like "ready"
+    written: bytes | None = None
     try:
         await cluster.start()
         if on_ready is not None:
             await on_ready(cluster)
         # Written last: its appearance means "ready", including what on_ready set up (CRDs, controller).
         write_user_kubeconfig(cluster, kubeconfig)
+        written = kubeconfig.read_bytes()  # noqa: ASYNC240 - a small local file, once
         log.info(
             "kubedl-py local cluster (%s control plane) ready at %s in %.2fs; kubeconfig written to %s (context %s)",
             options.control_plane,
@@ -179,4 +181,17 @@ async def run_local_up(
                 await on_stop()
         finally:
             await cluster.stop()
+            _forget_kubeconfig(kubeconfig, written)
     return 0
+
+
+def _forget_kubeconfig(path: Path, written: bytes | None) -> None:
+    """Remove the kubeconfig this run wrote, once its cluster is gone: left behind, it would point every
+    kubectl and kubedl-py (and the "no cluster configured" hint) at a cluster that no longer answers. A file
+    someone changed since (or another cluster's) is left alone."""
+    if written is None:
+        return
+    with contextlib.suppress(OSError):
+        if path.read_bytes() == written:
+            path.unlink()
+            log.info("removed %s: its cluster has stopped", path)

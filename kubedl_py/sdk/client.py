@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import Any, TypeVar, overload
 
 from kubedl_py.api import constants as c
+from kubedl_py.api.groups import KUBEFLOW
 from kubedl_py.api.jobs import Job
 from kubedl_py.api.loading import load_jobs_file
 from kubedl_py.api.validation import JobValidationError, parse_job, validate_job
@@ -32,9 +33,16 @@ from kubedl_py.sdk.errors import (
     JobTimeoutError,
     translated,
 )
-from kubedl_py.sdk.kinds import RESOURCES, canonical_kind, kind_names, resource_for, to_model
+from kubedl_py.sdk.kinds import job_resources, kind_names, parse_kind, resource_for, resource_of_object, to_model
 from kubedl_py.sdk.logs import LogFollower, previous_attempts, read_log
-from kubedl_py.sdk.pods import container_status, pod_order, replica_selector
+from kubedl_py.sdk.pods import (
+    check_container,
+    check_replica_index,
+    container_status,
+    pending_reason,
+    pod_order,
+    replica_selector,
+)
 from kubedl_py.sdk.views import (
     DESCRIBE_EVENTS,
     JobDescription,
@@ -150,35 +158,61 @@ class AsyncTrainingClient:
         """One job; with ``kind=None`` either kind. Raises :class:`JobNotFoundError`, :class:`AmbiguousJobError`."""
         return to_model(await self._get_raw(name, kind, namespace or self.namespace))
 
+    async def _resources(self, kind: str | None) -> tuple[list[Resource], set[Resource]]:
+        """The API resources ``kind`` may mean (every kind: ``None``), and those of them that were asked for
+        by name: one of those the cluster does not serve is an error, not "no jobs". A bare kind means its
+        kubeflow.org twin too when the cluster serves that group (discovery, one request); the kind in
+        training.kubedl.io is then the one required."""
+        canonical, group = parse_kind(kind)
+        if group is not None:
+            named = job_resources(canonical, group, True)
+            return named, set(named)
+        resources = job_resources(canonical, None, await self._kubeflow_served())
+        required = {r for r in resources if r.group != KUBEFLOW.group} if canonical is not None else set()
+        return resources, required
+
+    async def _kubeflow_served(self) -> bool:
+        kube = await self._client()
+        try:
+            with translated():
+                found = await kube.request("GET", f"/apis/{KUBEFLOW.group}/{KUBEFLOW.version}")
+        except JobNotFoundError:
+            return False
+        return bool(found.get("resources")) if isinstance(found, Mapping) else False
+
     async def _get_raw(self, name: str, kind: str | None, namespace: str) -> dict[str, Any]:
         kube = await self._client()
-        canonical = canonical_kind(kind)
-        kinds = [canonical] if canonical else list(RESOURCES)
+        resources, _ = await self._resources(kind)
         found: list[dict[str, Any]] = []
         errors: list[BaseException] = []
 
-        async def one(k: str) -> None:
+        async def one(resource: Resource) -> None:
             try:
-                found.append(await kube.get(RESOURCES[k], name, namespace=namespace))
+                found.append(await kube.get(resource, name, namespace=namespace))
             except kerrors.NotFound:
                 pass
             except (kerrors.KubeError, OSError) as exc:
                 errors.append(exc)
 
-        await asyncio.gather(*(one(k) for k in kinds))
+        await asyncio.gather(*(one(resource) for resource in resources))
         if errors:
             with translated():
                 raise errors[0]
         if not found:
-            if canonical:
-                raise JobNotFoundError(f'{canonical} "{name}" not found in namespace "{namespace}"', status=404)
+            if kind is not None:
+                looked = " or ".join(f"{r.plural}.{r.group}" for r in resources)
+                raise JobNotFoundError(
+                    f'{parse_kind(kind)[0]} "{name}" not found in namespace "{namespace}" (looked in {looked})',
+                    status=404,
+                )
             raise JobNotFoundError(
                 f'job "{name}" not found in namespace "{namespace}" (looked for {kind_names()})', status=404
             )
         if len(found) > 1:
-            kinds_found = ", ".join(sorted(str(raw["kind"]) for raw in found))
+            kinds_found = ", ".join(sorted(f"{raw['kind']} ({raw.get('apiVersion')})" for raw in found))
             raise AmbiguousJobError(
-                f'jobs of several kinds ({kinds_found}) are named "{name}" in "{namespace}"; pass a kind'
+                f'jobs of several kinds ({kinds_found}) are named "{name}" in "{namespace}"; pass a kind '
+                "(with its group when the kinds are the same: pytorchjobs.kubeflow.org)"
             )
         return found[0]
 
@@ -186,23 +220,23 @@ class AsyncTrainingClient:
         self, kind: str | None = None, selector: str | None = None, *, namespace: str | None = None
     ) -> list[Job]:
         """Jobs of one kind (or of every kind), optionally filtered by a label selector, sorted by kind and
-        name. Without ``kind``, a kind whose CRD the cluster does not serve (an install older than the kind)
-        has no jobs."""
+        name. ``kind`` may name a group too (``pytorchjobs.kubeflow.org``); without one, jobs of the kind in
+        both groups are listed. A kind whose CRD the cluster does not serve (an install older than the kind)
+        has no jobs, unless it was asked for by name."""
         kube = await self._client()
-        canonical = canonical_kind(kind)
-        kinds = [canonical] if canonical else list(RESOURCES)
+        resources, required = await self._resources(kind)
         ns = namespace or self.namespace
         jobs: list[Job] = []
-        for k in kinds:
+        for resource in resources:
             try:
                 with translated():
-                    listed = await kube.list(RESOURCES[k], namespace=ns, label_selector=selector)
+                    listed = await kube.list(resource, namespace=ns, label_selector=selector)
             except JobNotFoundError:
-                if canonical:
+                if resource in required:
                     raise
                 continue
             jobs.extend(to_model(item) for item in listed.items)
-        return sorted(jobs, key=lambda j: (j.kind, j.name))
+        return sorted(jobs, key=lambda j: (j.kind, j.api_version != c.API_VERSION, j.name))
 
     # ------------------------------------------------------------------------------------------- delete
 
@@ -219,7 +253,7 @@ class AsyncTrainingClient:
         only once the job object is gone (its pods then follow). Returns the job as it was."""
         ns = namespace or self.namespace
         raw = await self._get_raw(name, kind, ns)
-        resource = RESOURCES[str(raw["kind"])]
+        resource = resource_of_object(raw)
         kube = await self._client()
         with translated():
             await kube.delete(resource, name, namespace=ns, propagation_policy="Background")
@@ -269,7 +303,7 @@ class AsyncTrainingClient:
 
         async def watch() -> Job:
             raw = await self._get_raw(name, kind, ns)
-            resource = RESOURCES[str(raw["kind"])]
+            resource = resource_of_object(raw)
             async for event in list_watch(
                 await self._client(), resource, ns, self._settings.retry, field_selector=f"metadata.name={name}"
             ):
@@ -297,12 +331,30 @@ class AsyncTrainingClient:
             job = last[0] if last else None
             state = job_state(job) if job else "unknown"
             counts = "/".join(str(n) for n in replica_counts(job)) if job else "-"
+            stuck = await self._why_pending(name, ns) if job else ""
             raise JobTimeoutError(
                 f"timed out after {timeout:g}s waiting for {ns}/{name} to be {' or '.join(sorted(wanted))}; "
-                f"last state {state}, replicas active/succeeded/failed {counts}",
+                f"last state {state}, replicas active/succeeded/failed {counts}{stuck}",
                 job,
                 state,
             ) from None
+
+    async def _why_pending(self, name: str, namespace: str) -> str:
+        """``; pod NAME is Pending: <the scheduler's or kubelet's words>`` for the first of the job's pods that
+        has not started, so a wait that ran out says what held the job up; empty when none is (or the pods
+        cannot be read)."""
+        try:
+            kube = await self._client()
+            pods = (await kube.list(PODS, namespace=namespace, label_selector=f"{c.LABEL_JOB_NAME}={name}")).items
+        except (kerrors.KubeError, OSError):
+            return ""
+        pending = [p for p in sorted(pods, key=pod_order) if (p.get("status") or {}).get("phase") == "Pending"]
+        for pod in pending:
+            why = pending_reason(pod)
+            if why:
+                more = f" (and {len(pending) - 1} more pods Pending)" if len(pending) > 1 else ""
+                return f"; pod {pod['metadata']['name']} is Pending: {why}{more}"
+        return ""
 
     # --------------------------------------------------------------------------------------------- logs
 
@@ -310,16 +362,19 @@ class AsyncTrainingClient:
         self,
         name: str,
         replica: str | None = "master",
-        index: int | None = 0,
+        index: int | None = None,
         *,
         kind: str | None = None,
         follow: bool = False,
         container: str | None = None,
         namespace: str | None = None,
     ) -> str:
-        """The log of one replica (``replica="worker", index=1``), or with ``replica=None`` of every pod,
-        each line prefixed with ``[pod]``. ``replica="master"`` means the Master/Chief (worker 0 when the
-        job has none). With ``follow=True`` it returns when the pods have finished."""
+        """The log of one replica (``replica="worker", index=1``; index 0 when not given), or with
+        ``replica=None`` of every pod, each line prefixed with ``[pod]``. ``replica="master"`` means the
+        Master/Chief (worker 0 when the job has none). With ``follow=True`` it returns when the pods have
+        finished."""
+        if replica is not None and index is None:
+            index = 0  # one replica's log: the first one unless told
         lines = [
             line.text if replica is not None else str(line)
             async for line in self.stream_logs(
@@ -349,6 +404,9 @@ class AsyncTrainingClient:
         raw = await self._get_raw(name, kind, ns)
         job = to_model(raw)
         want_type, want_index = replica_selector(job, replica, index)
+        check_replica_index(job, want_type, want_index)
+        if container is not None:
+            check_container(job, want_type, container)
         selector = f"{c.LABEL_JOB_NAME}={name}"
         if want_type is not None:
             selector += f",{c.LABEL_REPLICA_TYPE}={want_type.lower()}"
@@ -370,7 +428,7 @@ class AsyncTrainingClient:
         follower = LogFollower(
             await self._client(),
             self._settings.retry,
-            job_resource=RESOURCES[job.kind],
+            job_resource=resource_for(job),
             name=name,
             namespace=ns,
             selector=selector,
@@ -426,8 +484,7 @@ class AsyncTrainingClient:
         history expired), the jobs are reported again as ``ADDED``. Stop by leaving the ``async for``
         (or cancelling)."""
         kube = await self._client()
-        canonical = canonical_kind(kind)
-        kinds = [canonical] if canonical else list(RESOURCES)
+        resources, required = await self._resources(kind)
         ns = namespace or self.namespace
         field_selector = f"metadata.name={name}" if name else None
         queue: asyncio.Queue[JobEvent | BaseException] = asyncio.Queue()
@@ -444,12 +501,13 @@ class AsyncTrainingClient:
                     else:
                         await queue.put(JobEvent(event.type, to_model(event.object)))
             except JobNotFoundError as exc:
-                if canonical:  # the kind asked for is not served; without a kind, one not served has no jobs
+                # The kind asked for is not served; without a kind, one not served has no jobs.
+                if resource in required:
                     await queue.put(exc)
             except Exception as exc:
                 await queue.put(exc)
 
-        tasks = [asyncio.create_task(one(RESOURCES[k]), name=f"watch {k}") for k in kinds]
+        tasks = [asyncio.create_task(one(r), name=f"watch {r.plural}.{r.group}") for r in resources]
         try:
             while True:
                 item = await queue.get()

@@ -39,12 +39,30 @@ def local_kubeconfig_path() -> Path:
     return Path(os.path.expanduser(c.LOCAL_KUBECONFIG))
 
 
+@dataclass(frozen=True)
+class _Words:
+    """How the advice in an error names the settings: as the SDK's arguments or as the command's flags."""
+
+    kubeconfig: str
+    context: str
+
+
+_PYTHON: Final = _Words(kubeconfig="kubeconfig=", context="context=")
+_COMMAND_LINE: Final = _Words(kubeconfig="--kubeconfig", context="--context")
+
+
 def resolve_config(
-    kubeconfig: str | os.PathLike[str] | None = None, context: str | None = None, namespace: str | None = None
+    kubeconfig: str | os.PathLike[str] | None = None,
+    context: str | None = None,
+    namespace: str | None = None,
+    *,
+    command_line: bool = False,
 ) -> ResolvedConfig:
     """Find the cluster as kubectl does: ``kubeconfig``, else ``$KUBECONFIG`` (a path list), else
     ``~/.kube/config``, else the in-cluster service account. The namespace is ``namespace``, else the
-    context's namespace, else ``default``. Raises :class:`ConfigurationError` saying what to do."""
+    context's namespace, else ``default``. Raises :class:`ConfigurationError` saying what to do: in the
+    SDK's terms (``kubeconfig=``), or with ``command_line`` in the command's (``--kubeconfig``)."""
+    words = _COMMAND_LINE if command_line else _PYTHON
     explicit = kubeconfig is not None
     paths = os.fspath(kubeconfig) if kubeconfig is not None else os.environ.get("KUBECONFIG") or "~/.kube/config"
     candidates = [os.path.expanduser(p) for p in paths.split(os.pathsep) if p]
@@ -59,7 +77,7 @@ def resolve_config(
                 with contextlib.suppress(OSError):
                     ns = Path(_SERVICE_ACCOUNT_NAMESPACE).read_text().strip() or None
             return ResolvedConfig(None, None, ns or "default", in_cluster=True)
-        raise ConfigurationError(_no_cluster_message(candidates))
+        raise ConfigurationError(_no_cluster_message(candidates, words))
     from kubernetes_asyncio.config import kube_config
 
     joined = os.pathsep.join(existing)
@@ -74,7 +92,7 @@ def resolve_config(
             names = ", ".join(str(ctx.get("name")) for ctx in contexts) or "none"
             raise ConfigurationError(f"context {context!r} not found in {joined} (contexts: {names})")
     if chosen is None:
-        raise ConfigurationError(f"kubeconfig {joined} has no current-context: pass --context (or context=)")
+        raise ConfigurationError(f"kubeconfig {joined} has no current-context: pass {words.context}")
     ns = namespace or (chosen.get("context") or {}).get("namespace") or "default"
     return ResolvedConfig(joined, str(chosen.get("name")) if context else None, str(ns))
 
@@ -92,17 +110,18 @@ def _kubeconfig_problem(exc: Exception) -> str:
     return text or type(exc).__name__
 
 
-def _no_cluster_message(looked: Sequence[str]) -> str:
+def _no_cluster_message(looked: Sequence[str], words: _Words) -> str:
     local = local_kubeconfig_path()
     where = " or ".join(looked) or "~/.kube/config"
     if local.is_file():
+        use = f'{words.kubeconfig}"{local}"' if words is _PYTHON else f"{words.kubeconfig} {local}"
         return (
             f"no cluster configured (no kubeconfig at {where}); a `kubedl-py local up` cluster wrote {local}: "
-            f"use --kubeconfig {local} or `export KUBECONFIG={local}`"
+            f"pass {use}, or `export KUBECONFIG={local}`"
         )
     return (
-        f"no cluster configured (no kubeconfig at {where}, not in a pod); pass --kubeconfig, set KUBECONFIG, "
-        f"or start an embedded cluster with `kubedl-py local up --kubeconfig {local}`"
+        f"no cluster configured (no kubeconfig at {where}, not in a pod); pass {words.kubeconfig}, set KUBECONFIG, "
+        f"or start a local cluster with `kubedl-py local up` (it writes {local})"
     )
 
 

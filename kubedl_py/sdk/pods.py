@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubedl_py.api import constants as c
+from kubedl_py.api.defaults import DEFAULT_REPLICAS
 from kubedl_py.api.jobs import Job
 
 
@@ -25,6 +26,41 @@ def replica_selector(job: Job, replica: str | None, index: int | None) -> tuple[
     if match is None:
         raise ValueError(f'job "{job.name}" has no replica type {replica!r}; it has {", ".join(types)}')
     return match, index
+
+
+def check_replica_index(job: Job, replica_type: str | None, index: int | None) -> None:
+    """ValueError when ``index`` is not one of the type's replicas: such a pod will never exist, so saying
+    "no pod (yet)" would send the user waiting for nothing."""
+    if replica_type is None or index is None:
+        return
+    spec = job.replica_specs.get(replica_type)
+    count = DEFAULT_REPLICAS if spec is None or spec.replicas is None else spec.replicas
+    if not 0 <= index < count:
+        have = f"indexes 0 to {count - 1}" if count > 1 else ("index 0" if count else "no replicas")
+        raise ValueError(
+            f'job "{job.name}" has {count} {replica_type} replica{"s" if count != 1 else ""} ({have}); '
+            f"index {index} is not one of them"
+        )
+
+
+def check_container(job: Job, replica_type: str | None, container: str) -> None:
+    """ValueError when a container asked for by name is not in the pods of the replica type (every type
+    when ``None``), as kubectl refuses ``logs -c`` of a container the pod does not have; reading another
+    container's log instead would answer a question that was not asked."""
+    types = [replica_type] if replica_type is not None else list(job.replica_specs)
+    for name in types:
+        spec = job.replica_specs.get(name)
+        if spec is None:
+            continue
+        pod_spec = spec.template.spec
+        names = [ct.name for ct in pod_spec.containers]
+        extra = pod_spec.model_extra or {}
+        names += [str(ct.get("name")) for ct in extra.get("initContainers") or [] if isinstance(ct, dict)]
+        if container not in names:
+            raise ValueError(
+                f'container "{container}" is not valid for the {name} pods of job "{job.name}": '
+                f"use one of {', '.join(names)}"
+            )
 
 
 def pod_order(pod: Mapping[str, Any]) -> tuple[int, str, int]:
@@ -47,3 +83,20 @@ def container_status(pod: Mapping[str, Any], preferred: str) -> dict[str, Any] |
             found: dict[str, Any] = status
             return found
     return None
+
+
+def pending_reason(pod: Mapping[str, Any]) -> str:
+    """Why a Pending pod has not started, in the scheduler's or the kubelet's words: an unschedulable pod's
+    ``PodScheduled`` message (``0/1 nodes are available: 1 Insufficient cpu.``), else a waiting container's
+    reason and message (``ErrImagePull``); empty when it says nothing (yet)."""
+    status = pod.get("status") or {}
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            return str(cond.get("message") or cond.get("reason") or "not scheduled")
+    for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        reason = str(waiting.get("reason") or "")
+        if reason and reason != "ContainerCreating":
+            message = str(waiting.get("message") or "")
+            return f"container {container.get('name')}: {reason}" + (f": {message}" if message else "")
+    return ""

@@ -136,7 +136,7 @@ class TrainingClient:
         self,
         name: str,
         replica: str | None = "master",
-        index: int | None = 0,
+        index: int | None = None,
         *,
         kind: str | None = None,
         follow: bool = False,

@@ -187,16 +187,39 @@ def events_of(
         if involved.get("uid") in uids or (
             involved.get("kind") in ("Pod", "Service")
             and (involved.get("name") in replica_names or str(involved.get("name", "")).startswith(prefix))
-            and _timestamp_key(event_time(event)) >= _timestamp_key(created)
+            and parse_time(event_time(event)) >= parse_time(created)
         ):
             mine.append(event)
-    mine.sort(key=lambda e: _timestamp_key(event_time(e)))
+    mine.sort(key=_event_order)
     return mine
 
 
-def _timestamp_key(value: str) -> str:
-    """RFC 3339 times compare as strings once they have the same precision (``Z`` vs ``.000000Z``)."""
-    return value.replace("Z", "").ljust(26, "0") if value else ""
+_EPOCH: Final = datetime.fromtimestamp(0, UTC)
+
+
+def parse_time(value: str | None) -> datetime:
+    """An RFC 3339 time (``Z`` or an offset, any precision) as an aware datetime; the epoch when unreadable, so
+    a bad value sorts first instead of failing a read."""
+    if not value:
+        return _EPOCH
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return _EPOCH
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def _event_order(event: Mapping[str, Any]) -> tuple[datetime, datetime, int, str]:
+    """Oldest first: by when it last happened; events of one second (``lastTimestamp`` has no fraction) by
+    when they were first recorded, then by the order the server stored them."""
+    meta = event.get("metadata") or {}
+    version = str(meta.get("resourceVersion") or "")
+    return (
+        parse_time(event_time(event)),
+        parse_time(str(event.get("firstTimestamp") or meta.get("creationTimestamp") or "")),
+        int(version) if version.isdigit() else 0,
+        str(meta.get("name") or ""),
+    )
 
 
 def is_finished(obj: Mapping[str, Any]) -> bool:

@@ -151,7 +151,8 @@ async def test_cli_without_configuration_points_at_local_up(tmp_path: Path) -> N
     env["HOME"] = str(tmp_path)
     run = await kubedl(None, "get", env=env)
     assert run.code == 2
-    assert "kubedl-py local up --kubeconfig" in one_line(run.err)
+    line = one_line(run.err)
+    assert "pass --kubeconfig" in line and "`kubedl-py local up`" in line, line
 
 
 async def test_cli_submit_uses_the_files_namespace_and_refuses_a_different_n(

@@ -53,6 +53,9 @@ class FakeApi:
             raise errors.NotFound(f'{resource.plural} "{name}" not found', status=404)
         return job(1)
 
+    async def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        raise errors.NotFound(f"{path} not found (kubeflow.org is not served)", status=404)
+
     async def list(self, resource: Any, **kwargs: Any) -> ObjectList:
         self.list_calls += 1
         return ObjectList([job(1)], str(self.list_calls))
