@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Final
 
-from kubedl_py.cli.errors import EXIT_USAGE, UsageError
+from kubedl_py.cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, UsageError
 from kubedl_py.cli.parser import Handler, build_parser
 
 #: 128 + SIGPIPE: what a shell reports for a tool that wrote into a closed pipe
@@ -41,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"kubedl-py: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_BROKEN_PIPE

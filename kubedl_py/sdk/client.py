@@ -399,6 +399,8 @@ class AsyncTrainingClient:
         With ``follow=True`` it streams until the selected pods have finished: for one replica, when its
         pod ends; for several, when the job has finished (pods still running then, such as parameter
         servers, are cut off) or was deleted. A container restarted in place is followed into its new run.
+        An ``index`` beyond the replica type's replicas, or a ``container`` its pods do not have, raises
+        ``ValueError`` saying what the job has.
         """
         ns = namespace or self.namespace
         raw = await self._get_raw(name, kind, ns)
