@@ -51,7 +51,9 @@ def openapi_schema(model: type[BaseModel]) -> Schema:
         "properties": {
             "apiVersion": {"type": "string", "description": "The API group and version of the object."},
             "kind": {"type": "string", "description": f"The kind of the object: {model.__name__}."},
-            "metadata": {"type": "object", "description": "The object's name, namespace, labels and annotations."},
+            # Nothing but the type: the API server refuses a CRD saying more about metadata, and describes it
+            # itself (kubectl explain shows ObjectMeta's description).
+            "metadata": {"type": "object"},
             "spec": generated["spec"],
             "status": generated["status"],
         },
