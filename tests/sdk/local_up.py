@@ -14,12 +14,17 @@ import signal
 import sys
 from pathlib import Path
 
+from kubedl_py.local.kubernetes.binaries import cache_root
+
 CLI = [sys.executable, "-m", "kubedl_py.cli"]
 
 
 def user_env(home: Path) -> dict[str, str]:
-    """A user's environment with ``home`` as HOME (so ``~/.kubedl-py`` is the test's own) and no cluster set."""
+    """A user's environment with ``home`` as HOME (so ``~/.kubedl-py`` is the test's own) and no cluster set.
+    What was built for this machine (the real control plane, the pinned release's tables) is found where it
+    is: ``KUBEDL_PY_CACHE`` names it, since the new home has no ``~/.cache``."""
     env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
+    env["KUBEDL_PY_CACHE"] = str(cache_root())
     env["HOME"] = str(home)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     return env
