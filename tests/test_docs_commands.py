@@ -6,8 +6,9 @@ top-level entries as symlinks (so ``examples/...`` and ``.venv/bin/...`` resolve
 the checkout), with a home of its own (``~/.kubedl-py`` is the test's) and ``.venv/bin`` on ``PATH``, as
 after ``make venv``. The rules, for whoever writes those pages:
 
-- **What runs**: every fenced block whose language is ``sh`` or ``python``. Other blocks (plain, ``yaml``,
-  output samples) are text.
+- **What runs**: every fenced block whose language is ``sh`` or ``python``. Plain, ``yaml``, ``json`` and
+  ``text`` blocks (output samples, files) are text; any other language is refused, so that no ``bash`` block
+  escapes the test unnoticed.
 - **sh, commands**: each line is a command (``\\`` continues it; ``#`` starts a comment) and must exit 0.
 - **sh, a transcript**: a block with lines starting with ``$ `` is a terminal session: each ``$`` line is a
   command, the lines under it are what it prints (stdout and stderr together), compared exactly, except that
@@ -340,7 +341,18 @@ def test_a_skip_marker_must_say_why(tmp_path: Path) -> None:
         parse_page(page)
 
 
-def test_every_page_has_commands_and_its_skips_say_why() -> None:
+#: the languages of blocks that are text, not commands
+TEXT_LANGUAGES = ("", "yaml", "json", "text")
+
+
+def test_every_page_has_commands_and_no_block_escapes_the_rules() -> None:
+    """A ```bash or ```console block would silently not run: the pages keep to sh (run) and text."""
     for name in PAGES:
         page = parse_page(ROOT / name)
         assert any(b.language in ("sh", "python") and b.skip is None for b in page.blocks), name
+        odd = [
+            f"{name}:{b.line} ```{b.language}"
+            for b in page.blocks
+            if b.language not in ("sh", "python", *TEXT_LANGUAGES)
+        ]
+        assert odd == [], f"write ```sh (run) or ``` (text) instead: {odd}"
