@@ -994,6 +994,7 @@ class JobReconciler:
             raise
         if refused is not None:
             self._not_created(pod_key, replica, network)
+        if isinstance(refused, Refusal):
             refused = in_template(
                 refused, specs_field=job.framework.replica_specs_field, replica_type=replica.replica_type
             )
