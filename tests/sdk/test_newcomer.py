@@ -80,15 +80,15 @@ def kf_job(name: str) -> dict[str, Any]:
 async def test_kubeflow_org_jobs_work_with_every_command(
     cluster: Env, kubeflow_controller: RunningController, tmp_path: Path
 ) -> None:
-    path = write(tmp_path, "kf.yaml", kf_job("kf-hello"))
-    ours = write(tmp_path, "ours.yaml", succeeding("ours").to_dict())
+    path = write(tmp_path, "jobs.yaml", kf_job("kf-hello"), succeeding("ours").to_dict())
     submitted = await kubedl(cluster, "submit", path, "--wait", "--timeout", "60")
     assert submitted.code == 0, submitted.err
     assert submitted.out.splitlines() == [
         "pytorchjob.kubeflow.org/kf-hello created",
+        "pytorchjob.training.kubedl.io/ours created",
         "pytorchjob.kubeflow.org/kf-hello succeeded",
+        "pytorchjob.training.kubedl.io/ours succeeded",
     ]
-    assert (await kubedl(cluster, "submit", ours, "--wait", "--timeout", "60")).code == 0
 
     listed, only_kf, only_ours, described, logs, waited = await asyncio.gather(
         kubedl(cluster, "get"),
