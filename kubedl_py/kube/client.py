@@ -23,6 +23,7 @@ import errno
 import json
 import logging
 import os
+import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -650,6 +651,7 @@ class KubeClient:
             kwargs["proxy_headers"] = rest.proxy_headers
         if rest.server_hostname:
             kwargs["server_hostname"] = rest.server_hostname
+        sent = time.monotonic()
         try:
             response = await rest.pool_manager.request(method, url, **kwargs)
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -658,7 +660,7 @@ class KubeClient:
             if isinstance(exc, aiohttp.ClientConnectorError) and exc.os_error.errno == errno.ECONNREFUSED:
                 raise ConnectionRefused(f"{method} {path}: connection refused by {server}", server=server) from exc
             raise TransportError(f"{method} {path}: {exc!r}", server=server) from exc
-        self._count_request(verb, resource, response.status)
+        self._count_request(verb, resource, response.status, time.monotonic() - sent)
         if response.status >= 400:
             try:
                 raw = await response.read()
@@ -674,9 +676,11 @@ class KubeClient:
             raise error
         return response
 
-    def _count_request(self, verb: str, resource: Resource | None, code: int) -> None:
+    def _count_request(self, verb: str, resource: Resource | None, code: int, seconds: float) -> None:
         if self.metrics is not None:
-            self.metrics.api_requests.labels(verb, str(resource) if resource else "", str(code)).inc()
+            name = str(resource) if resource else ""
+            self.metrics.api_requests.labels(verb, name, str(code)).inc()
+            self.metrics.api_request_duration.labels(verb, name).observe(seconds)
 
     def _count_error(self, verb: str, resource: Resource | None, code: int) -> None:
         if self.metrics is not None:

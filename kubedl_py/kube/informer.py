@@ -18,6 +18,14 @@ integers; when either is not an integer we trust the order of the stream).
 Memory: a ``transform`` trims each object before it is cached (by default ``managedFields`` are dropped:
 they are often the biggest part of an object and no controller reads them); ``label_selector`` and
 ``namespace`` keep the cache to what the controller owns.
+
+Several namespaces (``namespaces=[...]``, a namespaced install): one list/watch per namespace, all feeding
+the one cache, so readers and handlers see one informer. The API has no way to watch a set of namespaces in
+one request (a field selector on ``metadata.namespace`` takes one value, ``=`` or ``!=``), and a cluster-wide
+watch filtered here would need the cluster-wide ``list``/``watch`` rights a namespaced install exists to
+avoid. The cost is one list and one watch stream per namespace instead of one in all (measured in
+tests/kube/test_informer.py and docs/install.md). A re-list of one namespace (after a 410) reconciles only
+that namespace's part of the cache, and the informer is synced once every namespace has been listed.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ import builtins
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,14 +153,19 @@ class Informer:
         resource: Resource,
         *,
         namespace: str | None = None,
+        namespaces: Sequence[str] | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
         transform: Transform | None = drop_managed_fields,
         indexers: Mapping[str, IndexFunc] | None = None,
         settings: InformerSettings | None = None,
     ) -> None:
+        if namespace is not None and namespaces:
+            raise ValueError("give namespace or namespaces, not both")
         self.client = client
         self.resource = resource
+        #: the namespaces watched, one list/watch each (module docstring); None: ``namespace`` (None: all)
+        self.namespaces: tuple[str, ...] | None = tuple(dict.fromkeys(namespaces)) if namespaces else None
         self.namespace = namespace
         self.label_selector = label_selector
         self.field_selector = field_selector
@@ -166,21 +179,27 @@ class Informer:
         self._handlers: list[Handler] = []
         self._synced = asyncio.Event()
         self._relists = 0
-        self._list_watch = ListWatch(
-            client,
-            resource,
-            namespace=namespace,
-            label_selector=label_selector,
-            field_selector=field_selector,
-            settings=ListWatchSettings(
-                watch_timeout_seconds=self.settings.watch_timeout_seconds,
-                read_timeout=self.settings.inactivity_timeout,
-                min_watch_duration=self.settings.min_watch_duration,
-                backoff=self.settings.backoff,
-            ),
-            # late-bound, so the hook can be replaced on the instance
-            on_backoff=lambda failure, delay, failures: self._log_failure(failure, delay, failures),  # noqa: PLW0108
-        )
+        scopes: list[str | None] = list(self.namespaces) if self.namespaces else [namespace]
+        #: namespace (None: the one scope of a single list/watch) -> its list/watch
+        self._list_watches: dict[str | None, ListWatch] = {
+            scope: ListWatch(
+                client,
+                resource,
+                namespace=scope,
+                label_selector=label_selector,
+                field_selector=field_selector,
+                settings=ListWatchSettings(
+                    watch_timeout_seconds=self.settings.watch_timeout_seconds,
+                    read_timeout=self.settings.inactivity_timeout,
+                    min_watch_duration=self.settings.min_watch_duration,
+                    backoff=self.settings.backoff,
+                ),
+                # late-bound, so the hook can be replaced on the instance
+                on_backoff=lambda failure, delay, failures: self._log_failure(failure, delay, failures),  # noqa: PLW0108
+            )
+            for scope in scopes
+        }
+        self._listed: set[str | None] = set()
 
     # ----------------------------------------------------------------------------------- configuration
 
@@ -229,18 +248,21 @@ class Informer:
 
     @property
     def resource_version(self) -> str | None:
-        """The last resourceVersion seen (list, event or bookmark): where a resumed watch starts."""
-        return self._list_watch.resource_version
+        """The last resourceVersion seen (list, event or bookmark): where a resumed watch starts; None with
+        several namespaces (each stream has its own)."""
+        if len(self._list_watches) != 1:
+            return None
+        return next(iter(self._list_watches.values())).resource_version
 
     @property
     def relists(self) -> int:
-        """How many times the informer has listed (1 after the first sync; +1 per 410)."""
+        """How many lists the informer has made (one per namespace after the first sync; +1 per 410)."""
         return self._relists
 
     @property
     def watches(self) -> int:
-        """How many watch requests the informer has opened."""
-        return self._list_watch.watches
+        """How many watch requests the informer has opened, in all its namespaces."""
+        return sum(list_watch.watches for list_watch in self._list_watches.values())
 
     # ------------------------------------------------------------------------------------------- running
 
@@ -249,39 +271,51 @@ class Informer:
         resync: asyncio.Task[None] | None = None
         if self.settings.resync_period:
             resync = asyncio.create_task(self._resync_loop(self.settings.resync_period))
-        slice_ends = time.monotonic() + self.settings.time_slice
         try:
-            async with contextlib.aclosing(self._list_watch.events()) as events:
-                async for event in events:
-                    if isinstance(event, Listed):
-                        self._relist(event)
-                    else:
-                        self._apply(event)
-                    if time.monotonic() >= slice_ends:
-                        await asyncio.sleep(0)  # others' turn (see InformerSettings.time_slice)
-                        slice_ends = time.monotonic() + self.settings.time_slice
+            if len(self._list_watches) == 1:
+                ((scope, list_watch),) = self._list_watches.items()
+                await self._consume(scope, list_watch)
+            else:
+                async with asyncio.TaskGroup() as group:
+                    for scope, list_watch in self._list_watches.items():
+                        group.create_task(self._consume(scope, list_watch), name=f"informer-{self.resource}-{scope}")
         finally:
             if resync is not None:
                 resync.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await resync
 
+    async def _consume(self, scope: str | None, list_watch: ListWatch) -> None:
+        """Feed one list/watch's events into the cache, for ever."""
+        slice_ends = time.monotonic() + self.settings.time_slice
+        async with contextlib.aclosing(list_watch.events()) as events:
+            async for event in events:
+                if isinstance(event, Listed):
+                    self._relist(event, scope)
+                else:
+                    self._apply(event)
+                if time.monotonic() >= slice_ends:
+                    await asyncio.sleep(0)  # others' turn (see InformerSettings.time_slice)
+                    slice_ends = time.monotonic() + self.settings.time_slice
+
     def _log_failure(self, failure: BaseException, delay: float, failures: int) -> None:
         logger.warning("informer %s: %s; retrying in %.2fs (attempt %d)", self._name, failure, delay, failures)
 
     @property
     def _name(self) -> str:
-        where = self.namespace or "*"
+        where = ",".join(self.namespaces) if self.namespaces else self.namespace or "*"
         return f"{self.resource}[{where}{', ' + self.label_selector if self.label_selector else ''}]"
 
-    def _relist(self, listed: Listed) -> None:
+    def _relist(self, listed: Listed, scope: str | None = None) -> None:
         self._relists += 1
         fresh: dict[str, Object] = {}
         for item in listed.items:
             obj = self._trim(item)
             fresh[object_key(obj)] = obj
-        # Whatever vanished while we were not watching was deleted: say so, with its last known state.
-        for key in [k for k in self._items if k not in fresh]:
+        # Whatever vanished while we were not watching was deleted: say so, with its last known state. With
+        # several namespaces, only this list's namespace is in question.
+        mine = (lambda key: True) if self.namespaces is None else (lambda key: key.startswith(f"{scope}/"))
+        for key in [k for k in self._items if k not in fresh and mine(k)]:
             gone = self._items.pop(key)
             self._unfile(key)
             self._call("delete", gone)
@@ -294,7 +328,9 @@ class Informer:
                 self._store(key, obj)
                 self._call("update", cached, obj)
         logger.debug("informer %s: listed %d objects at %s", self._name, len(fresh), listed.resource_version)
-        self._synced.set()
+        self._listed.add(scope)
+        if len(self._listed) == len(self._list_watches):
+            self._synced.set()
 
     def _apply(self, event: WatchEvent) -> None:
         kind, raw = event

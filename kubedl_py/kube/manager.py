@@ -25,11 +25,12 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kubedl_py.kube.client import KubeClient
+from kubedl_py.kube.delegation import DelegatedAuth, DelegationSettings
 from kubedl_py.kube.errors import KubeError
 from kubedl_py.kube.events import EventRecorder
 from kubedl_py.kube.health import HealthServer
@@ -38,6 +39,7 @@ from kubedl_py.kube.leader import LeaderElectionSettings, LeaderElector, Leaders
 from kubedl_py.kube.metrics import Metrics
 from kubedl_py.kube.priority import OrdinaryLimit, WriteGate
 from kubedl_py.kube.resources import Resource, object_key
+from kubedl_py.kube.tls import server_context
 from kubedl_py.kube.workqueue import BackoffSettings, ExponentialBackoff, ShutDown, WorkQueue
 
 __all__ = [
@@ -288,8 +290,18 @@ class ManagerSettings:
     #: each controller runs at most ``repair_workers`` ordinary reconciles at once (0: never; kubedl_py.kube.priority)
     repair_window: float = 5.0
     repair_workers: int = 2
-    #: ``HOST:PORT`` of /metrics /healthz /readyz (``--metrics-addr``); None: no server
+    #: ``HOST:PORT`` of /metrics (``--metrics-addr``), and of /healthz /readyz too unless ``health_addr`` is set
+    #: or the metrics are secure; None: no metrics server
     metrics_addr: str | None = None
+    #: serve /metrics over HTTPS to callers the API server authorizes (``--metrics-secure``; health.py)
+    metrics_secure: bool = False
+    #: ``tls.crt`` and ``tls.key`` of the HTTPS metrics endpoint (``--metrics-cert-dir``); None: self-signed
+    metrics_cert_dir: str | None = None
+    #: ``HOST:PORT`` of /healthz /readyz alone, plain HTTP (``--health-addr``); None: on the metrics server
+    #: when that is plain, nowhere when it is secure
+    health_addr: str | None = None
+    #: how long the metrics endpoint reuses an answer of the API server about a token (delegation.py)
+    delegation: DelegationSettings = field(default_factory=DelegationSettings)
     #: compete for this Lease and reconcile only while holding it (``--leader-elect``); None: always act
     leader_election: LeaderElectionSettings | None = None
     #: seconds in-flight reconciles get to finish on stop before they are cancelled
@@ -323,7 +335,11 @@ class Manager:
         self.elector: LeaderElector | None = None
         if self.settings.leader_election is not None:
             self.elector = LeaderElector(client, self.settings.leader_election, metrics=self.metrics)
+        #: the plain server of the probes (and of /metrics when not secure)
         self.health: HealthServer | None = None
+        #: the HTTPS metrics server (``metrics_secure``)
+        self.metrics_server: HealthServer | None = None
+        self._servers: list[HealthServer] = []
         self._stop = asyncio.Event()
         self._running = False
 
@@ -334,6 +350,7 @@ class Manager:
         resource: Resource,
         *,
         namespace: str | None = None,
+        namespaces: Sequence[str] | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
         transform: Callable[[Object], Object] | None = drop_managed_fields,
@@ -345,6 +362,7 @@ class Manager:
             self.client,
             resource,
             namespace=namespace,
+            namespaces=namespaces,
             label_selector=label_selector,
             field_selector=field_selector,
             transform=transform,
@@ -400,14 +418,7 @@ class Manager:
         elector_task: asyncio.Task[None] | None = None
         stop_wait = asyncio.create_task(self._stop.wait())
         try:
-            if self.settings.metrics_addr:
-                self.health = HealthServer(
-                    self.metrics,
-                    addr=self.settings.metrics_addr,
-                    ready_checks={"informers-synced": lambda: self.synced, "reconcilers-running": self.ready},
-                    live_checks={"event-loop": lambda: True},
-                )
-                await self.health.start()
+            await self._serve_endpoints()
             # Caches start at once, also on a standby replica: a new leader is ready the moment it wins.
             background = [asyncio.create_task(i.run(), name=f"informer-{i.resource}") for i in self.informers]
             if not await self._until(self._all_synced(), stop_wait, *background):
@@ -437,6 +448,33 @@ class Manager:
                 raise LeadershipLost(f"lost lease {self.elector.settings.namespace}/{self.elector.settings.name}")
         finally:
             await self._shutdown(background, elector_task, stop_wait)
+
+    async def _serve_endpoints(self) -> None:
+        """Start the metrics and probe servers the settings ask for (health.py: plain or secure)."""
+        settings = self.settings
+        checks: dict[str, Any] = {
+            "ready_checks": {"informers-synced": lambda: self.synced, "reconcilers-running": self.ready},
+            "live_checks": {"event-loop": lambda: True},
+        }
+        if settings.metrics_addr and settings.metrics_secure:
+            self.metrics_server = HealthServer(
+                self.metrics,
+                addr=settings.metrics_addr,
+                probes=False,
+                ssl_context=server_context(settings.metrics_cert_dir),
+                auth=DelegatedAuth(self.client, settings=settings.delegation),
+            )
+            self._servers.append(self.metrics_server)
+            await self.metrics_server.start()
+        elif settings.metrics_addr:
+            self.health = HealthServer(self.metrics, addr=settings.metrics_addr, **checks)
+            self._servers.append(self.health)
+            await self.health.start()
+        if settings.health_addr:
+            probes = HealthServer(None, addr=settings.health_addr, **checks)
+            self._servers.append(probes)
+            await probes.start()
+            self.health = self.health or probes
 
     async def _all_synced(self) -> None:
         for informer in self.informers:
@@ -485,6 +523,7 @@ class Manager:
         await asyncio.gather(*tasks, return_exceptions=True)
         if self.elector is not None:
             await self.elector.release()
-        if self.health is not None:
-            await self.health.stop()
+        for server in self._servers:
+            await server.stop()
+        self._servers.clear()
         logger.info("manager: stopped")

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
 
 __all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
 
@@ -32,6 +33,7 @@ class Metrics:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         self._lock = threading.Lock()
         self._custom: dict[str, Counter | Gauge | Histogram] = {}
+        self._collectors: dict[str, Collector] = {}
         self.reconcile_duration = Histogram(
             f"{prefix}_reconcile_duration_seconds",
             "Time spent in one reconcile call, by controller and outcome.",
@@ -101,6 +103,14 @@ class Metrics:
             ["verb", "resource", "code"],
             registry=self.registry,
         )
+        self.api_request_duration = Histogram(
+            f"{prefix}_api_request_duration_seconds",
+            "Seconds from sending an API request to its answer's headers (a watch: until the stream opened), by"
+            " verb and resource; the write verbs (create, patch, update, delete) are the controller's write latency.",
+            ["verb", "resource"],
+            buckets=_RECONCILE_BUCKETS,
+            registry=self.registry,
+        )
         self.api_retries = Counter(
             f"{prefix}_api_retries_total",
             "API requests sent again by the retry policy, by verb and resource.",
@@ -143,6 +153,30 @@ class Metrics:
             if full not in self._custom:
                 self._custom[full] = make(full)
             return self._custom[full]
+
+    def histogram(
+        self, name: str, documentation: str, labelnames: Sequence[str] = (), *, buckets: Sequence[float]
+    ) -> Histogram:
+        """A histogram named ``<prefix>_<name>``; asking again for the same name returns the same one."""
+        metric = self._get_or_create(
+            name,
+            lambda full: Histogram(
+                full, documentation, list(labelnames), buckets=list(buckets), registry=self.registry
+            ),
+        )
+        if not isinstance(metric, Histogram):
+            raise TypeError(f"metric {name!r} already exists and is not a histogram")
+        return metric
+
+    def collector(self, name: str, collector: Collector) -> None:
+        """Register series computed at scrape time (a gauge of what a cache holds, counted when asked) under
+        ``name``; registering that name again replaces the earlier collector (a manager built anew)."""
+        with self._lock:
+            previous = self._collectors.pop(name, None)
+            if previous is not None:
+                self.registry.unregister(previous)
+            self.registry.register(collector)
+            self._collectors[name] = collector
 
     def value(self, name: str, labels: dict[str, str] | None = None) -> float | None:
         """The current value of a sample (tests and debugging); None when there is no such sample."""
