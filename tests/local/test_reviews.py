@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 import aiohttp
 
 from kubedl_py.local import LocalCluster
@@ -80,3 +83,51 @@ async def test_protobuf_only_clients(cluster: LocalCluster, http: Http) -> None:
             assert protobuf.decode(await r.read(), protobuf.ensure_table()) == as_json
         async with s.get(f"{cluster.url}{cms}?watch=1", headers=pb) as r:
             assert r.status == 406  # watch streams are JSON only here
+
+
+TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
+
+
+async def test_token_reviews_authenticate_only_tokens_this_server_issued(http: Http) -> None:
+    """What a component delegating authentication (the controller's HTTPS /metrics) asks: a token the server
+    issued is its ServiceAccount, with the groups a real server gives; a made-up one, or one whose
+    ServiceAccount was deleted, is not authenticated."""
+    await http.post("/api/v1/namespaces/default/serviceaccounts", {"metadata": {"name": "scraper"}})
+    issued = await http.post(
+        "/api/v1/namespaces/default/serviceaccounts/scraper/token",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
+    )
+    token = issued.body["status"]["token"]
+
+    def review(token: str) -> dict[str, Any]:
+        return {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
+
+    ok = await http.post(TOKEN_REVIEWS, review(token))
+    assert ok.status == 201 and ok.body["kind"] == "TokenReview"
+    assert ok.body["status"]["authenticated"] is True
+    user = ok.body["status"]["user"]
+    assert user["username"] == "system:serviceaccount:default:scraper"
+    assert user["groups"] == ["system:serviceaccounts", "system:serviceaccounts:default", "system:authenticated"]
+    for bad in ("made-up", token.rsplit(".", 2)[0] + ".e30.", ""):
+        refused = await http.post(TOKEN_REVIEWS, review(bad))
+        assert refused.body["status"]["authenticated"] is False, bad
+    await http.delete("/api/v1/namespaces/default/serviceaccounts/scraper")
+    gone = await http.post(TOKEN_REVIEWS, review(token))
+    assert gone.body["status"]["authenticated"] is False
+    assert "deleted" in gone.body["status"]["error"]
+
+
+def test_an_expired_token_is_not_authenticated() -> None:
+    from kubedl_py.local.apiserver.serviceaccounts import review_token, token_request
+
+    class OneAccount:  # the one read both functions make of the store
+        def get(self, rkey: object, ns: str, name: str) -> dict[str, Any] | None:
+            return {"metadata": {"name": "sa", "namespace": "default", "uid": "u1"}} if name == "sa" else None
+
+    store: Any = OneAccount()
+    answer = token_request(store, "default", "sa", {"spec": {"expirationSeconds": 600}}, issuer="https://x")
+    token = answer["status"]["token"]
+    assert review_token(store, token, issuer="https://x")["authenticated"] is True
+    assert review_token(store, token, issuer="https://elsewhere")["authenticated"] is False
+    late = review_token(store, token, issuer="https://x", now=time.time() + 601)
+    assert late == {"authenticated": False, "user": {}, "error": "invalid bearer token, token has expired"}

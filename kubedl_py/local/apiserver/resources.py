@@ -127,6 +127,7 @@ def review_types() -> list[ResourceType]:
         review("authorization.k8s.io", "SelfSubjectRulesReview"),
         review("authorization.k8s.io", "SubjectAccessReview"),
         review("authentication.k8s.io", "SelfSubjectReview"),
+        review("authentication.k8s.io", "TokenReview"),
     ]
 
 

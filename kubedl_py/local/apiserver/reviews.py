@@ -1,5 +1,10 @@
 """The review APIs ``kubectl auth`` uses: access and rules reviews (``authorization.k8s.io/v1``) and
-SelfSubjectReview (``authentication.k8s.io/v1``, ``kubectl auth whoami``).
+SelfSubjectReview (``authentication.k8s.io/v1``, ``kubectl auth whoami``); and TokenReview, with which a
+component that delegates authentication (the controller's HTTPS ``/metrics``) asks who a token belongs to.
+
+TokenReview is the one review that can say no here: a token authenticates only if this server issued it
+(``serviceaccounts.review_token``), so a metrics endpoint refuses a missing or made-up token on the embedded
+tier as it does on the real one; every authenticated ServiceAccount is then allowed by the access reviews.
 
 The embedded server authenticates and authorizes nobody: every client is taken to be the cluster's
 administrator (``kubernetes-admin`` in ``system:masters``, as the real control plane's admin kubeconfig), so
@@ -77,11 +82,16 @@ def _access_spec_errors(spec: Obj, *, self_review: bool) -> list[FieldError]:
     return errs
 
 
-def answer(rt: ResourceType, namespace: str, body: Obj, now: str) -> Obj:
-    """The review ``body`` (decoded, with its managedFields) answered; ApiError 422 when it is invalid."""
+def answer(rt: ResourceType, namespace: str, body: Obj, now: str, *, token_status: Obj | None = None) -> Obj:
+    """The review ``body`` (decoded, with its managedFields) answered; ApiError 422 when it is invalid.
+    ``token_status``: a TokenReview's status, as the caller (which holds the store) found it."""
     raw_spec = body.get("spec")
     spec: Obj = raw_spec if isinstance(raw_spec, dict) else {}
     head = {"kind": rt.kind, "apiVersion": rt.api_version()}
+    if rt.kind == "TokenReview":
+        metadata = {k: v for k, v in (body.get("metadata") or {}).items() if k == "creationTimestamp"}
+        status = token_status or {"authenticated": False, "user": {}, "error": "invalid bearer token"}
+        return {**head, "metadata": {"creationTimestamp": now, **metadata}, "spec": spec, "status": status}
     if rt.kind == "SelfSubjectReview":
         return {**head, "metadata": {"creationTimestamp": now}, "status": {"userInfo": dict(USER)}}
     if rt.kind == "SelfSubjectRulesReview":

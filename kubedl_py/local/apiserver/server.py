@@ -729,7 +729,12 @@ class ApiServer:
         if rt.kind.endswith("AccessReview"):
             manager = _manager(req, request)
             self.registry.track_new(rt, decoded, manager)
-        answer = reviews.answer(rt, req.namespace or "", decoded, now_iso())
+        if rt.kind == "TokenReview":
+            token = str(((decoded.get("spec") or {}).get("token")) or "")
+            status = serviceaccounts.review_token(self.store, token, issuer=f"https://{self.host}")
+        else:
+            status = None
+        answer = reviews.answer(rt, req.namespace or "", decoded, now_iso(), token_status=status)
         return self._object_response(request, req, answer, 201, warnings=fv.warnings)
 
     async def _delete_options(self, request: web.Request, req: Request) -> dict[str, Any]:
