@@ -11,8 +11,8 @@ import argparse
 import asyncio
 import logging
 import os
+import re
 import signal
-from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -21,11 +21,16 @@ from kubedl_py.api.common import RdmaSpec
 from kubedl_py.api.validation import JobValidationError, parse_rdma
 from kubedl_py.cli.errors import UsageError
 from kubedl_py.controllers.ports import parse_range
-from kubedl_py.controllers.setup import ControllerOptions, build_manager, served_resources
+from kubedl_py.controllers.setup import ControllerOptions, build_manager, discovered
 from kubedl_py.controllers.setup import run_controller as serve_controller
 from kubedl_py.kube.client import KubeClient
+from kubedl_py.kube.health import parse_addr
 from kubedl_py.kube.informer import InformerSettings
 from kubedl_py.kube.leader import LeadershipLost
+from kubedl_py.kube.tls import CERT_FILE, KEY_FILE
+
+#: what a namespace name may be (RFC 1123 label)
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 def controller_options(args: argparse.Namespace) -> ControllerOptions:
@@ -57,15 +62,19 @@ def controller_options(args: argparse.Namespace) -> ControllerOptions:
         raise UsageError(f"--node-lost-timeout must be 0 (at once) or more seconds, not {args.node_lost_timeout}")
     if args.infrastructure_backoff_limit < 0:
         raise UsageError(f"--infrastructure-backoff-limit must be 0 or more, not {args.infrastructure_backoff_limit}")
+    _check_endpoints(args)
     return ControllerOptions(
         informer=informer,
-        namespace=args.namespace or None,
+        namespaces=namespaces(args.namespace),
         workers=args.workers,
         urgent_write_hold=args.urgent_write_hold,
         repair_window=args.repair_window,
         repair_workers=args.repair_workers,
         write_concurrency=args.write_concurrency,
         metrics_addr=args.metrics_addr,
+        metrics_secure=args.metrics_secure,
+        metrics_cert_dir=args.metrics_cert_dir,
+        health_addr=args.health_addr,
         leader_elect=args.leader_elect,
         leader_elect_namespace=args.leader_elect_namespace,
         host_port_range=port_range,
@@ -80,6 +89,42 @@ def controller_options(args: argparse.Namespace) -> ControllerOptions:
         infrastructure_backoff_limit=args.infrastructure_backoff_limit,
         kueue_workloads=args.kueue_workloads,
     )
+
+
+def namespaces(given: list[str] | None) -> tuple[str, ...]:
+    """``--namespace`` values (repeated, or comma-separated) as namespace names; a name that cannot be a
+    namespace is a usage error naming it."""
+    names = [part.strip() for value in given or [] for part in value.split(",")]
+    for name in names:
+        if not _DNS_LABEL.fullmatch(name):
+            raise UsageError(
+                f"--namespace {name!r} is not a namespace name: lower-case letters, digits and '-', at most 63,"
+                " starting and ending with a letter or digit (e.g. --namespace team-a,team-b)"
+            )
+    return tuple(dict.fromkeys(names))
+
+
+def _check_endpoints(args: argparse.Namespace) -> None:
+    """The metrics and probe addresses and the certificate directory, before anything listens."""
+    ports = {}
+    for flag, value in (("--metrics-addr", args.metrics_addr), ("--health-addr", args.health_addr)):
+        if value is not None:
+            try:
+                ports[flag] = parse_addr(value)[1]
+            except ValueError as exc:
+                raise UsageError(f"{flag}: {exc} (e.g. 0.0.0.0:8443)") from None
+    if len(ports) == 2 and len(set(ports.values())) == 1 and 0 not in ports.values():
+        raise UsageError(f"--health-addr and --metrics-addr need different ports, not both {args.health_addr}")
+    if args.metrics_secure and not args.metrics_addr:
+        raise UsageError("--metrics-secure needs --metrics-addr (e.g. --metrics-addr=0.0.0.0:8443)")
+    if args.metrics_cert_dir is None:
+        return
+    if not args.metrics_secure:
+        raise UsageError("--metrics-cert-dir needs --metrics-secure (the certificate is for the HTTPS endpoint)")
+    for name in (CERT_FILE, KEY_FILE):
+        if not (Path(args.metrics_cert_dir) / name).is_file():
+            where = args.metrics_cert_dir
+            raise UsageError(f"--metrics-cert-dir {where}: no {name} there (it needs {CERT_FILE} and {KEY_FILE})")
 
 
 def rdma_defaults(path: str) -> RdmaSpec:
@@ -101,15 +146,13 @@ def run_controller(args: argparse.Namespace) -> int:
         async with KubeClient(kubeconfig=args.kubeconfig, context=args.context) as client:
             # What is installed decides what is watched (kubeflow.org kinds, the PodGroups): discovered here,
             # before the manager is built.
-            served = await served_resources(
-                client, options.groups, gang=options.gang, kueue=options.kueue_workloads != "off"
-            )
-            manager = build_manager(client, replace(options, served=served))
+            found = await discovered(client, options)
+            manager = build_manager(client, found)
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(signum, manager.stop)
             try:
-                await serve_controller(client, options, manager=manager)
+                await serve_controller(client, found, manager=manager)
             except LeadershipLost as exc:
                 logging.getLogger("kubedl_py").error("%s; exiting so a fresh process can compete again", exc)
                 return 1

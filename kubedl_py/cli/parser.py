@@ -186,7 +186,14 @@ def _add_controller(sub: Subcommands) -> None:
     p = sub.add_parser("controller", help="run the training-job controller against a cluster")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
     p.add_argument("--context", help="kubeconfig context to use")
-    p.add_argument("-n", "--namespace", default=None, help="watch only this namespace (default: all)")
+    p.add_argument(
+        "-n",
+        "--namespace",
+        action="append",
+        default=None,
+        metavar="NS[,NS...]",
+        help="watch only these namespaces (repeat it or separate with commas; default: all)",
+    )
     p.add_argument("--workers", type=int, default=16, help="concurrent reconciles per job kind (default 16)")
     p.add_argument(
         "--write-concurrency",
@@ -217,7 +224,24 @@ def _add_controller(sub: Subcommands) -> None:
         metavar="N",
         help="reconciles of new and changed jobs at once per kind during the repair window (default 2)",
     )
-    p.add_argument("--metrics-addr", default=None, help="HOST:PORT for /metrics, /healthz, /readyz")
+    p.add_argument(
+        "--metrics-addr",
+        default=None,
+        help="HOST:PORT for /metrics (and /healthz, /readyz unless --health-addr is given or it is secure)",
+    )
+    p.add_argument(
+        "--metrics-secure",
+        action="store_true",
+        help="serve /metrics over HTTPS, only to callers the API server authenticates and authorizes to get it"
+        " (TokenReview and SubjectAccessReview; the install manifests turn it on)",
+    )
+    p.add_argument(
+        "--metrics-cert-dir",
+        metavar="DIR",
+        default=None,
+        help="tls.crt and tls.key of the HTTPS metrics endpoint (default: a self-signed certificate made at start)",
+    )
+    p.add_argument("--health-addr", default=None, help="HOST:PORT for /healthz and /readyz alone, plain HTTP")
     p.add_argument("--leader-elect", action="store_true", help="act only while holding the leader Lease")
     p.add_argument(
         "--leader-elect-namespace",
@@ -318,6 +342,19 @@ def _add_manifests(sub: Subcommands) -> None:
         metavar="N",
         help="host ports one pod may hold: the admission policy refuses jobs asking more, and the controller"
         " gets the same flag (default 8)",
+    )
+    p.add_argument(
+        "--watch-namespace",
+        action="append",
+        metavar="NS[,NS...]",
+        default=None,
+        help="a namespaced install: reconcile the jobs of these namespaces only, with a Role in each instead of a"
+        " ClusterRole (repeat it or separate with commas; default: every namespace)",
+    )
+    p.add_argument(
+        "--service-monitor",
+        action="store_true",
+        help="also a Prometheus Operator ServiceMonitor for the HTTPS metrics endpoint",
     )
     p.add_argument(
         "--gang-scheduler",

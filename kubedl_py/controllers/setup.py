@@ -2,11 +2,15 @@
 
 What is cached, and why it is enough:
 
-- the jobs of both kinds (all namespaces, or one with ``--namespace``);
+- the jobs of every kind (all namespaces, or those given with ``--namespace``: a namespaced install, one
+  list/watch per namespace, see kube/informer.py);
 - pods and Services labelled ``training.kubedl.io/controller=kubedl-py`` (only what we own), indexed by
   owner uid, trimmed to the fields the reconcilers read so 10,000 pods stay small;
 - every host-network pod in the cluster (``spec.hostNetwork=true``), trimmed to its ports, because a host
-  port is taken whoever's pod holds it.
+  port is taken whoever's pod holds it. A namespaced install sees only those of its namespaces (it may not
+  list pods elsewhere): a port held by another namespace's host-network pod can then be handed out again,
+  and the scheduler's host-port check keeps the two pods off one node (the pod waits for another node
+  instead of colliding; docs/install.md).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from kubedl_py.controllers.job import WRITE_CONCURRENCY, JobReconciler, Reconcil
 from kubedl_py.controllers.kueue import DEFAULT_KUEUE_MODE, WORKLOADS, KueueMode
 from kubedl_py.controllers.ports import DEFAULT_RANGE, HostPortAllocator
 from kubedl_py.controllers.recovery import DEFAULT_INFRASTRUCTURE_BACKOFF_LIMIT, DEFAULT_NODE_LOST_TIMEOUT
+from kubedl_py.controllers.telemetry import JobTelemetry
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.informer import OWNER_INDEX, Handler, InformerSettings, by_owner_uid
@@ -36,12 +41,17 @@ logger = logging.getLogger(__name__)
 
 Object = dict[str, Any]
 OWNED_SELECTOR = f"{c.LABEL_CONTROLLER}={c.CONTROLLER_NAME}"
+SELF_SUBJECT_ACCESS_REVIEWS = Resource(
+    "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", namespaced=False
+)
 
 
 @dataclass(frozen=True)
 class ControllerOptions:
     #: watch one namespace only (None: all)
     namespace: str | None = None
+    #: watch these namespaces only (a namespaced install); with ``namespace`` too, both are watched
+    namespaces: tuple[str, ...] = ()
     #: concurrent reconciles per job kind; their pod/Service writes share a cap of ``write_concurrency`` (32) in
     #: flight per kind, and 16 fill it (4 left the N = 200 burst 20% slower on the real control plane,
     #: docs/benchmarks.md)
@@ -56,6 +66,11 @@ class ControllerOptions:
     #: pod/Service writes in flight per job kind for new and changed jobs (the urgent lane has 8 of its own)
     write_concurrency: int = WRITE_CONCURRENCY
     metrics_addr: str | None = None
+    #: /metrics over HTTPS behind the API server's authorization (``--metrics-secure``; kube/health.py)
+    metrics_secure: bool = False
+    metrics_cert_dir: str | None = None
+    #: /healthz and /readyz alone, plain HTTP (``--health-addr``)
+    health_addr: str | None = None
     leader_elect: bool = False
     leader_elect_namespace: str = "kubedl-system"
     leader_elect_name: str = "kubedl-py-controller"
@@ -87,6 +102,16 @@ class ControllerOptions:
     #: Only kubeflow.org kinds missing here are skipped; the gang scheduler's PodGroups are watched when
     #: served (else found with requests: see gang.py), Kueue's Workloads only when listed here (kueue.py).
     served: frozenset[tuple[str, str]] | None = None
+    #: may the controller list and watch pods in every namespace (:func:`may_list_pods_everywhere`)? Then the
+    #: host-network pods of all namespaces hold ports; False (a namespaced install): those of ``watched`` only.
+    #: None: assume it may.
+    host_pods_everywhere: bool | None = None
+
+    @property
+    def watched(self) -> tuple[str, ...] | None:
+        """The namespaces whose jobs are reconciled; None: all."""
+        names = tuple(dict.fromkeys([*([self.namespace] if self.namespace else []), *self.namespaces]))
+        return names or None
 
     @property
     def groups(self) -> tuple[ApiGroup, ...]:
@@ -186,21 +211,31 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
             repair_window=options.repair_window,
             repair_workers=options.repair_workers,
             metrics_addr=options.metrics_addr,
+            metrics_secure=options.metrics_secure,
+            metrics_cert_dir=options.metrics_cert_dir,
+            health_addr=options.health_addr,
             leader_election=leader if options.leader_elect else None,
             informer=options.informer,
         ),
     )
     indexers = {OWNER_INDEX: by_owner_uid}
+    watched = options.watched
     pods = manager.informer(
-        PODS, namespace=options.namespace, label_selector=OWNED_SELECTOR, transform=trim_pod, indexers=indexers
+        PODS, namespaces=watched, label_selector=OWNED_SELECTOR, transform=trim_pod, indexers=indexers
     )
-    services = manager.informer(SERVICES, namespace=options.namespace, label_selector=OWNED_SELECTOR, indexers=indexers)
-    host_pods = manager.informer(PODS, field_selector="spec.hostNetwork=true", transform=trim_host_pod)
+    services = manager.informer(SERVICES, namespaces=watched, label_selector=OWNED_SELECTOR, indexers=indexers)
+    # Every namespace's host-network pods when the controller may list them; a namespaced install its own only.
+    host_pods = manager.informer(
+        PODS,
+        namespaces=None if options.host_pods_everywhere is not False else watched,
+        field_selector="spec.hostNetwork=true",
+        transform=trim_host_pod,
+    )
     gang = options.gang
     podgroups = None
     if gang is not None and (options.served is None or (gang.resource.group, gang.resource.plural) in options.served):
         podgroups = manager.informer(
-            gang.resource, namespace=options.namespace, label_selector=OWNED_SELECTOR, indexers=indexers
+            gang.resource, namespaces=watched, label_selector=OWNED_SELECTOR, indexers=indexers
         )
     workloads = None
     # Watched only when known to be served (Kueue's CRDs may be absent, and a watch of an unserved resource
@@ -208,9 +243,7 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
     if options.kueue_workloads != "off" and (
         options.served is not None and (WORKLOADS.group, WORKLOADS.plural) in options.served
     ):
-        workloads = manager.informer(
-            WORKLOADS, namespace=options.namespace, label_selector=OWNED_SELECTOR, indexers=indexers
-        )
+        workloads = manager.informer(WORKLOADS, namespaces=watched, label_selector=OWNED_SELECTOR, indexers=indexers)
     recorder = manager.recorder(c.CONTROLLER_NAME)
     low, high = options.host_port_range
     hostnetwork = HostNetwork(
@@ -230,6 +263,9 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
     def on_transition(kind: str, condition: str) -> None:
         transitions.labels(kind, condition).inc()
 
+    telemetry = JobTelemetry(manager.metrics)
+    telemetry.watch_pods(pods)
+    telemetry.watch_services(services)
     peer_counters = _peer_counters(manager)
     groups = options.groups
     for plugin in all_kinds():
@@ -245,7 +281,8 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
                 logger.info("%s is not installed; its jobs are not reconciled", resource)
                 continue
             count = _transition_counter(on_transition, peer_counters if group.kind_reasons else None)
-            jobs = manager.informer(resource, namespace=options.namespace)
+            jobs = manager.informer(resource, namespaces=watched)
+            telemetry.watch_jobs(framework.kind, jobs)
             reconciler = JobReconciler(
                 client=client,
                 framework=framework,
@@ -356,16 +393,48 @@ async def served_resources(
     return frozenset(served)
 
 
+async def may_list_pods_everywhere(client: KubeClient) -> bool:
+    """Whether RBAC lets this client list and watch pods in all namespaces (a SelfSubjectAccessReview each,
+    which every authenticated user may send): a cluster-wide install may, a namespaced one may not."""
+    for verb in ("list", "watch"):
+        review = await client.create(
+            SELF_SUBJECT_ACCESS_REVIEWS,
+            {
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SelfSubjectAccessReview",
+                "spec": {"resourceAttributes": {"verb": verb, "resource": "pods", "version": "v1"}},
+            },
+        )
+        if not (review.get("status") or {}).get("allowed"):
+            return False
+    return True
+
+
+async def discovered(client: KubeClient, options: ControllerOptions) -> ControllerOptions:
+    """``options`` with what only the API server can say filled in: the kinds served, the pods it may list."""
+    if options.served is None:
+        served = await served_resources(
+            client, options.groups, gang=options.gang, kueue=options.kueue_workloads != "off"
+        )
+        options = replace(options, served=served)
+    if options.host_pods_everywhere is None:
+        everywhere = await may_list_pods_everywhere(client)
+        if not everywhere:
+            logger.info(
+                "may not list pods in all namespaces: host ports are chosen against the host-network pods of %s only",
+                ", ".join(options.watched or ()),
+            )
+        options = replace(options, host_pods_everywhere=everywhere)
+    return options
+
+
 async def run_controller(client: KubeClient, options: ControllerOptions, *, manager: Manager | None = None) -> None:
     """Run until ``manager.stop()`` (the CLI calls it on SIGTERM/SIGINT)."""
     if manager is None:
-        if options.served is None:
-            served = await served_resources(
-                client, options.groups, gang=options.gang, kueue=options.kueue_workloads != "off"
-            )
-            options = replace(options, served=served)
+        options = await discovered(client, options)
         manager = build_manager(client, options)
-    scope = f"namespace {options.namespace}" if options.namespace else "all namespaces"
+    watched = options.watched
+    scope = f"namespace{'s' if len(watched) > 1 else ''} {', '.join(watched)}" if watched else "all namespaces"
     logger.info(
         "kubedl-py controller: %s, %d workers, host ports %d-%d%s%s%s",
         scope,

@@ -1,0 +1,218 @@
+"""The job metrics an operator charts (the Grafana dashboard in ``charts/kubedl-py/dashboards``), read off the caches.
+
+Why from the caches and not from inside the reconcile: every fact here is already in the informers' objects
+(a job's conditions, a pod's phase and restart counts, a Service's ``targetPort``), and the reconcile should
+stay the steps of the process, not its bookkeeping. Handlers see every transition once, also those that
+happened while the controller was away (the informer diffs a re-list), so nothing is counted twice by a
+resync, and nothing here costs an API request.
+
+The series, every one labelled by kind only (no job names, no namespaces: their number must not grow with
+the number of jobs):
+
+- ``kubedl_jobs_by_state{kind,state}``: jobs by current state (the last True condition; ``New`` before the first
+  reconcile), counted at scrape time;
+- ``kubedl_job_time_to_running_seconds{kind}``: from a job's creation to its first ``Running`` condition;
+- ``kubedl_hostnetwork_failovers_total{kind}``: a host-network job's Service re-pointed to a new host port
+  (a replacement pod, or a Service found pointing elsewhere);
+- ``kubedl_pod_failures_total{kind,class}``: replicas that failed, as restarts are counted, by class:
+  ``user`` (the program's own exit, also when the kubelet restarts it in place; OOM kills too) or
+  ``infrastructure`` (eviction, preemption, a lost node, a disruption the cluster announces with the
+  ``DisruptionTarget`` condition).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from kubedl_py.controllers import status as st
+from kubedl_py.kube.informer import Handler, Informer
+from kubedl_py.kube.metrics import Metrics
+
+__all__ = ["JOB_STATES", "POD_FAILURE_CLASSES", "JobTelemetry", "failure_class"]
+
+logger = logging.getLogger(__name__)
+
+Object = dict[str, Any]
+
+#: the states ``kubedl_jobs_by_state`` reports, every one for every kind (0 when none), so a chart has all its lines
+JOB_STATES = ("New", st.CREATED, st.RUNNING, st.RESTARTING, st.SUSPENDED, st.SUCCEEDED, st.FAILED)
+USER, INFRASTRUCTURE = "user", "infrastructure"
+POD_FAILURE_CLASSES = (USER, INFRASTRUCTURE)
+#: a Failed pod's own reason when the cluster, not the program, ended it
+INFRASTRUCTURE_REASONS = frozenset(
+    {"Evicted", "NodeLost", "Preempting", "DeletionByPodGC", "Shutdown", "Terminated", "NodeShutdown"}
+)
+#: time to Running: from seconds (an idle cluster) to many minutes (a queue, a gang waiting for room)
+TIME_TO_RUNNING_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
+
+
+def _conditions(obj: Object) -> list[Object]:
+    return list((obj.get("status") or {}).get("conditions") or [])
+
+
+def _disrupted(pod: Object) -> bool:
+    return any(c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in _conditions(pod))
+
+
+def failure_class(pod: Object) -> str:
+    """``infrastructure`` when the cluster ended the pod (its reason, or a DisruptionTarget condition), else
+    ``user``: the program exited by itself (code, signal, OOM kill)."""
+    reason = (pod.get("status") or {}).get("reason") or ""
+    return INFRASTRUCTURE if reason in INFRASTRUCTURE_REASONS or _disrupted(pod) else USER
+
+
+def _restarts(pod: Object) -> int:
+    return sum(int(cs.get("restartCount") or 0) for cs in (pod.get("status") or {}).get("containerStatuses") or [])
+
+
+def _owner_kind(obj: Object) -> str | None:
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("kind"))
+    return None
+
+
+def _parse_time(text: object) -> datetime | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+class _JobStates(Collector):
+    """``kubedl_jobs_by_state{kind,state}``, counted from the job informers when scraped."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.informers: list[tuple[str, Informer]] = []
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = self._family()
+        counts: dict[tuple[str, str], int] = {}
+        for kind, informer in self.informers:
+            for state in JOB_STATES:
+                counts.setdefault((kind, state), 0)
+            for job in informer.list():
+                state = st.state(job.get("status") or {}) or "New"
+                counts[(kind, state)] = counts.get((kind, state), 0) + 1
+        for (kind, state), count in sorted(counts.items()):
+            family.add_metric([kind, state], count)
+        yield family
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        yield self._family()
+
+    def _family(self) -> GaugeMetricFamily:
+        return GaugeMetricFamily(
+            self.name, "Jobs by current state (the last True condition), by kind.", labels=["kind", "state"]
+        )
+
+
+class JobTelemetry:
+    """Registers the series of the module docstring and the informer handlers that feed them."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._states = _JobStates(f"{metrics.prefix}_jobs_by_state")
+        metrics.collector(self._states.name, self._states)
+        self.time_to_running = metrics.histogram(
+            "job_time_to_running_seconds",
+            "Seconds from a job's creation to its first Running condition, by kind.",
+            ["kind"],
+            buckets=TIME_TO_RUNNING_BUCKETS,
+        )
+        self.failovers = metrics.counter(
+            "hostnetwork_failovers_total",
+            "Services of host-network jobs re-pointed to a new host port (a replacement pod), by kind.",
+            ["kind"],
+        )
+        self.pod_failures = metrics.counter(
+            "pod_failures_total",
+            "Replicas that failed (pods ended Failed or disrupted, containers restarted in place), by kind and class:"
+            " user (the program's own exit, OOM) or infrastructure (eviction, preemption, lost node, disruption).",
+            ["kind", "class"],
+        )
+        self._kinds: set[str] = set()
+        #: pods whose end was counted (a Failed pod may also be disrupted): counted once, forgotten when gone
+        self._ended: set[str] = set()
+
+    def _kind(self, kind: str) -> None:
+        """Series of a kind exist from the start (0), so rates and dashboards see them before anything happens."""
+        if kind in self._kinds:
+            return
+        self._kinds.add(kind)
+        self.time_to_running.labels(kind)
+        self.failovers.labels(kind)
+        for failure in POD_FAILURE_CLASSES:
+            self.pod_failures.labels(kind, failure)
+
+    # ------------------------------------------------------------------------------------------- jobs
+
+    def watch_jobs(self, kind: str, jobs: Informer) -> None:
+        self._kind(kind)
+        self._states.informers.append((kind, jobs))
+        jobs.add_handler(Handler(on_update=lambda old, new: self._job_updated(kind, old, new)))
+
+    def _job_updated(self, kind: str, old: Object, new: Object) -> None:
+        if any(c.get("type") == st.RUNNING for c in _conditions(old)):
+            return  # only the first Running: a restart's Running again is not a start
+        running = st.get_condition(new.get("status") or {}, st.RUNNING)
+        if running is None or running.get("status") != "True":
+            return
+        created = _parse_time((new.get("metadata") or {}).get("creationTimestamp"))
+        started = _parse_time(running.get("lastTransitionTime"))
+        if created is not None and started is not None:
+            self.time_to_running.labels(kind).observe(max(0.0, (started - created).total_seconds()))
+
+    # ------------------------------------------------------------------------------------------- pods
+
+    def watch_pods(self, pods: Informer) -> None:
+        """Our pods (the owned-pods informer): failures and in-place restarts, by class."""
+        pods.add_handler(Handler(on_update=self._pod_updated, on_delete=lambda pod: self._ended.discard(_uid(pod))))
+
+    def _pod_updated(self, old: Object, new: Object) -> None:
+        kind = _owner_kind(new)
+        if kind is None or kind not in self._kinds:
+            return
+        in_place = _restarts(new) - _restarts(old)
+        if in_place > 0:
+            self.pod_failures.labels(kind, USER).inc(in_place)
+        uid = _uid(new)
+        if uid in self._ended:
+            return
+        phase = (new.get("status") or {}).get("phase")
+        was_failed = (old.get("status") or {}).get("phase") == "Failed"
+        if (phase == "Failed" and not was_failed) or (_disrupted(new) and not _disrupted(old)):
+            self._ended.add(uid)
+            self.pod_failures.labels(kind, failure_class(new)).inc()
+
+    # ------------------------------------------------------------------------------------------- Services
+
+    def watch_services(self, services: Informer) -> None:
+        """Our Services: a changed ``targetPort`` of a host-network job's Service is a failover."""
+        services.add_handler(Handler(on_update=self._service_updated))
+
+    def _service_updated(self, old: Object, new: Object) -> None:
+        kind = _owner_kind(new)
+        if kind is None or kind not in self._kinds:
+            return
+        before, after = _target_ports(old), _target_ports(new)
+        if before and after and before != after:
+            self.failovers.labels(kind).inc()
+
+
+def _uid(obj: Object) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+def _target_ports(service: Object) -> tuple[int, ...]:
+    """The numeric target ports of a Service (host-network Services point at a host port by number)."""
+    ports = (service.get("spec") or {}).get("ports") or []
+    return tuple(int(p["targetPort"]) for p in ports if isinstance(p.get("targetPort"), int))
