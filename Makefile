@@ -47,11 +47,12 @@ kube-sources: $(STAMP)
 # control plane is built first, visibly (minutes the first time, then reused from ~/.cache/kubedl-py), then
 # what runs beside it, each from its Go module at the version pinned in kubedl_py/local/kubernetes/release.py:
 # the real gang schedulers of tests/gang (scheduler-plugins and Volcano's; docs/gang-scheduling.md) and Kueue
-# (tests/kueue; docs/kueue.md).
+# (tests/kueue; docs/kueue.md), and Helm (tests/test_chart.py; docs/install.md).
 test: $(STAMP) kube-sources
 	$(BIN)/python -m kubedl_py.local.kubernetes
 	$(BIN)/python -m kubedl_py.local.kubernetes.schedulers
 	$(BIN)/python -m kubedl_py.local.kubernetes.kueue
+	$(BIN)/python -m kubedl_py.local.kubernetes.helm
 	$(BIN)/python -m kubedl_py.local.kubernetes.peers
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
@@ -61,9 +62,12 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# deploy/ and the Helm chart charts/kubedl-py, both from kubedl_py/templates (tests/test_manifests.py and
+# tests/test_chart.py fail when either drifts).
 manifests: $(STAMP)
 	$(BIN)/kubedl-py manifests > deploy/kubedl-py.yaml
 	$(BIN)/kubedl-py manifests --crds-only > deploy/crds.yaml
+	$(BIN)/python -m kubedl_py.templates.chart charts/kubedl-py
 
 # The README's first command: a real distributed PyTorch job (torch CPU from the `demo` extra) in host-network
 # mode on the embedded cluster, with the controller; see examples/demo.py.

@@ -33,3 +33,7 @@ TRAINING_OPERATOR_VERSION = "1.9.4"
 #: KubeDL (``github.com/alibaba/kubedl``, the module root's ``main.go``), the project kubedl-py's API follows, a
 #: peer of the benchmark: its latest release (``github.com/kubedl-io/kubedl`` is not on the module proxy)
 KUBEDL_VERSION = "0.5.0"
+
+#: Helm (``helm.sh/helm/v4``, ``cmd/helm``), the tool operators install the chart in ``charts/kubedl-py`` with; the
+#: chart is linted, rendered and installed with it in tests (issue 37): the newest release the module proxy serves
+HELM_VERSION = "4.3.1"
