@@ -18,6 +18,7 @@ import io
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import time
 import uuid
@@ -218,20 +219,23 @@ async def test_controller_in_the_image_runs_jobs_on_a_real_api_server(
     engine: Engine, image: str, real_cluster: RealCluster, tmp_path: Path
 ) -> None:
     """The Deployment's container as a kubelet would start it: the image's entrypoint with the Deployment's args
-    (only the metrics port moved: the container shares the host's network), in-cluster configuration, its
-    security context. It becomes ready (leader, caches synced), turns a PyTorchJob into pods and Services, and
-    on SIGTERM releases its Lease and exits 0."""
+    (only the metrics and probe ports moved: the container shares the host's network), in-cluster configuration,
+    its security context. It becomes ready (leader, caches synced), serves /metrics over HTTPS from its read-only
+    root (a self-signed certificate made in memory) and refuses it without a token, turns a PyTorchJob into pods
+    and Services, and on SIGTERM releases its Lease and exits 0."""
     control_plane = real_cluster.cluster.control_plane
     namespace = real_cluster.cluster.controller_namespace
     deployment = _deployment()
     pod = deployment["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     assert container["image"] == image
-    port = _free_port()
-    args = [
-        f"--metrics-addr=127.0.0.1:{port}" if arg.startswith("--metrics-addr=") else arg for arg in container["args"]
-    ]
-    assert args != container["args"] and args[0] == "controller"
+    port, metrics_port = _free_port(), _free_port()
+    moved = {
+        "--health-addr=": f"--health-addr=127.0.0.1:{port}",
+        "--metrics-addr=": f"--metrics-addr=127.0.0.1:{metrics_port}",
+    }
+    args = [next((new for old, new in moved.items() if arg.startswith(old)), arg) for arg in container["args"]]
+    assert args != container["args"] and args[0] == "controller" and "--metrics-secure" in args
 
     name = f"kubedl-py-test-{uuid.uuid4().hex[:8]}"
     jobs_namespace = f"image-{uuid.uuid4().hex[:6]}"
@@ -266,6 +270,13 @@ async def test_controller_in_the_image_runs_jobs_on_a_real_api_server(
             await _until(lambda: _ready(port), within=90, what="/readyz 200", alive=lambda: _running(engine, name))
             lease = await kube.get(LEASES, "kubedl-py-controller", namespace=namespace)
             assert lease["spec"]["holderIdentity"].startswith(f"{name}_")
+            insecure = ssl.create_default_context()
+            insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE  # self-signed
+            async with (
+                aiohttp.ClientSession() as session,
+                session.get(f"https://127.0.0.1:{metrics_port}/metrics", ssl=insecure) as response,
+            ):
+                assert response.status == 401, await response.text()
 
             await create_namespace(kube, jobs_namespace)
             job = _pytorchjob("in-image", jobs_namespace)

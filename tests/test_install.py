@@ -22,6 +22,7 @@ import json
 import os
 import random
 import shutil
+import ssl
 import subprocess
 import sys
 import time
@@ -191,9 +192,11 @@ async def test_kubectl_apply_installs_the_controller_in_cluster(image_id: str) -
             )
             endpoints = [e for s in slices.items for e in s.get("endpoints") or []]
             assert [(e["addresses"], e["conditions"]["ready"]) for e in endpoints] == [([pod["status"]["podIP"]], True)]
+            # /metrics over HTTPS: refused without a token; the controller's own token is not a reader's either
             service = await kube.get(SERVICES, "kubedl-py-controller-metrics", namespace=NAMESPACE)
-            metrics = await http_get(f"http://{service['spec']['clusterIP']}:8080/metrics")
-            assert "kubedl" in metrics
+            metrics_url = f"https://{service['spec']['clusterIP']}:8443/metrics"
+            assert (await http_get(metrics_url))[0] == 401
+            assert (await http_get(metrics_url, token))[0] == 403
 
             # leader, logs through the API server, and at work under the shipped RBAC
             lease = await kube.get(LEASES, "kubedl-py-controller", namespace=NAMESPACE)
@@ -224,11 +227,16 @@ async def test_kubectl_apply_installs_the_controller_in_cluster(image_id: str) -
             assert (await podman("ps", "--all", "--quiet", "--filter", f"id={engine_id}")).strip() == ""
 
 
-async def http_get(url: str) -> str:
-    """Through the node's Service proxy, from the host."""
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session, session.get(url) as r:
-        assert r.status == 200, r.status
-        return await r.text()
+async def http_get(url: str, token: str | None = None) -> tuple[int, str]:
+    """Through the node's Service proxy, from the host (the metrics' certificate is self-signed)."""
+    insecure = ssl.create_default_context()
+    insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with (
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session,
+        session.get(url, headers=headers, ssl=insecure) as r,
+    ):
+        return r.status, await r.text()
 
 
 async def _gone(kube: KubeClient, name: str) -> bool:

@@ -8,10 +8,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from kubedl_py.api.kinds import KINDS
 from kubedl_py.templates import ManifestOptions, render_manifests
+from kubedl_py.templates.render import InvalidOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,6 +40,9 @@ def test_manifest_kinds() -> None:
         "ClusterRoleBinding",
         "Role",
         "RoleBinding",
+        "ClusterRoleBinding",  # the metrics endpoint's reviews (system:auth-delegator)
+        "ClusterRole",  # the metrics reader
+        "Lease",
         "Deployment",
         "Service",
     ]
@@ -47,8 +52,9 @@ def test_rbac_has_no_wildcards_and_lists_what_the_controller_needs() -> None:
     docs = _docs(render_manifests())
     rules = [rule for doc in docs if doc["kind"] in ("ClusterRole", "Role") for rule in doc["rules"]]
     for rule in rules:
-        for key in ("apiGroups", "resources", "verbs"):
-            assert "*" not in rule[key], rule
+        for key in ("apiGroups", "resources", "verbs", "nonResourceURLs"):
+            assert "*" not in rule.get(key, []), rule
+    rules = [rule for rule in rules if "resources" in rule]
     grants = {(g, r): set(rule["verbs"]) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]}
     # patch: adopting the running pods of a job taken over from KubeDL or the Training Operator
     assert grants[("", "pods")] == {"get", "list", "watch", "create", "delete", "deletecollection", "patch"}
@@ -153,3 +159,85 @@ def test_kubeflow_api_adds_its_crds_rbac_and_the_controller_flag() -> None:
         check=True,
     )
     assert result.stdout == render_manifests(ManifestOptions(crds_only=True, kubeflow_api=True))
+
+
+def _grants(role: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
+    return {
+        (g, r): set(rule["verbs"])
+        for rule in role["rules"]
+        for g in rule.get("apiGroups", [])
+        for r in rule["resources"]
+    }
+
+
+def test_namespaced_install_grants_the_job_rules_in_a_role_per_watched_namespace_only() -> None:
+    """A namespaced install (issue 37): the ClusterRole's rules move into a Role of each watched namespace, the
+    controller is told its namespaces, and what stays cluster-scoped is the metrics endpoint's review rights and
+    the reader role (no ClusterRole of the controller can create, read or delete anything)."""
+    options = ManifestOptions(namespace="ml-ops", watch_namespaces=("team-a", "team-b"), gang_scheduler="volcano")
+    docs = _docs(render_manifests(options))
+    default_role = next(
+        d for d in _docs(render_manifests(ManifestOptions(gang_scheduler="volcano"))) if d["kind"] == "ClusterRole"
+    )
+    roles = {
+        d["metadata"]["namespace"]: d
+        for d in docs
+        if d["kind"] == "Role" and d["metadata"]["name"] == "kubedl-py-controller"
+    }
+    assert sorted(roles) == ["team-a", "team-b"]
+    for namespace, role in roles.items():
+        assert _grants(role) == _grants(default_role), namespace
+        binding = next(d for d in docs if d["kind"] == "RoleBinding" and d["metadata"].get("namespace") == namespace)
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": "kubedl-py-controller",
+        }
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "kubedl-py-controller", "namespace": "ml-ops"}
+        ]
+    cluster_roles = [d for d in docs if d["kind"] == "ClusterRole"]
+    assert [r["metadata"]["name"] for r in cluster_roles] == ["kubedl-py-ml-ops-metrics-reader"]
+    assert cluster_roles[0]["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    (binding,) = [d for d in docs if d["kind"] == "ClusterRoleBinding"]
+    assert binding["roleRef"]["name"] == "system:auth-delegator"
+    assert binding["metadata"]["name"] == "kubedl-py-ml-ops-metrics-auth"
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    assert "--namespace=team-a,team-b" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--gang-scheduler=volcano" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def test_metrics_are_served_over_https_and_probes_on_a_plain_port() -> None:
+    docs = _docs(render_manifests())
+    (container,) = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert {"--metrics-addr=0.0.0.0:8443", "--metrics-secure", "--health-addr=0.0.0.0:8081"} <= set(container["args"])
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"metrics": 8443, "health": 8081}
+    assert container["livenessProbe"]["httpGet"]["port"] == container["readinessProbe"]["httpGet"]["port"] == "health"
+    service = next(d for d in docs if d["kind"] == "Service")
+    assert service["spec"]["ports"] == [{"name": "metrics", "port": 8443, "targetPort": "metrics", "protocol": "TCP"}]
+    insecure = _docs(render_manifests(ManifestOptions(metrics_secure=False)))
+    assert not [d for d in insecure if d["kind"] == "ClusterRoleBinding" and "metrics-auth" in d["metadata"]["name"]]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (ManifestOptions(replicas=2, leader_elect=False), "needs leader election"),
+        (ManifestOptions(watch_namespaces=("Team_A",)), "'Team_A' is not a namespace name"),
+        (ManifestOptions(host_port_range="3-2"), "host port range '3-2'"),
+        (ManifestOptions(metrics_port=8081), "must differ"),
+        (ManifestOptions(pod_monitor=True), "pod_monitor_token_secret"),
+    ],
+)
+def test_bad_options_are_refused_naming_them(options: ManifestOptions, message: str) -> None:
+    with pytest.raises(InvalidOptions, match=message):
+        render_manifests(options)
+
+
+def test_cli_renders_a_namespaced_install_and_refuses_a_bad_namespace() -> None:
+    command = [sys.executable, "-m", "kubedl_py.cli", "manifests", "--watch-namespace", "team-a,team-b"]
+    result = subprocess.run(command, capture_output=True, text=True, check=True)
+    assert result.stdout == render_manifests(ManifestOptions(watch_namespaces=("team-a", "team-b")))
+    bad = subprocess.run([*command[:-1], "Team_A"], capture_output=True, text=True, check=False)
+    assert bad.returncode == 2 and "'Team_A' is not a namespace name" in bad.stderr, bad.stderr
