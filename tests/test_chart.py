@@ -3,13 +3,17 @@
 - the checked-in ``charts/kubedl-py`` is exactly what ``make manifests`` generates (every tier: pure Python);
 - with the real ``helm`` (built from ``helm.sh/helm/v4``, ``kubedl_py/local/kubernetes/helm.py``): ``helm lint``
   passes, ``helm template`` renders, for a range of options, exactly the objects ``kubedl-py manifests`` renders
-  with the same options (Helm's two bookkeeping labels aside), and bad values are refused naming the field.
+  with the same options (Helm's two bookkeeping labels aside), and bad values are refused naming the field;
+- the optional ServiceMonitor and PodMonitor are valid objects of the Prometheus Operator's own CRDs (from
+  its Go module), as the real API server judges them in a server-side dry run.
 
 ``tests/test_helm_install.py`` installs, upgrades and uninstalls the chart on the real control plane.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -17,9 +21,14 @@ from typing import Any
 import pytest
 import yaml
 
+from kubedl_py.kube.client import KubeClient
+from kubedl_py.kube.errors import Invalid, NotFound
 from kubedl_py.local.kubernetes.helm import run_helm
+from kubedl_py.local.kubernetes.monitoring import monitor_crds
+from kubedl_py.local.kubernetes.schedulers import install_scheduler_crds
 from kubedl_py.templates import ManifestOptions, render_manifests
 from kubedl_py.templates.chart import chart_files, chart_values, split_image
+from tests.conftest import CRDS, RealCluster
 from tests.tiers import KUBERNETES, require_tier
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -150,3 +159,42 @@ def test_helm_refuses_bad_values_naming_them(values: list[str], message: str, he
     rendered = run_helm("template", "kubedl-py", str(CHART), *values, home=helm_home)
     assert rendered.returncode != 0
     assert message in rendered.stderr, rendered.stderr
+
+
+async def test_the_monitors_are_valid_prometheus_operator_objects(real_cluster: RealCluster) -> None:
+    crds = await asyncio.to_thread(monitor_crds)
+    secure = ManifestOptions(service_monitor=True, pod_monitor=True, pod_monitor_token_secret="prom-token")
+    plain = ManifestOptions(metrics_secure=False, service_monitor=True, pod_monitor=True)
+    async with real_cluster.client() as kube:
+        await install_scheduler_crds(kube, crds)
+        try:
+            monitors = [
+                doc
+                for options in (secure, plain)
+                for doc in yaml.safe_load_all(render_manifests(options))
+                if doc and doc["apiVersion"] == "monitoring.coreos.com/v1"
+            ]
+            assert sorted(doc["kind"] for doc in monitors) == [
+                "PodMonitor",
+                "PodMonitor",
+                "ServiceMonitor",
+                "ServiceMonitor",
+            ]
+            for doc in monitors:
+                await _dry_run(kube, doc)
+            # the dry run judges: a monitor the schema refuses is refused
+            broken = json.loads(json.dumps(monitors[0]))
+            endpoints = broken["spec"].get("endpoints") or broken["spec"]["podMetricsEndpoints"]
+            endpoints[0]["scheme"] = "htps"
+            with pytest.raises(Invalid, match="scheme"):
+                await _dry_run(kube, broken)
+        finally:
+            for crd in crds:
+                with contextlib.suppress(NotFound):
+                    await kube.delete(CRDS, crd["metadata"]["name"])
+
+
+async def _dry_run(kube: KubeClient, doc: dict[str, Any]) -> None:
+    plural = doc["kind"].lower() + "s"
+    path = f"/apis/monitoring.coreos.com/v1/namespaces/{doc['metadata']['namespace']}/{plural}"
+    await kube.request("POST", path, query={"dryRun": "All"}, body=doc)

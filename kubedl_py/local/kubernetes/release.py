@@ -37,3 +37,7 @@ KUBEDL_VERSION = "0.5.0"
 #: Helm (``helm.sh/helm/v4``, ``cmd/helm``), the tool operators install the chart in ``charts/kubedl-py`` with; the
 #: chart is linted, rendered and installed with it in tests (issue 37): the newest release the module proxy serves
 HELM_VERSION = "4.3.1"
+
+#: the Prometheus Operator (``github.com/prometheus-operator/prometheus-operator``), whose ServiceMonitor and
+#: PodMonitor CRDs judge the chart's monitors on the real API server: the newest release the module proxy serves
+PROMETHEUS_OPERATOR_VERSION = "0.85.0"
