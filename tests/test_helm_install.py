@@ -37,7 +37,7 @@ from kubedl_py.kube.resources import LEASES, PODS, SERVICES, Resource
 from kubedl_py.local.kubernetes.cluster import KubernetesCluster, KubernetesClusterOptions, create_namespace
 from kubedl_py.local.kubernetes.helm import run_helm
 from kubedl_py.local.kubernetes.install import service_account_token
-from kubedl_py.templates.render import metrics_reader_role
+from kubedl_py.templates.render import metrics_auth_binding, metrics_reader_role
 from tests.test_install import diagnose, image_id, kubectl, pytestmark, until  # noqa: F401 - fixture; same skips
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -156,10 +156,10 @@ async def test_helm_install_runs_the_example_job_then_upgrade_and_uninstall(tmp_
             assert 'kubedl_jobs_by_state{kind="PyTorchJob",state="Succeeded"} 1.0' in text
             await kubectl(admin, "delete", "clusterrolebinding", "prometheus-kubedl-py")
 
-            # 3. upgrade to every namespace (the chart's defaults)
+            # 3. upgrade to every namespace: the chart's defaults (given no values, Helm would reuse the release's)
             await helm(
-                "upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "--wait", "--timeout", "300s",
-                home=home, kubeconfig=admin,
+                "upgrade", RELEASE, str(CHART), "--namespace", NAMESPACE, "--reset-values",
+                "--wait", "--timeout", "300s", home=home, kubeconfig=admin,
             )  # fmt: skip
             await kube.get(CLUSTER_ROLES, "kubedl-py-controller")
             for namespace in ("team-a", "team-b"):
@@ -214,6 +214,9 @@ async def _left_of_ours(kube: KubeClient) -> list[str]:
 
 
 def _ours(obj: dict[str, Any]) -> bool:
+    """A cluster-scoped object the chart makes (by name, or by our label); not the local cluster's own
+    (its node agents' bindings, ``kubedl-py:node-agent:*``, belong to the test cluster, not the release)."""
     name = obj["metadata"]["name"]
     labels = obj["metadata"].get("labels") or {}
-    return name.startswith("kubedl-py") or labels.get("app.kubernetes.io/name") == "kubedl-py"
+    made = {"kubedl-py-controller", metrics_reader_role(NAMESPACE), metrics_auth_binding(NAMESPACE)}
+    return name in made or labels.get("app.kubernetes.io/name") == "kubedl-py"

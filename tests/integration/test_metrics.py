@@ -8,7 +8,7 @@
   authenticated ServiceAccount (docs/local-cluster.md).
 - The probes answer on their own plain port, without a token.
 - The Grafana dashboard queries only series the controller really exports: it runs jobs that succeed, fail
-  over (host network) and fail, then scrapes ``/metrics`` and checks every metric, every grouping label and
+  over (host network), fail and are evicted, then scrapes ``/metrics`` and checks every metric, every grouping label and
   every label matcher of every panel against the scrape.
 """
 
@@ -278,6 +278,13 @@ async def test_the_dashboard_queries_series_the_controller_exports(
     )
     replacement = next(p for p in await pods_of(kube, "moved") if p["metadata"]["name"] == "moved-worker-0")
     assert replacement["metadata"]["uid"] != old["metadata"]["uid"]
+    # the node evicts a pod (pressure): an infrastructure failure, not the program's
+    await evict(cluster, kube.ns, "moved-worker-1")
+    await eventually(
+        lambda: _async(value("kubedl_pod_failures_total", kind=c.PYTORCH_KIND, **{"class": "infrastructure"}) >= 1),
+        within=60,
+        what="the evicted worker counted as an infrastructure failure",
+    )
 
     reader = await service_account(kube, "dashboard")
     if cluster.tier == KUBERNETES:
@@ -306,8 +313,16 @@ async def test_the_dashboard_queries_series_the_controller_exports(
     assert states == {"New", "Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed"}
     assert value("kubedl_jobs_by_state", kind=c.PYTORCH_KIND, state="Succeeded") >= 1
     assert value("kubedl_job_time_to_running_seconds_count", kind=c.PYTORCH_KIND) >= 2
-    assert value("kubedl_pod_failures_total", kind=c.PYTORCH_KIND, **{"class": "infrastructure"}) == 0
     assert value("kubedl_api_request_duration_seconds_count", verb="create", resource="pods") >= 5
+
+
+async def evict(cluster: Env, namespace: str, name: str) -> None:
+    """The kubelet's eviction under node pressure: phase Failed, reason Evicted, a DisruptionTarget condition."""
+    if cluster.local is not None:
+        await cluster.local.evict_pod(namespace, name)
+        return
+    assert cluster.real is not None and cluster.real.cluster.agent is not None
+    await cluster.real.loop.call(cluster.real.cluster.agent.evict(namespace, name, "The node was low on memory. "))
 
 
 async def _async(result: bool) -> bool:
