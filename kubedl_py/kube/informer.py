@@ -162,10 +162,13 @@ class Informer:
     ) -> None:
         if namespace is not None and namespaces:
             raise ValueError("give namespace or namespaces, not both")
+        unique = tuple(dict.fromkeys(namespaces or ()))
+        if len(unique) == 1:  # one namespace is the plain namespaced informer
+            namespace, unique = unique[0], ()
         self.client = client
         self.resource = resource
         #: the namespaces watched, one list/watch each (module docstring); None: ``namespace`` (None: all)
-        self.namespaces: tuple[str, ...] | None = tuple(dict.fromkeys(namespaces)) if namespaces else None
+        self.namespaces: tuple[str, ...] | None = unique or None
         self.namespace = namespace
         self.label_selector = label_selector
         self.field_selector = field_selector
