@@ -58,6 +58,8 @@ CASES: dict[str, ManifestOptions] = {
         health_port=9440,
         resources={"requests": {"cpu": "1", "memory": "1Gi"}},
         controller_args=("--workers=32", "--repair-window=0"),
+        max_host_ports_per_pod=3,
+        kubeflow_api=True,
     ),
     "no-leader-election": ManifestOptions(leader_elect=False, image="example.org/kubedl-py:dev"),
 }

@@ -37,7 +37,7 @@ from kubedl_py.kube.resources import LEASES, PODS, SERVICES, Resource
 from kubedl_py.local.kubernetes.cluster import KubernetesCluster, KubernetesClusterOptions, create_namespace
 from kubedl_py.local.kubernetes.helm import run_helm
 from kubedl_py.local.kubernetes.install import service_account_token
-from kubedl_py.templates.render import metrics_auth_binding, metrics_reader_role
+from kubedl_py.templates.render import metrics_auth_binding, metrics_reader_role, nodes_role
 from tests.test_install import diagnose, image_id, kubectl, pytestmark, until  # noqa: F401 - fixture; same skips
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,6 +53,16 @@ ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "Rol
 CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False)
 CLUSTER_ROLE_BINDINGS = Resource(
     "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False
+)
+POLICIES = Resource(
+    "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy", namespaced=False
+)
+POLICY_BINDINGS = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingadmissionpolicybindings",
+    "ValidatingAdmissionPolicyBinding",
+    namespaced=False,
 )
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False)
 #: what an uninstall must leave no object of ours in (namespaced kinds: every namespace)
@@ -201,6 +211,11 @@ async def _left_of_ours(kube: KubeClient) -> list[str]:
         left += [f"{resource.kind} {o['metadata']['namespace']}/{o['metadata']['name']}" for o in listed.items]
     for resource in (CLUSTER_ROLES, CLUSTER_ROLE_BINDINGS):
         left += [f"{resource.kind} {o['metadata']['name']}" for o in (await kube.list(resource)).items if _ours(o)]
+    for resource in (POLICIES, POLICY_BINDINGS):  # the jobs' admission policies, kubedl-py-<plural>
+        listed = (await kube.list(resource)).items
+        left += [
+            f"{resource.kind} {o['metadata']['name']}" for o in listed if o["metadata"]["name"].startswith("kubedl-py-")
+        ]
     for resource in (PODS, SERVICES):  # the jobs' own, labelled by job name
         for namespace in ("team-a", "elsewhere"):
             listed = await kube.list(resource, namespace=namespace, label_selector=c.LABEL_JOB_NAME)
@@ -218,5 +233,10 @@ def _ours(obj: dict[str, Any]) -> bool:
     (its node agents' bindings, ``kubedl-py:node-agent:*``, belong to the test cluster, not the release)."""
     name = obj["metadata"]["name"]
     labels = obj["metadata"].get("labels") or {}
-    made = {"kubedl-py-controller", metrics_reader_role(NAMESPACE), metrics_auth_binding(NAMESPACE)}
+    made = {
+        "kubedl-py-controller",
+        metrics_reader_role(NAMESPACE),
+        metrics_auth_binding(NAMESPACE),
+        nodes_role(NAMESPACE),
+    }
     return name in made or labels.get("app.kubernetes.io/name") == "kubedl-py"

@@ -173,7 +173,8 @@ def _grants(role: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
 def test_namespaced_install_grants_the_job_rules_in_a_role_per_watched_namespace_only() -> None:
     """A namespaced install (issue 37): the ClusterRole's rules move into a Role of each watched namespace, the
     controller is told its namespaces, and what stays cluster-scoped is the metrics endpoint's review rights and
-    the reader role (no ClusterRole of the controller can create, read or delete anything)."""
+    the reader role, and reading a node by name (no ClusterRole of the controller can create or delete
+    anything, nor read anything but one node at a time)."""
     options = ManifestOptions(namespace="ml-ops", watch_namespaces=("team-a", "team-b"), gang_scheduler="volcano")
     docs = _docs(render_manifests(options))
     default_role = next(
@@ -185,8 +186,11 @@ def test_namespaced_install_grants_the_job_rules_in_a_role_per_watched_namespace
         if d["kind"] == "Role" and d["metadata"]["name"] == "kubedl-py-controller"
     }
     assert sorted(roles) == ["team-a", "team-b"]
+    everywhere = _grants(default_role)
+    nodes = {key: verbs for key, verbs in everywhere.items() if key == ("", "nodes")}
+    assert nodes == {("", "nodes"): {"get"}}  # a lost node is read by name (controllers/recovery.py)
     for namespace, role in roles.items():
-        assert _grants(role) == _grants(default_role), namespace
+        assert _grants(role) == {key: verbs for key, verbs in everywhere.items() if key not in nodes}, namespace
         binding = next(d for d in docs if d["kind"] == "RoleBinding" and d["metadata"].get("namespace") == namespace)
         assert binding["roleRef"] == {
             "apiGroup": "rbac.authorization.k8s.io",
@@ -196,12 +200,17 @@ def test_namespaced_install_grants_the_job_rules_in_a_role_per_watched_namespace
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": "kubedl-py-controller", "namespace": "ml-ops"}
         ]
-    cluster_roles = [d for d in docs if d["kind"] == "ClusterRole"]
-    assert [r["metadata"]["name"] for r in cluster_roles] == ["kubedl-py-ml-ops-metrics-reader"]
-    assert cluster_roles[0]["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
-    (binding,) = [d for d in docs if d["kind"] == "ClusterRoleBinding"]
-    assert binding["roleRef"]["name"] == "system:auth-delegator"
-    assert binding["metadata"]["name"] == "kubedl-py-ml-ops-metrics-auth"
+    # what stays cluster-scoped: reading a node by name, the metrics endpoint's reviews, the reader role
+    cluster_roles = {d["metadata"]["name"]: d["rules"] for d in docs if d["kind"] == "ClusterRole"}
+    assert cluster_roles == {
+        "kubedl-py-ml-ops-nodes": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}],
+        "kubedl-py-ml-ops-metrics-reader": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+    }
+    bindings = {d["metadata"]["name"]: d["roleRef"]["name"] for d in docs if d["kind"] == "ClusterRoleBinding"}
+    assert bindings == {
+        "kubedl-py-ml-ops-nodes": "kubedl-py-ml-ops-nodes",
+        "kubedl-py-ml-ops-metrics-auth": "system:auth-delegator",
+    }
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     assert "--namespace=team-a,team-b" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--gang-scheduler=volcano" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]

@@ -14,10 +14,10 @@ the number of jobs):
 - ``kubedl_job_time_to_running_seconds{kind}``: from a job's creation to its first ``Running`` condition;
 - ``kubedl_hostnetwork_failovers_total{kind}``: a host-network job's Service re-pointed to a new host port
   (a replacement pod, or a Service found pointing elsewhere);
-- ``kubedl_pod_failures_total{kind,class}``: replicas that failed, as restarts are counted, by class:
-  ``user`` (the program's own exit, also when the kubelet restarts it in place; OOM kills too) or
-  ``infrastructure`` (eviction, preemption, a lost node, a disruption the cluster announces with the
-  ``DisruptionTarget`` condition).
+- ``kubedl_pod_failures_total{kind,class}``: replicas that failed, as restarts are counted, by the class
+  failures.py gives them (the one the failure budgets charge): ``user`` (the program's own exit, also when
+  the kubelet restarts it in place; OOM kills too) or ``infrastructure`` (eviction, preemption, a lost node,
+  a disruption the cluster announces with the ``DisruptionTarget`` condition).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from kubedl_py.controllers import status as st
+from kubedl_py.controllers.failures import classify, disruption
 from kubedl_py.kube.informer import Handler, Informer
 from kubedl_py.kube.metrics import Metrics
 
@@ -44,10 +45,6 @@ Object = dict[str, Any]
 JOB_STATES = ("New", st.CREATED, st.RUNNING, st.RESTARTING, st.SUSPENDED, st.SUCCEEDED, st.FAILED)
 USER, INFRASTRUCTURE = "user", "infrastructure"
 POD_FAILURE_CLASSES = (USER, INFRASTRUCTURE)
-#: a Failed pod's own reason when the cluster, not the program, ended it
-INFRASTRUCTURE_REASONS = frozenset(
-    {"Evicted", "NodeLost", "Preempting", "DeletionByPodGC", "Shutdown", "Terminated", "NodeShutdown"}
-)
 #: time to Running: from seconds (an idle cluster) to many minutes (a queue, a gang waiting for room)
 TIME_TO_RUNNING_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
 
@@ -56,15 +53,10 @@ def _conditions(obj: Object) -> list[Object]:
     return list((obj.get("status") or {}).get("conditions") or [])
 
 
-def _disrupted(pod: Object) -> bool:
-    return any(c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in _conditions(pod))
-
-
 def failure_class(pod: Object) -> str:
-    """``infrastructure`` when the cluster ended the pod (its reason, or a DisruptionTarget condition), else
-    ``user``: the program exited by itself (code, signal, OOM kill)."""
-    reason = (pod.get("status") or {}).get("reason") or ""
-    return INFRASTRUCTURE if reason in INFRASTRUCTURE_REASONS or _disrupted(pod) else USER
+    """``infrastructure`` when the cluster ended the pod, else ``user``: the classes of failures.py, which
+    the failure budgets use too, in a metric label's spelling."""
+    return classify(pod, None).failure_class.lower()
 
 
 def _restarts(pod: Object) -> int:
@@ -189,7 +181,7 @@ class JobTelemetry:
             return
         phase = (new.get("status") or {}).get("phase")
         was_failed = (old.get("status") or {}).get("phase") == "Failed"
-        if (phase == "Failed" and not was_failed) or (_disrupted(new) and not _disrupted(old)):
+        if (phase == "Failed" and not was_failed) or (disruption(new) is not None and disruption(old) is None):
             self._ended.add(uid)
             self.pod_failures.labels(kind, failure_class(new)).inc()
 
