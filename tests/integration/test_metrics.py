@@ -276,8 +276,12 @@ async def test_the_dashboard_queries_series_the_controller_exports(
         within=60,
         what="the crashing worker counted as a user failure",
     )
-    replacement = next(p for p in await pods_of(kube, "moved") if p["metadata"]["name"] == "moved-worker-0")
-    assert replacement["metadata"]["uid"] != old["metadata"]["uid"]
+
+    async def replaced() -> bool:
+        pods = {p["metadata"]["name"]: p["metadata"]["uid"] for p in await pods_of(kube, "moved")}
+        return pods.get("moved-worker-0") not in (None, old["metadata"]["uid"])
+
+    await eventually(replaced, within=60, what="the failed-over worker's replacement")
     # the node evicts a pod (pressure): an infrastructure failure, not the program's
     await evict(cluster, kube.ns, "moved-worker-1")
     await eventually(
