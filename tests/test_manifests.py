@@ -174,7 +174,7 @@ def test_namespaced_install_grants_the_job_rules_in_a_role_per_watched_namespace
     """A namespaced install (issue 37): the ClusterRole's rules move into a Role of each watched namespace, the
     controller is told its namespaces, and what stays cluster-scoped is the metrics endpoint's review rights and
     the reader role, and reading a node by name (no ClusterRole of the controller can create or delete
-    anything, nor read anything but one node at a time)."""
+    anything, nor read anything but one node, Kueue flavor or priority class at a time)."""
     options = ManifestOptions(namespace="ml-ops", watch_namespaces=("team-a", "team-b"), gang_scheduler="volcano")
     docs = _docs(render_manifests(options))
     default_role = next(
@@ -187,8 +187,16 @@ def test_namespaced_install_grants_the_job_rules_in_a_role_per_watched_namespace
     }
     assert sorted(roles) == ["team-a", "team-b"]
     everywhere = _grants(default_role)
-    nodes = {key: verbs for key, verbs in everywhere.items() if key == ("", "nodes")}
-    assert nodes == {("", "nodes"): {"get"}}  # a lost node is read by name (controllers/recovery.py)
+    # cluster-scoped reads by name: a lost node (controllers/recovery.py), Kueue's flavors and priority classes
+    # (controllers/kueue.py)
+    cluster_scoped = {
+        ("", "nodes"),
+        ("kueue.x-k8s.io", "resourceflavors"),
+        ("kueue.x-k8s.io", "workloadpriorityclasses"),
+        ("scheduling.k8s.io", "priorityclasses"),
+    }
+    nodes = {key: verbs for key, verbs in everywhere.items() if key in cluster_scoped}
+    assert nodes == dict.fromkeys(cluster_scoped, {"get"})
     for namespace, role in roles.items():
         assert _grants(role) == {key: verbs for key, verbs in everywhere.items() if key not in nodes}, namespace
         binding = next(d for d in docs if d["kind"] == "RoleBinding" and d["metadata"].get("namespace") == namespace)
@@ -200,10 +208,19 @@ def test_namespaced_install_grants_the_job_rules_in_a_role_per_watched_namespace
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": "kubedl-py-controller", "namespace": "ml-ops"}
         ]
-    # what stays cluster-scoped: reading a node by name, the metrics endpoint's reviews, the reader role
+    # what stays cluster-scoped: reading a node (or a Kueue flavor) by name, the metrics endpoint's reviews, the
+    # reader role
     cluster_roles = {d["metadata"]["name"]: d["rules"] for d in docs if d["kind"] == "ClusterRole"}
     assert cluster_roles == {
-        "kubedl-py-ml-ops-nodes": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}],
+        "kubedl-py-ml-ops-nodes": [
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+            {
+                "apiGroups": ["kueue.x-k8s.io"],
+                "resources": ["resourceflavors", "workloadpriorityclasses"],
+                "verbs": ["get"],
+            },
+            {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["get"]},
+        ],
         "kubedl-py-ml-ops-metrics-reader": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
     }
     bindings = {d["metadata"]["name"]: d["roleRef"]["name"] for d in docs if d["kind"] == "ClusterRoleBinding"}
