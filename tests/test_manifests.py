@@ -196,7 +196,7 @@ def test_namespaced_install_grants_the_job_rules_in_a_role_per_watched_namespace
         ("scheduling.k8s.io", "priorityclasses"),
     }
     nodes = {key: verbs for key, verbs in everywhere.items() if key in cluster_scoped}
-    assert nodes == dict.fromkeys(cluster_scoped, {"get"})
+    assert nodes == {key: {"get"} for key in cluster_scoped}
     for namespace, role in roles.items():
         assert _grants(role) == {key: verbs for key, verbs in everywhere.items() if key not in nodes}, namespace
         binding = next(d for d in docs if d["kind"] == "RoleBinding" and d["metadata"].get("namespace") == namespace)
