@@ -16,8 +16,8 @@ imports the controller or the embedded cluster: the SDK works the same against a
 One idea per module: :mod:`.errors`, :mod:`.config` (finding the cluster), :mod:`.views` (state, progress,
 log lines, descriptions), :mod:`.builders` (jobs without YAML), :mod:`.client` (the async client),
 :mod:`.sync` (its blocking twin), :mod:`.watching` (the list/watch loop with the SDK's patience),
-:mod:`.logs` (following logs), :mod:`.kinds` and :mod:`.pods` (small helpers). The names below are the
-public surface.
+:mod:`.logs` (following logs), :mod:`.kinds` and :mod:`.pods` (small helpers). ``__all__`` below is the
+public surface, and the one list of it: ``kubedl_py`` exports the same names from it.
 """
 
 from kubedl_py.api.jobs import PyTorchJob, TFJob

@@ -52,14 +52,68 @@ def test_every_name_docs_sdk_mentions_comes_from_kubedl_py() -> None:
     assert not missing, f"docs/sdk.md mentions names kubedl_py does not export: {missing}"
 
 
+#: the public surface of the SDK, pinned: a name added to or removed from ``kubedl_py.sdk.__all__`` (the one list
+#: of it) is a change of the public API, made here too on purpose
+PUBLIC = [
+    "AmbiguousJobError",
+    "AsyncTrainingClient",
+    "CONDITION_TYPES",
+    "ClientSettings",
+    "ClusterError",
+    "ClusterUnreachableError",
+    "ConfigurationError",
+    "FieldError",
+    "ForbiddenError",
+    "InvalidJobError",
+    "JobAlreadyExistsError",
+    "JobDescription",
+    "JobEndedError",
+    "JobEvent",
+    "JobFailedError",
+    "JobNotFoundError",
+    "JobProgress",
+    "JobTimeoutError",
+    "JobValidationError",
+    "LogLine",
+    "PodInfo",
+    "PreviousAttempt",
+    "PyTorchJob",
+    "ResolvedConfig",
+    "RetrySettings",
+    "TFJob",
+    "TrainingClient",
+    "TrainingError",
+    "job_age",
+    "job_state",
+    "pytorch_job",
+    "replica_counts",
+    "resolve_config",
+    "tf_job",
+]
+
+
+def test_the_public_surface_is_pinned() -> None:
+    assert sorted(sdk.__all__) == sorted(PUBLIC)
+    assert sorted(kubedl_py.__all__) == sorted([*PUBLIC, "__version__"])
+
+
 def test_kubedl_py_exports_the_whole_sdk_surface() -> None:
     assert set(sdk.__all__) <= set(kubedl_py.__all__)
     for name in sdk.__all__:
         assert getattr(kubedl_py, name) is getattr(sdk, name)
+    assert set(sdk.__all__) <= set(dir(kubedl_py))
+    namespace: dict[str, object] = {}
+    exec("from kubedl_py import *", namespace)
+    assert {name for name in namespace if name != "__builtins__"} == {*sdk.__all__, "__version__"}
 
 
 def test_importing_the_package_does_not_load_the_http_stack() -> None:
-    """The controller and ``kubedl_py.api`` users import ``kubedl_py``; the SDK's names load on first use."""
-    probe = "import sys, kubedl_py; print('aiohttp' in sys.modules, 'kubedl_py.sdk' in sys.modules)"
+    """The controller and ``kubedl_py.api`` users import ``kubedl_py``; the SDK's names load on first use, and
+    asking the package for anything else (a submodule, a name it lacks) does not load them."""
+    probe = (
+        "import sys, kubedl_py; from kubedl_py import api; print(hasattr(kubedl_py, 'nothing'), "
+        "'aiohttp' in sys.modules, 'kubedl_py.sdk' in sys.modules); from kubedl_py import TrainingClient; "
+        "print('kubedl_py.sdk' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["False", "False"]
+    assert out.split() == ["False", "False", "False", "True"]
