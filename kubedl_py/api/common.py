@@ -258,7 +258,7 @@ class CompletionPolicy(KubeModel):
     """Success and failure by share of one replica type (docs/policies.md)."""
 
     replica_type: str | None = None
-    """The replica type counted (default Worker)."""
+    """The replica type counted (default: the kind's worker type, Worker)."""
     min_succeeded: Share | None = None
     """The job succeeds once this many (or this share, e.g. 75%) of them have succeeded."""
     max_failed: Share | None = None

@@ -1,7 +1,10 @@
-"""Names that are promises to users: API group, labels, annotations, default ports and containers.
+"""Names that are promises to users: API group, labels, annotations, the first two kinds' resource names.
 
 Everything that appears on a cluster object and that users or other tools may select on lives here, so a
-rename is one diff and a test can pin it down (see DESIGN.md, "Public contracts").
+rename is one diff and a test can pin it down (docs/controller.md and docs/api.md list them). What a kind
+names itself (its replica types, container, port) is its plug-in's ``Framework``
+(``kubedl_py/api/kinds/<kind>.py``); the kind and plural of PyTorchJob and TFJob stay here too, as the
+resources tests and benchmarks address.
 """
 
 from __future__ import annotations
@@ -36,16 +39,6 @@ NETWORK_MODES: Final = (NETWORK_MODE_HOST, NETWORK_MODE_POD)
 #: job must not take a node's ports in thousands
 DEFAULT_MAX_HOST_PORTS_PER_POD: Final = 8
 ANNOTATION_HOST_PORT: Final = f"{GROUP}/host-port"
-
-PYTORCH_CONTAINER: Final = "pytorch"
-PYTORCH_PORT_NAME: Final = "pytorchjob-port"
-PYTORCH_PORT: Final = 23456
-TF_CONTAINER: Final = "tensorflow"
-TF_PORT_NAME: Final = "tfjob-port"
-TF_PORT: Final = 2222
-
-PYTORCH_REPLICA_TYPES: Final = ("Master", "Worker")
-TF_REPLICA_TYPES: Final = ("PS", "Worker", "Chief", "Master", "Evaluator")
 
 # Kubernetes limits that bound our names: a Service name is a DNS-1035 label.
 MAX_SERVICE_NAME: Final = 63

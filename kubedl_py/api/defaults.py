@@ -32,15 +32,12 @@ from typing import Any, Final, TypeVar
 
 from kubedl_py.api.kinds import kind_api
 from kubedl_py.api.kinds.base import Framework, TrainingJob
-from kubedl_py.api.kinds.pytorch import DEFAULT_NPROC_PER_NODE, DEFAULT_RDZV_BACKEND
 
 DEFAULT_REPLICAS: Final = 1
 DEFAULT_PLACEMENT_MODE: Final = "Preferred"
 
 __all__ = [
-    "DEFAULT_NPROC_PER_NODE",
     "DEFAULT_PLACEMENT_MODE",
-    "DEFAULT_RDZV_BACKEND",
     "DEFAULT_REPLICAS",
     "default_container_index",
     "training_port",

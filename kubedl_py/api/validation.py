@@ -362,7 +362,7 @@ def _check_completion(job: Job) -> list[FieldError]:
     if policy is None:
         return []
     path = "spec.completionPolicy"
-    replica_type = policy.replica_type or "Worker"
+    replica_type = policy.replica_type or job.framework.worker_type
     if replica_type not in job.replica_specs:
         types = ", ".join(job.replica_specs)
         return [FieldError(f"{path}.replicaType", f"{replica_type!r} is not a replica type of this job ({types})")]

@@ -96,10 +96,6 @@ def min_member(job: TrainingJob) -> int:
     return sum(spec.replicas or 0 for spec in job.replica_specs.values())
 
 
-# Order in which replica types fill a gang's minMember (the pods a job cannot start without come first).
-_TYPE_ORDER: Final = ("Launcher", "Master", "Chief", "PS", "Scheduler", "Server", "Worker", "Evaluator")
-
-
 def pod_requests(template_spec: Object) -> dict[str, Decimal]:
     """What one pod asks the scheduler for: the containers' requests summed (a limit stands in for a missing
     request, as Kubernetes defaults it), or the largest init container's when that is more, plus overhead."""
@@ -127,12 +123,12 @@ def pod_requests(template_spec: Object) -> dict[str, Decimal]:
 
 
 def min_resources(job: TrainingJob) -> dict[str, str]:
-    """What the first ``minMember`` pods of the job request, launcher/master/chief/PS before workers:
+    """What the first ``minMember`` pods of the job request, in the kind's start order (masters first):
     ``schedulingPolicy.minResources`` when given, else computed from the replica templates."""
     policy = job.run_policy.scheduling_policy
     if policy is not None and policy.min_resources:
         return {name: str(value) for name, value in policy.min_resources.items()}
-    order = {name: i for i, name in enumerate(_TYPE_ORDER)}
+    order = {name: i for i, name in enumerate(job.framework.start_order)}
     left = min_member(job)
     total: dict[str, Decimal] = {}
     for replica_type in sorted(job.replica_specs, key=lambda t: (order.get(t, len(order)), t)):

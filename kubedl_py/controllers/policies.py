@@ -16,8 +16,6 @@ from kubedl_py.api.common import CompletionPolicy
 
 Object = dict[str, Any]
 
-#: the default replica type a completionPolicy counts
-DEFAULT_COMPLETION_TYPE: Final = "Worker"
 #: container waiting reasons that say why a pod cannot start (the kubelet's words)
 STUCK_REASONS: Final = frozenset(
     {
@@ -82,7 +80,7 @@ def completion_of(job: TrainingJob) -> Completion | None:
     policy: CompletionPolicy | None = job.run_policy.completion_policy
     if policy is None:
         return None
-    replica_type = policy.replica_type or DEFAULT_COMPLETION_TYPE
+    replica_type = policy.replica_type or job.framework.worker_type
     spec = job.replica_specs.get(replica_type)
     total = (spec.replicas or 0) if spec is not None else 0
     return Completion(

@@ -371,10 +371,10 @@ def avoided_nodes(status: Object) -> list[str]:
 
 
 def rendezvous_replica(seen: Observation) -> Replica | None:
-    """The replica whose log tells whether the job progresses: the Master/Chief/Launcher, else worker 0,
-    else the first replica."""
+    """The replica whose log tells whether the job progresses: the kind's master (Master, Chief, Launcher),
+    else worker 0, else the first replica."""
     framework = seen.job.framework
-    for replica_type in (*framework.master_types, "Launcher", "Worker"):
+    for replica_type in (*framework.master_types, framework.worker_type):
         replica = seen.replicas.get((replica_type, 0))
         if replica is not None:
             return replica

@@ -14,17 +14,21 @@ It talks to the cluster only through :class:`kubedl_py.kube.KubeClient` (raw dic
 imports the controller or the embedded cluster: the SDK works the same against any cluster.
 
 One idea per module: :mod:`.errors`, :mod:`.config` (finding the cluster), :mod:`.views` (state, progress,
-log lines, descriptions), :mod:`.builders` (jobs without YAML), :mod:`.client` (the async client),
+log lines, descriptions), :mod:`.builders` (jobs of any kind without YAML; :mod:`.shortcuts`: the PyTorch
+and TF ones), :mod:`.client` (the async client),
 :mod:`.sync` (its blocking twin), :mod:`.watching` (the list/watch loop with the SDK's patience),
 :mod:`.logs` (following logs), :mod:`.kinds` and :mod:`.pods` (small helpers). ``__all__`` below is the
 public surface, and the one list of it: ``kubedl_py`` exports the same names from it.
 """
 
+from typing import Final
+
 from kubedl_py.api.jobs import PyTorchJob, TFJob
+from kubedl_py.api.kinds import kind_api
 from kubedl_py.api.validation import FieldError, JobValidationError
 from kubedl_py.kube.client import ClientSettings
 from kubedl_py.kube.retry import RetrySettings
-from kubedl_py.sdk.builders import pytorch_job, tf_job
+from kubedl_py.sdk.builders import training_job
 from kubedl_py.sdk.client import AsyncTrainingClient
 from kubedl_py.sdk.config import ResolvedConfig, resolve_config
 from kubedl_py.sdk.config import local_kubeconfig_path as local_kubeconfig_path
@@ -42,11 +46,9 @@ from kubedl_py.sdk.errors import (
     JobTimeoutError,
     TrainingError,
 )
-
-# Importable as before, though not in __all__:
-from kubedl_py.sdk.kinds import PYTORCHJOBS as PYTORCHJOBS
-from kubedl_py.sdk.kinds import TFJOBS as TFJOBS
-from kubedl_py.sdk.logs import FOLLOW_DRAIN_SECONDS as FOLLOW_DRAIN_SECONDS
+from kubedl_py.sdk.kinds import resource_of
+from kubedl_py.sdk.logs import FOLLOW_DRAIN_SECONDS as FOLLOW_DRAIN_SECONDS  # importable, not in __all__
+from kubedl_py.sdk.shortcuts import pytorch_job, tf_job
 from kubedl_py.sdk.sync import TrainingClient
 from kubedl_py.sdk.views import (
     CONDITION_TYPES,
@@ -60,8 +62,12 @@ from kubedl_py.sdk.views import (
     job_state,
     replica_counts,
 )
-from kubedl_py.sdk.views import DESCRIBE_EVENTS as DESCRIBE_EVENTS
-from kubedl_py.sdk.views import event_time as event_time
+from kubedl_py.sdk.views import DESCRIBE_EVENTS as DESCRIBE_EVENTS  # importable, not in __all__
+from kubedl_py.sdk.views import event_time as event_time  # importable, not in __all__
+
+# Importable as before, though not in __all__:
+PYTORCHJOBS: Final = resource_of(kind_api("PyTorchJob"))
+TFJOBS: Final = resource_of(kind_api("TFJob"))
 
 __all__ = [
     "CONDITION_TYPES",
@@ -98,4 +104,5 @@ __all__ = [
     "replica_counts",
     "resolve_config",
     "tf_job",
+    "training_job",
 ]

@@ -1,8 +1,10 @@
-"""Jobs without YAML: :func:`pytorch_job` and :func:`tf_job` build validated models from a few arguments.
+"""Jobs without YAML: :func:`training_job` builds a validated model of any registered kind from a few arguments.
 
 Why: most jobs are "this image, this command, N workers"; writing the nested replica specs by hand is where
 typos happen. The result goes through the same validation as a YAML file, so a bad argument raises
-:class:`JobValidationError` naming the field, before anything is sent.
+:class:`JobValidationError` naming the field, before anything is sent. What differs per kind (the spec field
+of its replica specs, its container's name) is read from the kind's ``Framework``, so a kind a plug-in adds
+has a builder too; ``shortcuts.py`` keeps ``pytorch_job`` and ``tf_job`` as calls of this one.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kubedl_py.api import constants as c
-from kubedl_py.api.jobs import PyTorchJob, TFJob
+from kubedl_py.api.jobs import JOB_MODELS, Job
 from kubedl_py.api.validation import FieldError, JobValidationError, parse_job
+from kubedl_py.sdk.kinds import canonical_kind
 
 
 def _resources(resources: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -116,13 +119,13 @@ def _run_policy(
     return policy
 
 
-def pytorch_job(
+def training_job(
+    kind: str,
     name: str,
     image: str,
     command: str | Sequence[str],
     *,
-    workers: int = 0,
-    nproc_per_node: int | str | None = None,
+    replicas: Mapping[str, int],
     resources: Mapping[str, Any] | None = None,
     host_network: bool = False,
     args: Sequence[str] | None = None,
@@ -135,83 +138,36 @@ def pytorch_job(
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
     pod_annotations: Mapping[str, str] | None = None,
-) -> PyTorchJob:
-    """A PyTorchJob of one Master and ``workers`` Workers running ``command`` in ``image``.
+    spec: Mapping[str, Any] | None = None,
+) -> Job:
+    """A job of ``kind`` (its kind, plural, short name or framework: ``"xgboost"``) whose replicas, ``replicas``
+    of each type (``{"Master": 1, "Worker": 4}``), run ``command`` in ``image`` in the kind's container.
 
     ``resources`` applies to every replica (``{"cpu": 4, "memory": "16Gi", "nvidia.com/gpu": 1}`` sets
-    requests = limits); ``host_network=True`` adds ``kubedl.io/network-mode: host``. The result is
-    validated: a bad argument raises :class:`JobValidationError` naming the field.
+    requests = limits); ``host_network=True`` adds ``kubedl.io/network-mode: host``; ``spec`` adds the kind's
+    own fields as written in YAML (``{"nprocPerNode": 4}``, ``{"slotsPerWorker": 2}``). The result is validated:
+    a bad argument raises :class:`JobValidationError` naming the field.
     """
+    try:
+        found = canonical_kind(kind)
+    except ValueError as exc:
+        raise JobValidationError([FieldError("kind", str(exc))], subject=f"job {name!r}") from None
+    assert found is not None
+    framework = JOB_MODELS[found].FRAMEWORK
+    subject = f"{framework.kind} {name!r}"
     container = _container(
-        c.PYTORCH_CONTAINER, image, command, args=args, env=env, resources=resources, subject=f"PyTorchJob {name!r}"
+        framework.container_name, image, command, args=args, env=env, resources=resources, subject=subject
     )
-    specs = {"Master": _replica(1, container, restart_policy, pod_annotations)}
-    if workers:
-        specs["Worker"] = _replica(workers, container, restart_policy, pod_annotations)
-    spec: dict[str, Any] = {"pytorchReplicaSpecs": specs}
-    if nproc_per_node is not None:
-        spec["nprocPerNode"] = nproc_per_node
-    spec.update(_run_policy(backoff_limit, active_deadline_seconds, clean_pod_policy))
+    specs = {
+        replica_type: _replica(count, container, restart_policy, pod_annotations)
+        for replica_type, count in replicas.items()
+    }
+    body_spec: dict[str, Any] = {framework.replica_specs_field: specs, **(spec or {})}
+    body_spec.update(_run_policy(backoff_limit, active_deadline_seconds, clean_pod_policy))
     body = {
         "apiVersion": c.API_VERSION,
-        "kind": c.PYTORCH_KIND,
+        "kind": framework.kind,
         "metadata": _metadata(name, namespace, labels, annotations, host_network),
-        "spec": spec,
+        "spec": body_spec,
     }
-    job = parse_job(body, source=f"PyTorchJob {name!r}")
-    assert isinstance(job, PyTorchJob)
-    return job
-
-
-def tf_job(
-    name: str,
-    image: str,
-    command: str | Sequence[str],
-    *,
-    workers: int = 1,
-    ps: int = 0,
-    chief: bool = False,
-    evaluator: bool = False,
-    resources: Mapping[str, Any] | None = None,
-    host_network: bool = False,
-    args: Sequence[str] | None = None,
-    env: Mapping[str, str] | None = None,
-    namespace: str | None = None,
-    restart_policy: str | None = None,
-    success_policy: str | None = None,
-    backoff_limit: int | None = None,
-    active_deadline_seconds: int | None = None,
-    clean_pod_policy: str | None = None,
-    labels: Mapping[str, str] | None = None,
-    annotations: Mapping[str, str] | None = None,
-    pod_annotations: Mapping[str, str] | None = None,
-) -> TFJob:
-    """A TFJob of ``workers`` Workers, ``ps`` parameter servers, and optionally a Chief and an Evaluator.
-
-    Same conventions as :func:`pytorch_job`; the container is named ``tensorflow``.
-    """
-    container = _container(
-        c.TF_CONTAINER, image, command, args=args, env=env, resources=resources, subject=f"TFJob {name!r}"
-    )
-    specs: dict[str, Any] = {}
-    if chief:
-        specs["Chief"] = _replica(1, container, restart_policy, pod_annotations)
-    if ps:
-        specs["PS"] = _replica(ps, container, restart_policy, pod_annotations)
-    if workers:
-        specs["Worker"] = _replica(workers, container, restart_policy, pod_annotations)
-    if evaluator:
-        specs["Evaluator"] = _replica(1, container, restart_policy, pod_annotations)
-    spec: dict[str, Any] = {"tfReplicaSpecs": specs}
-    if success_policy is not None:
-        spec["successPolicy"] = success_policy
-    spec.update(_run_policy(backoff_limit, active_deadline_seconds, clean_pod_policy))
-    body = {
-        "apiVersion": c.API_VERSION,
-        "kind": c.TF_KIND,
-        "metadata": _metadata(name, namespace, labels, annotations, host_network),
-        "spec": spec,
-    }
-    job = parse_job(body, source=f"TFJob {name!r}")
-    assert isinstance(job, TFJob)
-    return job
+    return parse_job(body, source=subject)

@@ -15,16 +15,10 @@ import difflib
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from kubedl_py.api import constants as c
 from kubedl_py.api.groups import GROUPS, KUBEDL, ApiGroup, group_of, to_internal
 from kubedl_py.api.jobs import JOB_MODELS, Job
 from kubedl_py.api.kinds import KindAPI, all_kinds
 from kubedl_py.kube.resources import Resource
-
-PYTORCHJOBS: Final = Resource(c.GROUP, c.VERSION, c.PYTORCH_PLURAL, c.PYTORCH_KIND)
-TFJOBS: Final = Resource(c.GROUP, c.VERSION, c.TF_PLURAL, c.TF_KIND)
-#: names users know from elsewhere (the Training Operator's SDK, TensorFlow) beyond each kind's own
-_EXTRA_ALIASES: Final = {"tf": c.TF_KIND, "tensorflow": c.TF_KIND}
 
 
 def resource_of(plugin: KindAPI) -> Resource:
@@ -57,10 +51,10 @@ def kind_names() -> str:
 
 
 def _aliases() -> dict[str, str]:
-    aliases = dict(_EXTRA_ALIASES)
+    aliases: dict[str, str] = {}
     for plugin in all_kinds():
         framework = plugin.framework
-        for alias in (framework.singular, framework.plural, plugin.name, *framework.short_names):
+        for alias in (framework.singular, framework.plural, plugin.name, *framework.short_names, *framework.aliases):
             aliases[alias.lower()] = framework.kind
     return aliases
 

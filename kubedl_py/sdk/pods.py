@@ -20,7 +20,8 @@ def replica_selector(job: Job, replica: str | None, index: int | None) -> tuple[
         head = next((t for t in job.framework.master_types if t in types), None)
         if head is not None:
             return head, 0
-        first = "Worker" if "Worker" in types or not types else types[0]
+        worker = job.framework.worker_type
+        first = worker if worker in types or not types else types[0]
         return first, 0 if index is None else index
     match = next((t for t in types if t.lower() == replica.lower()), None)
     if match is None:

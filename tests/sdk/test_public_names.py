@@ -89,6 +89,7 @@ PUBLIC = [
     "replica_counts",
     "resolve_config",
     "tf_job",
+    "training_job",
 ]
 
 

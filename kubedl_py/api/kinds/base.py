@@ -47,10 +47,15 @@ class Framework:
     default_port: int
     default_restart_policy: str
     default_clean_pod_policy: str
+    #: the replica type of the job's interchangeable workers: what ``completionPolicy`` counts unless told, and
+    #: the replica whose first pod stands for a job without a master type (its log, ``replica="master"``)
+    worker_type: str
     #: ``kubectl get <short name>``
     short_names: tuple[str, ...] = ()
     #: replica types with exactly one pod (PyTorch's Master, TF's Chief): the pod labelled ``job-role: master``
     master_types: tuple[str, ...] = ()
+    #: more names the SDK and the command line take for the kind, beside its kind, plural and short names
+    aliases: tuple[str, ...] = ()
     #: the Training Operator's defaults where they differ from ours, for jobs in kubeflow.org (None: the same)
     kubeflow_restart_policy: str | None = None
     kubeflow_clean_pod_policy: str | None = None
@@ -68,6 +73,12 @@ class Framework:
     @property
     def singular(self) -> str:
         return self.kind.lower()
+
+    @property
+    def start_order(self) -> tuple[str, ...]:
+        """The replica types in the order a job needs them to start: its master types first (the pods it cannot
+        start without), then the others as ``replica_types`` lists them. A gang's ``minMember`` fills this way."""
+        return (*self.master_types, *(t for t in self.replica_types if t not in self.master_types))
 
 
 class TrainingJob(KubeModel):

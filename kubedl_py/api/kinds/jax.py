@@ -21,6 +21,7 @@ JAX = Framework(
     default_port=6666,
     default_restart_policy="Never",
     default_clean_pod_policy="None",
+    worker_type="Worker",
     short_names=("jaxj",),
 )
 

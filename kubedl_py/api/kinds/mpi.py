@@ -33,6 +33,7 @@ MPI = Framework(
     # Not the Training Operator's None: a Worker's sshd never exits by itself, so once the launcher is done
     # the Workers still running are deleted (and their host ports freed); finished pods and their logs stay.
     default_clean_pod_policy="Running",
+    worker_type="Worker",
     short_names=("mpij",),
     master_types=("Launcher",),
     kubeflow_clean_pod_policy="None",

@@ -26,6 +26,7 @@ PADDLE = Framework(
     default_port=36543,
     default_restart_policy="OnFailure",
     default_clean_pod_policy="None",
+    worker_type="Worker",
     short_names=("pdj",),
     master_types=("Master",),
 )

@@ -33,6 +33,7 @@ PYTORCH = Framework(
     default_port=23456,
     default_restart_policy="OnFailure",
     default_clean_pod_policy="None",
+    worker_type="Worker",
     short_names=("ptj",),
     master_types=("Master",),
 )

@@ -22,8 +22,10 @@ TENSORFLOW = Framework(
     default_port=2222,
     default_restart_policy="ExitCode",
     default_clean_pod_policy="Running",
+    worker_type="Worker",
     short_names=("tfj",),
     master_types=("Chief", "Master"),
+    aliases=("tf", "tensorflow"),
     kubeflow_restart_policy="Never",
     kubeflow_clean_pod_policy="None",
 )

@@ -23,6 +23,7 @@ XGBOOST = Framework(
     default_port=9999,
     default_restart_policy="Never",
     default_clean_pod_policy="None",
+    worker_type="Worker",
     short_names=("xgbj",),
     master_types=("Master",),
 )

@@ -18,6 +18,7 @@ RELAY = Framework(
     default_port=7777,
     default_restart_policy="Never",
     default_clean_pod_policy="None",
+    worker_type="Follower",
     short_names=("rlj",),
     master_types=("Leader",),
 )
