@@ -21,6 +21,10 @@ or later): pods created earlier would sit Pending, visible to quota and autoscal
 has not accepted. Coscheduling has no admission before pods exist: its Permit stage holds every pod of the
 group unbound until ``minMember`` of them fit at once, so pods are made at once and none binds early.
 
+What differs between the two schedulers (the PodGroup's resource and fields, how a pod names its group, whether
+the group must be admitted first) is one :class:`GangScheduler` subclass each, :class:`Volcano` and
+:class:`Coscheduling`; nothing else here asks which scheduler it is.
+
 When the API server serves the PodGroup resource at start, the controller watches the PodGroups it made
 (an informer, ``cache``): a group deleted by hand while its job runs is made again, and an admission wakes
 the job. Without it (the CRD installed later) PodGroups are found with requests, and a deleted one is noticed
@@ -37,6 +41,7 @@ from typing import Any, Final, Literal
 
 from kubedl_py.api import TrainingJob
 from kubedl_py.api import constants as c
+from kubedl_py.api.common import SchedulingPolicy
 from kubedl_py.api.quantities import format_quantity, quantity_value
 from kubedl_py.controllers.observation import Observation
 from kubedl_py.controllers.ownership import conflict_of, owner_reference
@@ -60,10 +65,74 @@ VOLCANO_GROUP_ANNOTATION: Final = "scheduling.k8s.io/group-name"
 PLUGINS_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
 #: Volcano's PodGroup phases from which its pods may be made: the queue has admitted the group
 VOLCANO_ADMITTED: Final = frozenset({"Inqueue", "Running", "Completed"})
-DEFAULT_SCHEDULER_NAMES: Final[dict[str, str]] = {
-    "volcano": "volcano",
+
+
+class GangScheduler:
+    """What differs between gang schedulers: their PodGroup resource and fields, how a pod names its group, and
+    whether a group must be admitted before its pods are made. One subclass per scheduler."""
+
+    #: the ``--gang-scheduler`` value
+    kind: GangSchedulerKind
+    resource: Resource
+    #: the pods' ``schedulerName`` unless ``--gang-scheduler-name`` says otherwise
+    default_scheduler_name: str
+
+    def group_fields(self, policy: SchedulingPolicy) -> Object:
+        """The scheduler's own PodGroup spec fields taken from the job's ``schedulingPolicy``."""
+        return {}
+
+    def bind(self, pod: Object, group: str) -> None:
+        """Name the PodGroup ``group`` on ``pod`` (in place) the way the scheduler reads it."""
+        raise NotImplementedError
+
+    def admitted(self, group: Object) -> bool:
+        """Whether ``group`` lets its pods be made (see the module docstring)."""
+        return True
+
+
+class Volcano(GangScheduler):
+    """Volcano: a queue admits the group (``Inqueue``) before its pods may exist; queue and priority class."""
+
+    kind: GangSchedulerKind = "volcano"
+    resource = VOLCANO_PODGROUPS
+    default_scheduler_name = "volcano"
+
+    def group_fields(self, policy: SchedulingPolicy) -> Object:
+        fields: Object = {}
+        if policy.queue:
+            fields["queue"] = policy.queue
+        if policy.priority:
+            fields["priorityClassName"] = policy.priority
+        return fields
+
+    def bind(self, pod: Object, group: str) -> None:
+        pod["metadata"].setdefault("annotations", {})[VOLCANO_GROUP_ANNOTATION] = group
+
+    def admitted(self, group: Object) -> bool:
+        return (group.get("status") or {}).get("phase") in VOLCANO_ADMITTED
+
+
+class Coscheduling(GangScheduler):
+    """scheduler-plugins' coscheduling: no admission before pods exist (its Permit stage holds them); a
+    schedule timeout."""
+
+    kind: GangSchedulerKind = "scheduler-plugins"
+    resource = PLUGINS_PODGROUPS
     # the name scheduler-plugins' "as a second scheduler" install gives itself
-    "scheduler-plugins": "scheduler-plugins-scheduler",
+    default_scheduler_name = "scheduler-plugins-scheduler"
+
+    def group_fields(self, policy: SchedulingPolicy) -> Object:
+        if policy.schedule_timeout_seconds:
+            return {"scheduleTimeoutSeconds": policy.schedule_timeout_seconds}
+        return {}
+
+    def bind(self, pod: Object, group: str) -> None:
+        pod["metadata"].setdefault("labels", {})[PLUGINS_GROUP_LABEL] = group
+
+
+#: the gang schedulers by their ``--gang-scheduler`` value
+SCHEDULERS: Final[dict[GangSchedulerKind, GangScheduler]] = {
+    scheduler.kind: scheduler for scheduler in (Volcano(), Coscheduling())
 }
 
 
@@ -76,12 +145,16 @@ class Gang:
     scheduler_name: str | None = None
 
     @property
+    def implementation(self) -> GangScheduler:
+        return SCHEDULERS[self.scheduler]
+
+    @property
     def resource(self) -> Resource:
-        return VOLCANO_PODGROUPS if self.scheduler == "volcano" else PLUGINS_PODGROUPS
+        return self.implementation.resource
 
     @property
     def pod_scheduler_name(self) -> str:
-        return self.scheduler_name or DEFAULT_SCHEDULER_NAMES[self.scheduler]
+        return self.scheduler_name or self.implementation.default_scheduler_name
 
 
 def podgroup_name(job: TrainingJob) -> str:
@@ -149,13 +222,8 @@ def build_podgroup(job: TrainingJob, gang: Gang, owner: Object) -> Object:
     if resources:
         spec["minResources"] = resources
     policy = job.run_policy.scheduling_policy
-    if gang.scheduler == "volcano" and policy is not None:
-        if policy.queue:
-            spec["queue"] = policy.queue
-        if policy.priority:
-            spec["priorityClassName"] = policy.priority
-    if gang.scheduler == "scheduler-plugins" and policy is not None and policy.schedule_timeout_seconds:
-        spec["scheduleTimeoutSeconds"] = policy.schedule_timeout_seconds
+    if policy is not None:
+        spec.update(gang.implementation.group_fields(policy))
     return {
         "apiVersion": gang.resource.api_version,
         "kind": gang.resource.kind,
@@ -172,23 +240,16 @@ def build_podgroup(job: TrainingJob, gang: Gang, owner: Object) -> Object:
 def apply_gang(pod: Object, job: TrainingJob, gang: Gang) -> None:
     """Point ``pod`` (in place) at the job's PodGroup; the template's schedulerName and priority win."""
     spec = pod["spec"]
-    metadata = pod["metadata"]
     spec.setdefault("schedulerName", gang.pod_scheduler_name)
     policy = job.run_policy.scheduling_policy
     if policy is not None and policy.priority:
         spec.setdefault("priorityClassName", policy.priority)
-    group = podgroup_name(job)
-    if gang.scheduler == "volcano":
-        metadata.setdefault("annotations", {})[VOLCANO_GROUP_ANNOTATION] = group
-    else:
-        metadata.setdefault("labels", {})[PLUGINS_GROUP_LABEL] = group
+    gang.implementation.bind(pod, podgroup_name(job))
 
 
 def admitted(gang: Gang, group: Object) -> bool:
     """Whether the scheduler has admitted ``group``, so its pods may be made (see the module docstring)."""
-    if gang.scheduler != "volcano":
-        return True
-    return (group.get("status") or {}).get("phase") in VOLCANO_ADMITTED
+    return gang.implementation.admitted(group)
 
 
 def _owner_uids(group: Object) -> set[str]:

@@ -7,6 +7,7 @@ the pod it got before they existed (golden pods in data/pods_without_rdma.json).
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import yaml
 
 from kubedl_py.api import PyTorchJob, RdmaSpec, TFJob, load_jobs_file, parse_job, with_defaults
 from kubedl_py.api.validation import JobValidationError, parse_rdma
+from kubedl_py.controllers import gang
 from kubedl_py.controllers.gang import Gang, build_podgroup, min_member
 from kubedl_py.controllers.pods import addressing_for, build_pod, owner_reference
 from kubedl_py.controllers.rdma import HOST_NETWORK_EXCLUDED, HOST_NETWORK_IFNAME, nccl_env, resolve_rdma
@@ -289,6 +291,30 @@ def test_podgroups_of_both_schedulers() -> None:
     assert plugins["apiVersion"] == "scheduling.x-k8s.io/v1alpha1"
     assert plugins["spec"] == {"minMember": 3}
     assert min_member(_job()) == 4  # no minAvailable: the whole job (Master + 3 Workers)
+
+
+def test_each_gang_scheduler_is_an_implementation_not_a_branch() -> None:
+    """What differs between Volcano and coscheduling is each one's class (gang.py): no code compares the
+    scheduler's name, so a third scheduler is one more class."""
+    tree = ast.parse(Path(gang.__file__).read_text())
+    names = set(gang.GANG_SCHEDULERS)
+    compared = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Compare)
+        and any(isinstance(side, ast.Constant) and side.value in names for side in [node.left, *node.comparators])
+    ]
+    assert compared == [], f"gang.py compares the scheduler's name at lines {compared}"
+    assert set(gang.SCHEDULERS) == set(gang.GANG_SCHEDULERS)
+    assert {type(s) for s in gang.SCHEDULERS.values()} == {gang.Volcano, gang.Coscheduling}
+    group: dict[str, Any] = {"status": {"phase": "Pending"}}
+    assert not Gang("volcano").implementation.admitted(group)
+    assert Gang("scheduler-plugins").implementation.admitted(group)  # its Permit stage holds the pods instead
+    timed = _job(schedulingPolicy={"minAvailable": 2, "queue": "q", "scheduleTimeoutSeconds": 30})
+    assert build_podgroup(timed, Gang("scheduler-plugins"), owner_reference(timed))["spec"] == {
+        "minMember": 2,
+        "scheduleTimeoutSeconds": 30,
+    }
 
 
 def test_tfjob_rdma_goes_to_the_tensorflow_container() -> None:
