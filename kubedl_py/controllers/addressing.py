@@ -23,6 +23,7 @@ class Addressing:
     ``port`` is the framework's port (2222 / 23456, or what the template names ``tfjob-port`` /
     ``pytorchjob-port``); ``type_ports`` overrides it per replica type when templates differ.
     ``host_ports`` maps (replica type, index) to the host port in host-network mode; empty in normal mode.
+    ``host`` says host-network mode even before every replica has its port.
     """
 
     namespace: str
@@ -30,6 +31,7 @@ class Addressing:
     cluster_domain: str | None = None
     type_ports: dict[str, int] = field(default_factory=dict)
     host_ports: dict[tuple[str, int], int] = field(default_factory=dict)
+    host: bool = False
 
     def service_port(self, replica_type: str) -> int:
         """The port peers use, on the replica's Service."""
@@ -45,4 +47,8 @@ class Addressing:
 
     @property
     def host_network(self) -> bool:
-        return bool(self.host_ports)
+        return self.host or bool(self.host_ports)
+
+    def reachable(self, replica_type: str, index: int) -> bool:
+        """Whether peers can be pointed at the replica: in host-network mode only once it has a host port."""
+        return not self.host_network or (replica_type, index) in self.host_ports

@@ -37,14 +37,15 @@ import contextlib
 import logging
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 from kubedl_py.api import TrainingJob
 from kubedl_py.api import constants as c
 from kubedl_py.api.common import SchedulingPolicy
 from kubedl_py.api.quantities import format_quantity, quantity_value
-from kubedl_py.controllers.observation import Observation
+from kubedl_py.controllers.observation import Observation, Replica
 from kubedl_py.controllers.ownership import conflict_of, owner_reference
+from kubedl_py.controllers.steps import Step, Wiring
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.events import EventRecorder
@@ -256,18 +257,34 @@ def _owner_uids(group: Object) -> set[str]:
     return {str(ref.get("uid")) for ref in (group.get("metadata") or {}).get("ownerReferences") or []}
 
 
-class PodGroups:
-    """The PodGroup lifecycle of the jobs of one kind: made before any pod, pods only once it is admitted,
-    made again if deleted while the job runs, removed when the job ends.
+class GangSettings(Protocol):
+    """The controller options this step reads (``setup.ControllerOptions``)."""
+
+    @property
+    def gang(self) -> Gang | None: ...
+
+
+def install(wiring: Wiring[GangSettings]) -> PodGroups | None:
+    """The step's factory (``setup.STEPS``): with ``--gang-scheduler``, the PodGroups of one reconciler's jobs,
+    watched when the API server serves them (else read with requests, see the module docstring)."""
+    gang = wiring.options.gang
+    if gang is None:
+        return None
+    cache = wiring.owned_informer(gang.resource) if wiring.serves(gang.resource) else None
+    return PodGroups(wiring.client, wiring.recorder, gang, cache)
+
+
+class PodGroups(Step):
+    """The PodGroup lifecycle of the jobs of one kind, a step of the reconcile (``steps.py``): made before any
+    pod (``admit``), pods only once it is admitted, made again if deleted while the job runs, removed when the
+    job ends or is suspended; every pod points at it (``build_pod``).
 
     With ``cache`` (an informer of the PodGroups this controller made) a running job costs no request. Without
     it, remembers per job (uid) what this process did, so each job costs one create and one delete (one more
     of each after a controller restart) plus, with Volcano, a read per reconcile until the group is admitted.
     """
 
-    def __init__(
-        self, client: KubeClient, recorder: EventRecorder, gang: Gang | None, cache: Informer | None = None
-    ) -> None:
+    def __init__(self, client: KubeClient, recorder: EventRecorder, gang: Gang, cache: Informer | None = None) -> None:
         self.client = client
         self.recorder = recorder
         self.gang = gang
@@ -275,16 +292,27 @@ class PodGroups:
         #: job key -> (uid, "created" | "admitted" | "deleted")
         self._done: dict[str, tuple[str, str]] = {}
 
+    def watches(self) -> tuple[Informer, ...]:
+        """A PodGroup deleted by hand, or admitted by the scheduler, wakes its job."""
+        return (self.cache,) if self.cache is not None else ()
+
     def forget(self, key: str) -> None:
         self._done.pop(key, None)
 
-    async def ensure(self, seen: Observation) -> bool:
-        """With a gang scheduler, make the job's PodGroup; False while pods must wait (it cannot be made yet,
-        or the scheduler has not admitted it and the job has no pod yet)."""
+    async def finish(self, seen: Observation) -> None:
+        await self.release(seen)
+
+    async def suspend(self, seen: Observation) -> None:
+        await self.release(seen)
+
+    async def resume(self, seen: Observation) -> None:
+        self.forget(seen.key)
+
+    async def admit(self, seen: Observation) -> bool:
+        """Make the job's PodGroup; False while pods must wait (it cannot be made yet, or the scheduler has not
+        admitted it and the job has no pod yet)."""
         gang = self.gang
         uid = seen.job.metadata.uid or ""
-        if gang is None:
-            return True
         done = self._done.get(seen.key)
         group: Object | None
         if self.cache is None:
@@ -316,8 +344,10 @@ class PodGroups:
         assert self.cache is not None
         return self.cache.get_by_key(f"{seen.job.namespace}/{podgroup_name(seen.job)}")
 
+    def build_pod(self, seen: Observation, replica: Replica, pod: Object) -> None:
+        apply_gang(pod, seen.job, self.gang)
+
     async def _get(self, seen: Observation) -> Object | None:
-        assert self.gang is not None
         try:
             return await self.client.get(self.gang.resource, podgroup_name(seen.job), namespace=seen.job.namespace)
         except errors.NotFound:
@@ -327,7 +357,6 @@ class PodGroups:
         """Create the group (or take the existing one when it is this job's): the group and whether this call
         made it; no group while pods must wait."""
         gang = self.gang
-        assert gang is not None
         job = seen.job
         body = build_podgroup(job, gang, owner_reference(job))
         try:
@@ -376,7 +405,7 @@ class PodGroups:
         """A finished (or suspended) job's pods no longer need a gang reservation (once per job and run)."""
         gang = self.gang
         uid = seen.job.metadata.uid or ""
-        if gang is None or self._done.get(seen.key) == (uid, "deleted"):
+        if self._done.get(seen.key) == (uid, "deleted"):
             return
         done = self._done.get(seen.key)
         if self.cache is not None and self._cached(seen) is None and (done is None or done[0] != uid):

@@ -29,28 +29,33 @@ objects were made in, and a ``NetworkModeChangeRefused`` event says so (once per
 reconcile: a resync must cost no writes). Switching the network of running replicas would strand their
 peers; delete and resubmit the job instead.
 
-The reconcile meets all of this through one object per reconcile, :class:`HostNetworkStep`
-(``HostNetwork.step(seen)``): it knows the job's effective mode, reserves ports for the pods about to be
-made or about to replace a terminating one (re-pointing their Services first), gives back ports of pods
-that were not made, and at the end keeps every Service pointed at its live pod. It writes Services with its
-own client.
+All of this is a step of the reconcile (``steps.py``): :class:`HostNetwork`, shared by every kind's
+reconciler (one allocator, fed by a watch of every host-network pod in the cluster), begins one
+:class:`HostNetworkStep` per reconcile. That one knows the job's effective mode and takes part in the phases:
+``observe`` (the events above), ``recreate`` (pods no node can take for their port), ``replacing`` (reserve the
+replacement's port and re-point the Service while the old pod terminates), ``reserve`` (ports for the pods about
+to be made, their Services re-pointed first), ``address`` (the ports peers and pods are built with),
+``not_created`` (give back the port of a pod that was not made), ``report``, ``settle`` (every Service pointed
+at its live pod) and ``finish``. It writes Services with its own client.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from kubedl_py.api import constants as c
-from kubedl_py.controllers.addressing import replica_name
-from kubedl_py.controllers.observation import Observation, Replica, Slot, parse_time
+from kubedl_py.controllers.addressing import Addressing, replica_name
+from kubedl_py.controllers.observation import Observation, Replica, Slot, parse_time, trim_pod
 from kubedl_py.controllers.pods import service_target_port
 from kubedl_py.controllers.ports import HostPortAllocator, pod_host_ports
+from kubedl_py.controllers.steps import Step, Wiring
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.events import EventRecorder
-from kubedl_py.kube.resources import SERVICES
+from kubedl_py.kube.informer import Handler
+from kubedl_py.kube.resources import PODS, SERVICES
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +111,64 @@ class _Unplaceable:
     changes: int = 0
 
 
-class HostNetwork:
+class HostNetworkSettings(Protocol):
+    """The controller options this step reads (``setup.ControllerOptions``)."""
+
+    @property
+    def host_port_range(self) -> tuple[int, int]: ...
+
+    @property
+    def host_port_retry_after(self) -> float: ...
+
+    @property
+    def host_pods_everywhere(self) -> bool | None: ...
+
+
+def install(wiring: Wiring[HostNetworkSettings]) -> HostNetwork:
+    """The step's factory (``setup.STEPS``): one for the whole controller, fed by a watch of every host-network
+    pod in the cluster, because a host port is taken whoever's pod holds it (a namespaced install that may not
+    list pods everywhere: those of its namespaces only, docs/install.md)."""
+
+    def start() -> HostNetwork:
+        low, high = wiring.options.host_port_range
+        network = HostNetwork(
+            HostPortAllocator(low, high),
+            wiring.recorder,
+            wiring.client,
+            port_retry_after=wiring.options.host_port_retry_after,
+        )
+        pods = wiring.manager.informer(
+            PODS,
+            namespaces=None if wiring.options.host_pods_everywhere is not False else wiring.namespaces,
+            field_selector="spec.hostNetwork=true",
+            transform=trim_host_pod,
+        )
+        pods.add_handler(
+            Handler(
+                on_add=network.on_pod,
+                on_update=lambda _old, new: network.on_pod(new),
+                on_delete=network.on_pod_deleted,
+            )
+        )
+        return network
+
+    return wiring.shared("hostnetwork", start)
+
+
+def trim_host_pod(pod: Object) -> Object:
+    """What the port allocator needs of a host-network pod, whoever's it is."""
+    trimmed = trim_pod(pod)
+    meta = trimmed["metadata"]
+    trimmed["metadata"] = {k: v for k, v in meta.items() if k in ("name", "namespace", "uid", "deletionTimestamp")}
+    if (meta.get("labels") or {}).get(c.LABEL_CONTROLLER) == c.CONTROLLER_NAME:
+        trimmed["metadata"]["labels"] = {c.LABEL_CONTROLLER: c.CONTROLLER_NAME}  # ours: holds its ports unbound
+    trimmed["status"] = {"phase": trimmed["status"]["phase"]}
+    spec = pod.get("spec") or {}
+    trimmed["spec"]["initContainers"] = [{"ports": ctr.get("ports") or []} for ctr in spec.get("initContainers") or []]
+    return trimmed
+
+
+class HostNetwork(Step):
     """Shared by the reconcilers of every kind: one allocator for the whole cluster."""
 
     def __init__(
@@ -146,7 +208,7 @@ class HostNetwork:
     def on_pod_deleted(self, pod: Object) -> None:
         self.allocator.forget_pod(str((pod.get("metadata") or {}).get("uid")))
 
-    def job_gone(self, key: str) -> None:
+    def forget(self, key: str) -> None:
         """The job is deleted: forget its refused change, give back the ports reserved for replacements it
         will not make (:meth:`job_finished`)."""
         self._refused.pop(key, None)
@@ -162,7 +224,7 @@ class HostNetwork:
 
     # ------------------------------------------------------------------------------------- the reconcile
 
-    def step(self, seen: Observation) -> HostNetworkStep:
+    def begin(self, seen: Observation) -> HostNetworkStep:
         """This reconcile's host-network part (see the module docstring)."""
         host, refusal = _mode(seen)
         return HostNetworkStep(self, seen, host, refusal)
@@ -172,8 +234,9 @@ class HostNetwork:
 
 
 @dataclass
-class HostNetworkStep:
-    """One reconcile's host-network part: the effective mode, the ports it reserved, the Services it pointed."""
+class HostNetworkStep(Step):
+    """One reconcile's host-network part: the effective mode, the ports it reserved, the Services it pointed.
+    Its phases take the reconcile's observation as every step's do; it is the one it began with."""
 
     network: HostNetwork
     seen: Observation
@@ -186,11 +249,14 @@ class HostNetworkStep:
     #: the (reason, message) of the events this reconcile owes, for ``report``
     notes: list[tuple[str, str]] = field(default_factory=list)
 
-    async def announce(self) -> None:
+    async def finish(self, seen: Observation) -> None:
+        """The job makes no more pods: the ports reserved for its replacements are free again."""
+        self.network.job_finished(seen.key)
+
+    async def observe(self, seen: Observation) -> None:
         """Say (once per requested change) that a change of network mode is refused, and (once, when its first
         objects are made) that a job without the annotation runs in host-network mode because its templates ask
         for ``hostNetwork: true``."""
-        seen = self.seen
         templates = seen.job.host_network_templates
         annotated = c.ANNOTATION_NETWORK_MODE in (seen.job.metadata.annotations or {})
         first = not seen.pods and not seen.services and seen.key not in self.network._noted
@@ -206,9 +272,9 @@ class HostNetworkStep:
         key, refused = seen.key, self.network._refused
         if not self.refusal:
             refused.pop(key, None)
-        elif refused.get(key) != self.seen.job.host_network:
-            refused[key] = self.seen.job.host_network
-            await self.network.recorder.warning(self.seen.raw, "NetworkModeChangeRefused", self.refusal)
+        elif refused.get(key) != seen.job.host_network:
+            refused[key] = seen.job.host_network
+            await self.network.recorder.warning(seen.raw, "NetworkModeChangeRefused", self.refusal)
 
     def _job_ports(self) -> set[int]:
         """The ports the job's pods have or are about to get: a new pod avoids them, so replicas of one job can
@@ -232,9 +298,15 @@ class HostNetworkStep:
         pod_key = f"{seen.job.namespace}/{replica_name(seen.job.name, *slot)}"
         return self.network.allocator.reserve(pod_key, avoid=self._job_ports(), reuse=reuse, bad=bad)
 
+    def recreate(self, seen: Observation) -> list[Replica]:
+        """Host-network pods that no node can take for their host port get another port: the pod, never bound,
+        is deleted at once by the reconcile, and made again with a new port like any replacement."""
+        self.placed()
+        return self.unplaceable()
+
     def unplaceable(self) -> list[Replica]:
         """Replicas whose unbound pod waits because no node has its host port free, for long enough that it
-        should get another port (the caller deletes those pods; :meth:`repoint_ahead` then chooses anew)."""
+        should get another port (the caller deletes those pods; :meth:`replacing` then chooses anew)."""
         if not self.host:
             return []
         seen, network = self.seen, self.network
@@ -278,10 +350,10 @@ class HostNetworkStep:
         if not memory:
             del self.network._unplaceable[self.seen.key]
 
-    async def repoint_ahead(self, terminating: list[Replica]) -> None:
+    async def replacing(self, seen: Observation, terminating: list[Replica]) -> None:
         """Replicas whose pod is terminating and will be replaced: reserve the replacement's port now and
         re-point the Service to it, so the create is all that is left once the old pod is gone."""
-        seen, network = self.seen, self.network
+        network = self.network
         if not self.host or not (terminating or seen.key in network._ahead):
             return
         ahead = network._ahead.setdefault(seen.key, {})
@@ -300,10 +372,12 @@ class HostNetworkStep:
         if not ahead:
             del network._ahead[seen.key]
 
-    async def reserve(self, missing: list[Replica]) -> None:
+    async def reserve(self, seen: Observation, missing: list[Replica]) -> None:
         """A host port for each replica about to be made: the one reserved while its old pod terminated, else a
         new one; its existing Service is re-pointed first (failover) unless it targets that port already."""
-        seen, network = self.seen, self.network
+        if not self.host or not missing:
+            return
+        network = self.network
         job = seen.job
         ahead = network._ahead.get(seen.key, {})
         chosen: dict[Slot, int] = {}
@@ -346,13 +420,29 @@ class HostNetworkStep:
         logger.info("%s: %s", seen.key, message)
         self.notes.append(("HostPortChanged", message))
 
-    async def report(self) -> None:
+    async def report(self, seen: Observation) -> None:
         """The events of this reconcile (``HostPortChanged`` for the Services it re-pointed,
         ``HostPortReassigned``). Sent once the new pods are, not between the Service and its pod: an Event is one
         more round trip to the API server, and a failover's peers wait for the pod, not for the Event."""
         notes, self.notes = self.notes, []
         for reason, message in notes:
             await self.network.recorder.normal(self.seen.raw, reason, message)
+
+    def address(self, seen: Observation, addressing: Addressing, *, served: bool = False) -> Addressing:
+        """In host-network mode each replica is reached on its host port: the live pods' own and the ones just
+        reserved, or (``served``) the ports the job's Services forward to now (what a Service is compared with:
+        :meth:`settle` keeps those right). A replica without one gets no Service yet."""
+        if not self.host:
+            return addressing
+        if not served:
+            return replace(addressing, host=True, host_ports=self.ports())
+        forwarded: dict[Slot, int] = {}
+        for slot in seen.replicas:
+            live = seen.services.get(replica_name(seen.job.name, *slot))
+            target = service_target_port(live) if live is not None else None
+            if target is not None:
+                forwarded[slot] = target
+        return replace(addressing, host=True, host_ports=forwarded)
 
     def ports(self) -> dict[Slot, int]:
         """Host ports of every replica: live pods' own ports plus the ones just reserved."""
@@ -364,17 +454,16 @@ class HostNetworkStep:
                     ports[slot] = port
         return ports
 
-    def not_created(self, pod_key: str, slot: Slot) -> None:
+    def not_created(self, seen: Observation, replica: Replica) -> None:
         """A pod that was not made: its reserved port is free again."""
-        port = self.reserved.pop(slot, None)
+        port = self.reserved.pop((replica.replica_type, replica.index), None)
         if port is not None:
-            self.network.allocator.release(pod_key, port)
+            self.network.allocator.release(seen.pod_key(replica), port)
 
-    async def settle(self) -> None:
+    async def settle(self, seen: Observation) -> None:
         """A live pod's port is the truth: re-point a Service that points elsewhere (crash recovery, hand edits)."""
         if not self.host:
             return
-        seen = self.seen
         for replica in seen.replicas.values():
             if replica.pod is None:
                 continue

@@ -5,23 +5,31 @@ the kind's plug-in (``controllers/kinds/<kind>.py``: rendezvous settings, succes
 start order). A reconcile reads the job, its pods and its Services from the informers' caches
 (``observation.py``) and makes the cluster match the job, then writes the status only if it changed. It is
 level-based: it never asks what event woke it, so a missed event, a duplicate or a controller restart
-changes nothing. Its parts with state of their own are steps with their own clients: host-network ports
-and Services (``hostnetwork.py``: one ``HostNetworkStep`` per reconcile) and gang PodGroups (``gang.py``).
-A condition that ends the job is raised as a ``JobFailure`` wherever it is found and becomes ``Failed``.
+changes nothing. What cuts across every kind (host-network ports and Services, gang PodGroups, RDMA and
+placement, the kinds' owned objects) is a *step* with state and clients of its own, behind one contract
+(``steps.py``): the reconcile calls each phase of all of them at one place, in the order below, and names
+no step. A condition that ends the job is raised as a ``JobFailure`` wherever it is found and becomes
+``Failed``.
 
 The steps, in order:
 
 1. **Observe** the job; a job that is gone or being deleted needs nothing (the garbage collector removes
-   its pods and Services through their owner references).
+   its pods and Services through their owner references; the steps ``forget`` it).
 2. **Validate**: a job the CRD schema let through but that cannot run goes ``Failed``/``InvalidSpec``
    and gets no pods.
-3. **Finished** jobs: apply ``cleanPodPolicy`` once, then ``ttlSecondsAfterFinished``.
-4. **Limits**: ``activeDeadlineSeconds`` (a timer, not only on events) and ``backoffLimit``.
-5. **Per replica**: remove surplus replicas, replace what failed and may be retried, fail the job on a
-   failure that may not; make the PodGroup (with a gang scheduler: no pod before it), the kind's extra
-   objects, then the missing Services and pods (in host-network mode with fresh host ports, Services
-   re-pointed first).
-6. **Report**: replica counts and conditions, one status write when something changed.
+3. **Finished** jobs: the steps ``finish`` (PodGroup deleted, reserved ports freed); apply ``cleanPodPolicy``
+   once, then ``ttlSecondsAfterFinished``.
+4. **Suspended** jobs (``suspend``, or a step's ``hold``): no pods, no Services; the steps ``suspend``, and
+   ``resume`` when it runs again.
+5. **Limits**: ``activeDeadlineSeconds`` (a timer, not only on events) and ``backoffLimit``.
+6. **Per replica**: the steps ``observe``; remove surplus replicas, replace what failed and may be retried
+   and what a step wants made again (``recreate``), fail the job on a failure that may not. Then, in this
+   order, which is a guard of host-network failover: the steps prepare the replacements of terminating pods
+   (``replacing``: a Service re-pointed to its replica's new port while the old pod stops), ``admit`` the pods
+   (a gang's PodGroup made and admitted), their ``owned_objects`` are made, they ``reserve`` for the pods
+   about to be made (a Service re-pointed to its new port before its pod exists), then Services and pods are
+   created (each pod ``build_pod`` by the steps); the steps ``report`` and ``settle``.
+7. **Report**: replica counts and conditions, one status write when something changed.
 
 Names are deterministic (``<job>-<type>-<i>``), so a create that races a stale cache gets AlreadyExists,
 which is not an error; expectations (``observation.py``) keep a lagging cache from causing a second action.
@@ -38,7 +46,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from kubedl_py.api import Framework, JobValidationError, RdmaSpec, TrainingJob, parse_job, with_defaults
+from kubedl_py.api import Framework, JobValidationError, TrainingJob, parse_job, with_defaults
 from kubedl_py.api import constants as c
 from kubedl_py.api.defaults import default_container_index
 from kubedl_py.api.groups import KUBEDL, OWN_MANAGERS, condition_reason, group_of
@@ -47,11 +55,7 @@ from kubedl_py.controllers import recovery
 from kubedl_py.controllers import status as st
 from kubedl_py.controllers.addressing import Addressing, replica_name
 from kubedl_py.controllers.failures import USER, Failure, classify, disruption, in_place_failure
-from kubedl_py.controllers.gang import Gang, PodGroups
-from kubedl_py.controllers.hostnetwork import HostNetwork, HostNetworkStep
 from kubedl_py.controllers.kinds import controller_for
-from kubedl_py.controllers.kueue import DEFAULT_KUEUE_MODE, KueueMode, PlacementConflict, Workloads, pod_set_name
-from kubedl_py.controllers.kueue import apply as apply_admission
 from kubedl_py.controllers.observation import (
     Expectations,
     JobFailure,
@@ -75,7 +79,6 @@ from kubedl_py.controllers.pods import (
     build_pod,
     build_service,
     service_drift,
-    service_target_port,
     type_selector,
 )
 from kubedl_py.controllers.policies import (
@@ -87,6 +90,7 @@ from kubedl_py.controllers.policies import (
     whole_job_restart,
 )
 from kubedl_py.controllers.refusals import Outcome, Refusal, classify_refusal, in_template
+from kubedl_py.controllers.steps import Steps
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.events import EventRecorder
@@ -156,18 +160,12 @@ class ReconcilerOptions:
     wait_requeue: float = 5.0
     #: host ports a pod may declare (``--max-host-ports-per-pod``; None: no limit)
     max_host_ports: int | None = c.DEFAULT_MAX_HOST_PORTS_PER_POD
-    #: the gang scheduler whose PodGroups the jobs get (None: no PodGroups, pods untouched)
-    gang: Gang | None = None
-    #: controller-wide defaults under each job's ``spec.rdma`` (``--rdma-defaults``)
-    rdma_defaults: RdmaSpec | None = None
     #: pod/Service writes in flight for the jobs of this kind (``--write-concurrency``)
     write_concurrency: int = WRITE_CONCURRENCY
     #: default of failurePolicy.nodeLostTimeoutSeconds (``--node-lost-timeout``)
     node_lost_timeout: int = recovery.DEFAULT_NODE_LOST_TIMEOUT
     #: default of failurePolicy.infrastructureBackoffLimit (``--infrastructure-backoff-limit``)
     infrastructure_backoff_limit: int = recovery.DEFAULT_INFRASTRUCTURE_BACKOFF_LIMIT
-    #: which API groups' queued jobs get a Kueue Workload made by the controller (``--kueue-workloads``)
-    kueue_workloads: KueueMode = DEFAULT_KUEUE_MODE
 
 
 class JobReconciler:
@@ -182,12 +180,10 @@ class JobReconciler:
         jobs: Informer,
         pods: Informer,
         services: Informer,
-        hostnetwork: HostNetwork,
         recorder: EventRecorder,
+        steps: Steps | None = None,
         options: ReconcilerOptions | None = None,
         on_transition: Callable[[str, str, str], None] | None = None,
-        podgroups: Informer | None = None,
-        workloads: Informer | None = None,
     ) -> None:
         self.client = client
         self.framework = framework
@@ -195,7 +191,8 @@ class JobReconciler:
         self.jobs = jobs
         self.pods = pods
         self.services = services
-        self.hostnetwork = hostnetwork
+        #: the cross-cutting steps, in registry order (``setup.STEPS``)
+        self.steps = steps or Steps()
         self.recorder = recorder
         self.options = options or ReconcilerOptions()
         self.expectations = Expectations()
@@ -204,8 +201,6 @@ class JobReconciler:
         # Replacements of a running job's pods (and their Services) do not queue behind the writes of jobs
         # being created: a few slots of their own.
         self._urgent_writes = asyncio.Semaphore(URGENT_WRITE_CONCURRENCY)
-        self.podgroups = PodGroups(client, recorder, self.options.gang, podgroups)
-        self.workloads = Workloads(client, recorder, self.options.kueue_workloads, workloads)
         #: resourceVersion of each job after our last status write (read-your-writes on a lagging cache)
         self._written: dict[str, str] = {}
         #: when each job's status was last written (monotonic), for STATUS_BATCH_PERIOD
@@ -235,9 +230,7 @@ class JobReconciler:
     async def reconcile(self, key: str) -> Result:
         raw = self.jobs.get_by_key(key)
         if raw is None or (raw.get("metadata") or {}).get("deletionTimestamp"):
-            self.hostnetwork.job_gone(key)
-            self.podgroups.forget(key)
-            self.workloads.forget(key)
+            self.steps.forget(key)
             self._written.pop(key, None)
             self._status_written_at.pop(key, None)
             self._owned.pop(key, None)
@@ -266,15 +259,11 @@ class JobReconciler:
             logger.debug("%s: managed by %s; left alone", key, manager)
             return Result()
         seen = self._observe(raw, job, status, now)
+        steps = self.steps.begin(seen)
         if st.is_finished(status):
-            self.hostnetwork.job_finished(key)
-            await self._finish(seen)
-            final = st.get_condition(status, st.SUCCEEDED if st.is_true(status, st.SUCCEEDED) else st.FAILED) or {}
-            await self.workloads.finish(
-                seen, succeeded=st.is_true(status, st.SUCCEEDED), message=str(final.get("message") or "")
-            )
+            await self._finish(seen, steps)
         else:
-            await self._run(seen)
+            await self._run(seen, steps)
         await self._report(seen)
         if seen.requeue_after is not None:
             return Result(requeue_after=max(seen.requeue_after, 0.05))
@@ -340,22 +329,20 @@ class JobReconciler:
 
     # ------------------------------------------------------------------------------------- decide + act
 
-    async def _run(self, seen: Observation) -> None:
+    async def _run(self, seen: Observation, steps: Steps) -> None:
         job, status = seen.job, seen.status
         if st.get_condition(status, st.CREATED) is None:
             message = f"{job.kind} {seen.key} is created."
             st.set_condition(status, st.CREATED, reason=_reason(job, "Created"), message=message)
         if job.run_policy.suspend:
-            await self._suspend(seen)
+            await self._suspend(seen, steps)
             return
-        gate = await self.workloads.gate(seen)
-        if gate is not None and not gate.admitted:
-            # Queued by Kueue and not admitted (or evicted): held like a suspended job, no pod at all.
-            await self._suspend(seen, why=gate.message)
-            await self.workloads.release(seen, gate)
+        held = await steps.hold(seen)
+        if held is not None:
+            await self._suspend(seen, steps, why=held)
             return
         if st.is_true(status, st.SUSPENDED):
-            await self._resume(seen)
+            await self._resume(seen, steps)
         if not status.get("startTime"):
             status["startTime"] = st.timestamp(seen.now)
         # The evidence of in-place restarts first: a limit reached below names the latest one.
@@ -371,49 +358,54 @@ class JobReconciler:
             await self._stop_pods(seen)
             return
 
-        network = self.hostnetwork.step(seen)
-        await network.announce()
+        await steps.observe(seen)
         await self._remove_surplus(seen)
         try:
             await self._recover_lost(seen)
             await self._note_disruptions(seen)
             await self._handle_failures(seen)
-            await self._reassign_ports(seen, network)
+            await self._recreate(seen, steps)
             terminating = [r for r in seen.replicas.values() if r.terminating]
             if terminating and WriteGate.passing():
                 self._repairing()  # a running job losing a pod: new jobs go slower for a while (the repair window)
-            await network.repoint_ahead(terminating)
-            if not await self.podgroups.ensure(seen):
+            # A guard, in this order: the replacement of a terminating pod is prepared now (in host-network mode
+            # its Service re-pointed to the new port), then the pods are admitted, then the missing ones made,
+            # each replica's Service re-pointed (``reserve``) before its pod is created.
+            await steps.replacing(seen, terminating)
+            if not await steps.admit(seen):
                 return
-            seen.pod_sets = await self.workloads.prepare(seen, gate)
-            if await self._create_owned(seen, network):
-                await self._create_missing(seen, network)
-            await self._repair_services(seen, network)
+            if await self._create_owned(seen, steps):
+                await self._create_missing(seen, steps)
+            await self._repair_services(seen, steps)
             await self._check_progress(seen)
         except JobFailure as failure:
-            await network.report()
+            await steps.report(seen)
             self._set_failed(seen, failure.reason, failure.message)
             await self.recorder.warning(seen.raw, failure.reason, failure.event)
             await self._stop_pods(seen)
             return
         except Exception:
-            await network.report()  # a re-pointed Service is told about even when its pod could not be sent
+            await steps.report(seen)  # a re-pointed Service is told about even when its pod could not be sent
             raise
-        await network.report()
-        await network.settle()
+        await steps.report(seen)
+        await steps.settle(seen)
 
-    async def _reassign_ports(self, seen: Observation, network: HostNetworkStep) -> None:
-        """Host-network pods that no node can take for their host port get another port (``hostnetwork.py``):
-        the pod, never bound, is deleted at once, and made again with a new port like any replacement."""
-        network.placed()
-        due = network.unplaceable()
+    def _addressing(self, seen: Observation, steps: Steps, *, served: bool = False) -> Addressing:
+        """How the job's replicas are reached, as the steps say (host network: each on its host port)."""
+        base = addressing_for(seen.job, cluster_domain=self.options.cluster_domain)
+        return steps.address(seen, base, served=served)
+
+    async def _recreate(self, seen: Observation, steps: Steps) -> None:
+        """Pods a step wants made again (in host-network mode: pods no node can take for their host port): each,
+        never bound, is deleted at once, and made again like any replacement."""
+        due = steps.recreate(seen)
         await self._gather(self._delete_pod(r.pod) for r in due if r.pod is not None)
         for replica in due:
             replica.pod, replica.terminating = None, True
 
-    async def _repair_services(self, seen: Observation, network: HostNetworkStep) -> None:
+    async def _repair_services(self, seen: Observation, steps: Steps) -> None:
         """Every Service of the job kept as the job wants it (selector, ports, type; in host-network mode the
-        targetPort is :meth:`HostNetworkStep.settle`'s): a hand edit is undone with one write, a Service whose
+        targetPort is the step's, kept by its ``settle``): a hand edit is undone with one write, a Service whose
         clusterIP kind was changed is deleted and made again. A Service is compared once per version of it."""
         job = seen.job
         checked = self._services_checked.setdefault(seen.key, {})
@@ -424,18 +416,11 @@ class JobReconciler:
         }
         if not todo:
             return
-        host_ports: dict[tuple[str, int], int] = {}
-        if network.host:
-            for slot in seen.replicas:
-                live = seen.services.get(replica_name(job.name, *slot))
-                target = service_target_port(live) if live is not None else None
-                if target is not None:
-                    host_ports[slot] = target
-        addressing = addressing_for(job, cluster_domain=self.options.cluster_domain, host_ports=host_ports)
+        addressing = self._addressing(seen, steps, served=True)
         for slot in seen.replicas:
             name = replica_name(job.name, *slot)
             live = todo.get(name)
-            if live is None or (network.host and slot not in host_ports):
+            if live is None or not addressing.reachable(*slot):
                 continue
             patch, drifted = service_drift(live, build_service(job, *slot, addressing))
             checked[name] = str((live.get("metadata") or {}).get("resourceVersion"))
@@ -453,11 +438,11 @@ class JobReconciler:
             logger.info("%s: %s", seen.key, message)
             await self.recorder.warning(seen.raw, "ServiceRepaired", message)
 
-    async def _suspend(self, seen: Observation, *, why: str | None = None) -> None:
-        """``suspend: true`` (what Kueue's own integration sets while a job waits for quota), or a queued job
-        whose Workload is not admitted (``why``, ``kueue.py``): no pods, no Services, no PodGroup; the job is
-        ``Suspended`` and no longer ``Running``. Finished pods go too, as with the Training Operator: a
-        resumed job starts from scratch."""
+    async def _suspend(self, seen: Observation, steps: Steps, *, why: str | None = None) -> None:
+        """``suspend: true`` (what Kueue's own integration sets while a job waits for quota), or a step holding
+        the job (``why``: a queued job whose Workload is not admitted, ``kueue.py``): no pods, no Services, no
+        PodGroup; the job is ``Suspended`` and no longer ``Running``. Finished pods go too, as with the Training
+        Operator: a resumed job starts from scratch."""
         job, status = seen.job, seen.status
         await self._gather(self._delete_pod(r.pod) for r in seen.replicas.values() if r.pod is not None)
         await self._gather(
@@ -470,7 +455,7 @@ class JobReconciler:
             if replica.pod is not None:
                 replica.pod, replica.terminating = None, True
         await self._gather(self._delete_service(job.namespace, name) for name in seen.services)
-        await self.podgroups.release(seen)
+        await steps.suspend(seen)
         message = f"{job.kind} {seen.key} is suspended" + (f": {why}" if why else ".")
         if st.is_true(status, st.RUNNING):
             st.set_condition(status, st.RUNNING, true=False, reason=_reason(job, "Suspended"), message=message)
@@ -481,14 +466,14 @@ class JobReconciler:
         else:
             st.set_condition(status, st.SUSPENDED, reason=_reason(job, "Suspended"), message=message)
 
-    async def _resume(self, seen: Observation) -> None:
+    async def _resume(self, seen: Observation, steps: Steps) -> None:
         """``suspend`` back to false: ``Suspended`` turns False and the job starts with a fresh ``startTime``,
         so ``activeDeadlineSeconds`` counts from the resumption (the Training Operator's rule)."""
         job, status = seen.job, seen.status
         message = f"{job.kind} {seen.key} is resumed."
         st.set_condition(status, st.SUSPENDED, true=False, reason=_reason(job, "Resumed"), message=message)
         status["startTime"] = st.timestamp(seen.now)
-        self.podgroups.forget(seen.key)
+        await steps.resume(seen)
         await self.recorder.normal(seen.raw, _reason(job, "Resumed"), message)
         logger.info("%s: resumed", seen.key)
 
@@ -854,15 +839,14 @@ class JobReconciler:
         if in_place:
             recovery.charge(seen.status, replica.replica_type, USER, in_place)
 
-    async def _create_owned(self, seen: Observation, network: HostNetworkStep) -> bool:
-        """The kind's extra objects (MPI's hostfile and SSH key), before any pod; AlreadyExists is fine when the
-        object is the job's. Only tried while a pod is missing: a running job costs no request. False when one
-        of their names is taken by an object not the job's: no pod may be made then (it would read it)."""
+    async def _create_owned(self, seen: Observation, steps: Steps) -> bool:
+        """The objects the steps say the job owns besides pods and Services (the kind's: MPI's hostfile and SSH
+        key), before any pod; AlreadyExists is fine when the object is the job's. Only tried while a pod is
+        missing: a running job costs no request. False when one of their names is taken by an object not the
+        job's: no pod may be made then (it would read it)."""
         if not any(r.pod is None and not r.terminating for r in seen.replicas.values()):
             return True
-        addressing = addressing_for(seen.job, cluster_domain=self.options.cluster_domain, host_ports=network.ports())
-        owned = controller_for(seen.job.kind).owned_objects(seen.job, addressing)
-        for item in owned:
+        for item in steps.owned_objects(seen, self._addressing(seen, steps)):
             body = dict(item.body)
             meta = dict(body.get("metadata") or {})
             meta.setdefault("namespace", seen.job.namespace)
@@ -875,7 +859,7 @@ class JobReconciler:
                 await self._refused(seen, [result])
         return not seen.conflicts
 
-    async def _create_missing(self, seen: Observation, network: HostNetworkStep) -> None:
+    async def _create_missing(self, seen: Observation, steps: Steps) -> None:
         job = seen.job
         if whole_job_restart(job) and any(r.terminating for r in seen.replicas.values()):
             return  # a whole-job restart: no new pod while one of the old rendezvous is still stopping
@@ -889,18 +873,16 @@ class JobReconciler:
             and not self.expectations.pending_create(seen.pod_key(r))
             and plugin.may_start(job, r.replica_type, pods_by_type)
         ]
-        host = network.host
-        if host and missing:
-            await network.reserve(missing)
-        host_ports = network.ports() if host else {}
-        addressing = addressing_for(job, cluster_domain=self.options.cluster_domain, host_ports=host_ports)
+        # The steps first (host network: each replica's Service re-pointed to its new port), then the pods.
+        await steps.reserve(seen, missing)
+        addressing = self._addressing(seen, steps)
         # Services first (also for live pods whose Service was deleted): a starting process finds its peers.
         need_service = [
             r
             for r in seen.replicas.values()
             if replica_name(job.name, *slot_of(r)) not in seen.services
             and (r in missing or r.pod is not None)
-            and (not host or slot_of(r) in host_ports)
+            and addressing.reachable(*slot_of(r))
         ]
         # Some replicas still have their pods: usually replacements, whose peers wait for them (or the later
         # step of a staged start, e.g. an MPI launcher after its workers: also work of a job already running).
@@ -915,7 +897,7 @@ class JobReconciler:
         if conflicts:
             # A Service of another's in the place of one of ours: a rank would dial it. No pod is made.
             for replica in missing:
-                network.not_created(seen.pod_key(replica), slot_of(replica))
+                steps.not_created(seen, replica)
             self._blocked(seen, conflicts)
             return
         if not missing and not any(isinstance(result, Refusal) for result in service_results):
@@ -928,18 +910,18 @@ class JobReconciler:
         if any(isinstance(result, Refusal) for result in service_results):
             firsts, rest = {}, missing  # a refused Service: no pod is made
         results = await self._gather(
-            (self._create_pod(seen, r, addressing, network) for r in firsts.values()), urgent=urgent
+            (self._create_pod(seen, r, addressing, steps) for r in firsts.values()), urgent=urgent
         )
         refusals = [result for result in [*service_results, *results] if isinstance(result, Refusal)]
         conflicts = [result for result in results if isinstance(result, Conflict)]
         if refusals or conflicts:
             for replica in rest:
-                network.not_created(seen.pod_key(replica), slot_of(replica))
+                steps.not_created(seen, replica)
             self._blocked(seen, conflicts)
             if refusals:
                 await self._refused(seen, refusals)
             return
-        results = await self._gather((self._create_pod(seen, r, addressing, network) for r in rest), urgent=urgent)
+        results = await self._gather((self._create_pod(seen, r, addressing, steps) for r in rest), urgent=urgent)
         self._blocked(seen, [result for result in results if isinstance(result, Conflict)])
 
     def _blocked(self, seen: Observation, conflicts: list[Conflict]) -> None:
@@ -963,57 +945,46 @@ class JobReconciler:
         seen.backoff = True
 
     async def _create_pod(
-        self, seen: Observation, replica: Replica, addressing: Addressing, network: HostNetworkStep
+        self, seen: Observation, replica: Replica, addressing: Addressing, steps: Steps
     ) -> Refusal | Conflict | None:
-        job = seen.job
-        pod = build_pod(
-            job,
-            replica.replica_type,
-            replica.index,
-            addressing,
-            rdma_defaults=self.options.rdma_defaults,
-            gang=self.options.gang,
-        )
-        recovery.keep_off(pod, recovery.avoided_nodes(seen.status))
-        if seen.pod_sets is not None:
-            info = seen.pod_sets.get(pod_set_name(replica.replica_type))
-            if info is not None:
-                try:
-                    apply_admission(pod, info)
-                except PlacementConflict as exc:
-                    self._not_created(seen.pod_key(replica), replica, network)
-                    where = f"{replica.replica_type} pods cannot run where Kueue admitted them"
-                    message = f"{job.kind} {seen.key}: {where}: {exc}."
-                    raise JobFailure("PlacementConflict", message) from None
+        pod = build_pod(seen.job, replica.replica_type, replica.index, addressing)
         pod_key = seen.pod_key(replica)
+        try:
+            steps.build_pod(seen, replica, pod)  # a step may refuse the pod (JobFailure)
+        except BaseException:
+            self._not_created(seen, replica, steps)
+            raise
+        recovery.keep_off(pod, recovery.avoided_nodes(seen.status))
         self.expectations.expect_create(pod_key)
         try:
             refused = await self._create(PODS, pod)
         except BaseException:
-            self._not_created(pod_key, replica, network)
+            self._not_created(seen, replica, steps)
             raise
         if refused is not None:
-            self._not_created(pod_key, replica, network)
+            self._not_created(seen, replica, steps)
         if isinstance(refused, Refusal):
             refused = in_template(
-                refused, specs_field=job.framework.replica_specs_field, replica_type=replica.replica_type
+                refused, specs_field=seen.job.framework.replica_specs_field, replica_type=replica.replica_type
             )
         return refused
 
-    def _not_created(self, pod_key: str, replica: Replica, network: HostNetworkStep) -> None:
-        """A pod that was not made: nothing to expect, and its host port is free again."""
-        self.expectations.creates.pop(pod_key, None)
-        network.not_created(pod_key, slot_of(replica))
+    def _not_created(self, seen: Observation, replica: Replica, steps: Steps) -> None:
+        """A pod that was not made: nothing to expect, and the steps give back what they reserved for it (its
+        host port)."""
+        self.expectations.creates.pop(seen.pod_key(replica), None)
+        steps.not_created(seen, replica)
 
     # ----------------------------------------------------------------------------------------- finished
 
-    async def _finish(self, seen: Observation) -> None:
-        """A finished job: honour the TTL, else clean pods up by cleanPodPolicy (idempotent).
+    async def _finish(self, seen: Observation, steps: Steps) -> None:
+        """A finished job: the steps give back what it held; honour the TTL, else clean pods up by
+        cleanPodPolicy (idempotent).
 
         Cleanup deletes by label selector (one request per kind, not one per pod); when the TTL has
         already run out, deleting the job is enough — the garbage collector removes what it owns.
         """
-        await self.podgroups.release(seen)
+        await steps.finish(seen)
         ttl = seen.job.run_policy.ttl_seconds_after_finished
         finished = parse_time(seen.status.get("completionTime"))
         if ttl is not None and finished is not None:

@@ -40,13 +40,15 @@ import logging
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 from kubedl_py.api import TrainingJob
 from kubedl_py.api import constants as c
 from kubedl_py.api.groups import KUBEDL, ApiGroup
-from kubedl_py.controllers.observation import Observation, is_active
+from kubedl_py.controllers import status as st
+from kubedl_py.controllers.observation import JobFailure, Observation, Replica, is_active
 from kubedl_py.controllers.ownership import owner_reference
+from kubedl_py.controllers.steps import Step, Wiring
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.events import EventRecorder
@@ -319,7 +321,7 @@ class Gate:
     evicted: bool = False
 
 
-class Workloads:
+class Workloads(Step):
     """The Workloads of one kind's queued jobs (see the module docstring).
 
     With ``cache`` (an informer of the Workloads this controller made, indexed by owner uid) an admission
@@ -346,9 +348,17 @@ class Workloads:
     def manages(self, job: TrainingJob) -> bool:
         return queue_name(job) is not None and group_managed(self.mode, job.api_group)
 
+    def watches(self) -> tuple[Informer, ...]:
+        """An admission or an eviction of a Workload wakes its job."""
+        return (self.cache,) if self.cache is not None else ()
+
     def forget(self, key: str) -> None:
         self._infos.pop(key, None)
         self._said.pop(key, None)
+
+    def begin(self, seen: Observation) -> Queued:
+        """This reconcile's part: the gate it found, and the admission's additions to the pods."""
+        return Queued(self)
 
     # ------------------------------------------------------------------------------------------ the gate
 
@@ -516,7 +526,7 @@ class Workloads:
 
     # ----------------------------------------------------------------------------------------- finish
 
-    async def finish(self, seen: Observation, *, succeeded: bool, message: str) -> None:
+    async def finished(self, seen: Observation, *, succeeded: bool, message: str) -> None:
         """A finished job's Workload is ``Finished`` too, which gives its quota back (once)."""
         job = seen.job
         if not self.manages(job):
@@ -540,3 +550,63 @@ class Workloads:
             return
         self.forget(seen.key)
         logger.info("%s: Workload %s finished", seen.key, meta.get("name"))
+
+
+class Queued(Step):
+    """One reconcile's Kueue part, a step of the reconcile (``steps.py``): a queued job is held (no pods) until
+    its Workload is admitted (``hold``), its reservation given back once its pods are gone after an eviction
+    (``suspend``), the admission's flavors and topology applied to its pods (``admit``, ``build_pod``), and its
+    Workload finished with the job (``finish``)."""
+
+    def __init__(self, workloads: Workloads) -> None:
+        self.workloads = workloads
+        self.gate: Gate | None = None
+        self.infos: dict[str, PodSetInfo] | None = None
+
+    async def hold(self, seen: Observation) -> str | None:
+        self.gate = await self.workloads.gate(seen)
+        if self.gate is not None and not self.gate.admitted:
+            return self.gate.message  # queued and not admitted (or evicted): held like a suspended job
+        return None
+
+    async def suspend(self, seen: Observation) -> None:
+        if self.gate is not None and not self.gate.admitted:
+            await self.workloads.release(seen, self.gate)
+
+    async def admit(self, seen: Observation) -> bool:
+        self.infos = await self.workloads.prepare(seen, self.gate)
+        return True
+
+    def build_pod(self, seen: Observation, replica: Replica, pod: Object) -> None:
+        info = (self.infos or {}).get(pod_set_name(replica.replica_type))
+        if info is None:
+            return
+        try:
+            apply(pod, info)
+        except PlacementConflict as exc:
+            where = f"{replica.replica_type} pods cannot run where Kueue admitted them"
+            raise JobFailure("PlacementConflict", f"{seen.job.kind} {seen.key}: {where}: {exc}.") from None
+
+    async def finish(self, seen: Observation) -> None:
+        status = seen.status
+        succeeded = st.is_true(status, st.SUCCEEDED)
+        final = st.get_condition(status, st.SUCCEEDED if succeeded else st.FAILED) or {}
+        await self.workloads.finished(seen, succeeded=succeeded, message=str(final.get("message") or ""))
+
+
+class KueueSettings(Protocol):
+    """The controller options this step reads (``setup.ControllerOptions``)."""
+
+    @property
+    def kueue_workloads(self) -> KueueMode: ...
+
+
+def install(wiring: Wiring[KueueSettings]) -> Workloads | None:
+    """The step's factory (``setup.STEPS``): unless ``--kueue-workloads off``. The Workloads are watched only
+    when known to be served (Kueue's CRDs may be absent, and a watch of an unserved resource never syncs);
+    otherwise a queued job's Workload is read with requests."""
+    mode = wiring.options.kueue_workloads
+    if mode == "off":
+        return None
+    served = wiring.served is not None and (WORKLOADS.group, WORKLOADS.plural) in wiring.served
+    return Workloads(wiring.client, wiring.recorder, mode, wiring.owned_informer(WORKLOADS) if served else None)

@@ -5,6 +5,7 @@ read the same observation; keeping it apart lets the steps import it without imp
 
 *Expectations* (creates and deletes sent but not yet seen in the informer cache) keep a lagging cache from
 causing a second action on the same pod.
+``trim_pod`` is what the informers keep of a pod: the fields the reconcile and its steps read.
 """
 
 from __future__ import annotations
@@ -97,8 +98,6 @@ class Observation:
     #: replicas whose pod is there but not of use (on a node that is not Ready), with why: the job is not
     #: Running meanwhile (recovery.py)
     unavailable: dict[Slot, str] = field(default_factory=dict)
-    #: what a Kueue admission adds to the pods, per pod set (``kueue.py``); None: the job is not queued
-    pod_sets: dict[str, Any] | None = None
 
     @property
     def key(self) -> str:
@@ -129,6 +128,60 @@ class JobFailure(Exception):
         self.message = message
         #: the event's text (default: the message)
         self.event = event or message
+
+
+def trim_pod(pod: Object) -> Object:
+    """The fields of a pod the reconcilers read; everything else is dropped from the cache."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    return {
+        "metadata": {
+            key: meta[key]
+            for key in (
+                "name",
+                "namespace",
+                "uid",
+                "resourceVersion",
+                "labels",
+                "annotations",
+                "ownerReferences",
+                "deletionTimestamp",
+                "creationTimestamp",
+            )
+            if key in meta
+        },
+        "spec": {
+            "hostNetwork": spec.get("hostNetwork", False),
+            # where it runs: a host port is taken on that node only (ports.py); a pod on a node that is not
+            # Ready may be lost with it (recovery.py)
+            "nodeName": spec.get("nodeName"),
+            "containers": [
+                {"name": ctr.get("name"), "ports": ctr.get("ports") or []} for ctr in spec.get("containers") or []
+            ],
+        },
+        "status": {
+            "phase": status.get("phase"),
+            "reason": status.get("reason"),
+            "message": status.get("message"),
+            "containerStatuses": [
+                {key: cs[key] for key in ("name", "restartCount", "state", "lastState") if key in cs}
+                for cs in status.get("containerStatuses") or []
+            ],
+            # why a pod is Pending (failurePolicy.pendingTimeoutSeconds): image pulls and scheduling
+            "initContainerStatuses": [
+                {key: cs[key] for key in ("name", "state") if key in cs}
+                for cs in status.get("initContainerStatuses") or []
+            ],
+            # PodScheduled: why a pod is Pending; Ready: false on a lost node; DisruptionTarget: ended by the
+            # cluster (an infrastructure failure, failures.py)
+            "conditions": [
+                {key: cond[key] for key in ("type", "status", "reason", "message", "lastTransitionTime") if key in cond}
+                for cond in status.get("conditions") or []
+                if cond.get("type") in ("PodScheduled", "Ready", "DisruptionTarget")
+            ],
+        },
+    }
 
 
 def slot_of(replica: Replica) -> tuple[str, int]:

@@ -3,9 +3,9 @@
 The user's template is copied and only added to: contract labels, the owner reference, the rendezvous
 environment, the framework's port when the container does not declare it, the pod restart policy that the
 replica's policy implies, and in host-network mode the host-network fields and the chosen host port.
-Opt-in extras, each only adding what the template lacks: ``spec.rdma`` and ``spec.placement``
-(``rdma.py``) and, with a gang scheduler, the PodGroup reference (``gang.py``).
-Everything else in the template reaches the pod unchanged.
+The reconcile's steps then add their own, each only what the template lacks (their ``build_pod`` phase,
+``steps.py``): ``spec.rdma`` and ``spec.placement`` (``rdma.py``), with a gang scheduler the PodGroup
+reference (``gang.py``). Everything else in the template reaches the pod unchanged.
 """
 
 from __future__ import annotations
@@ -13,14 +13,12 @@ from __future__ import annotations
 import copy
 from typing import Any, Final
 
-from kubedl_py.api import RdmaSpec, TrainingJob
+from kubedl_py.api import TrainingJob
 from kubedl_py.api import constants as c
 from kubedl_py.api.defaults import default_container_index, training_port
 from kubedl_py.api.groups import peer_labels
 from kubedl_py.controllers.addressing import Addressing, replica_name
-from kubedl_py.controllers.gang import Gang, apply_gang
 from kubedl_py.controllers.ownership import owner_reference
-from kubedl_py.controllers.rdma import apply_placement, apply_rdma, resolve_rdma
 from kubedl_py.controllers.rendezvous import apply_rendezvous
 
 # Annotation on a pod: how many times this replica's pod was recreated before it (carried forward so the
@@ -105,10 +103,8 @@ def build_pod(
     addressing: Addressing,
     *,
     annotations: dict[str, str] | None = None,
-    rdma_defaults: RdmaSpec | None = None,
-    gang: Gang | None = None,
 ) -> dict[str, Any]:
-    """The pod of one replica (``job`` already defaulted); ``rdma_defaults`` and ``gang`` are the controller's."""
+    """The pod of one replica (``job`` already defaulted), before the reconcile's steps add to it."""
     spec = job.replica_specs[replica_type]
     template = spec.template.to_dict()  # a fresh structure on every call (model_dump), ours to edit
     metadata = template.get("metadata") or {}
@@ -153,16 +149,7 @@ def build_pod(
     # A key of the template's metadata that is no ObjectMeta field (``labelz``) goes to the API server, whose
     # strict field validation names it (refusals.py), instead of vanishing here without a word.
     pod_metadata.update({key: value for key, value in metadata.items() if key not in OBJECT_META_FIELDS})
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": pod_metadata, "spec": pod_spec}
-    rdma = resolve_rdma(job.run_policy.rdma, rdma_defaults)
-    if rdma is not None:
-        # The pod's own network, also when the template asks for the host network itself.
-        apply_rdma(pod, rdma, main_index=main_index, host_network=bool(pod_spec.get("hostNetwork")))
-    if job.run_policy.placement is not None:
-        apply_placement(pod_spec, job.name, job.run_policy.placement)
-    if gang is not None:
-        apply_gang(pod, job, gang)
-    return pod
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_metadata, "spec": pod_spec}
 
 
 def _ensure_port(container: dict[str, Any], port_name: str, port: int) -> None:

@@ -1,9 +1,10 @@
 """RDMA-ready pods and topology placement: what ``spec.rdma`` and ``spec.placement`` add to a pod.
 
-Pure functions over the pod dict that ``pods.build_pod`` is assembling. They only ever add: anything the
-user's template already sets (a resource, the networks annotation, a /dev/shm mount, an env variable, a
-capability, an affinity term) is kept as written, and a job without ``spec.rdma`` / ``spec.placement``
-gets a pod identical to one built without this module.
+A step of the reconcile (``steps.py``) that takes part in one phase, ``build_pod``: pure functions over the
+pod dict that ``pods.build_pod`` assembled. They only ever add: anything the user's template already sets (a
+resource, the networks annotation, a /dev/shm mount, an env variable, a capability, an affinity term) is kept
+as written, and a job without ``spec.rdma`` / ``spec.placement`` gets a pod identical to one built without
+this module.
 
 Precedence of RDMA settings, highest first: the user's container (env, resources, mounts) > the job's
 ``spec.rdma`` > the controller-wide ``--rdma-defaults`` file (same shape as ``spec.rdma``) > built-ins.
@@ -25,10 +26,13 @@ Why each piece:
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from kubedl_py.api import constants as c
 from kubedl_py.api.common import Placement, RdmaSpec
+from kubedl_py.api.defaults import default_container_index
+from kubedl_py.controllers.observation import Observation, Replica
+from kubedl_py.controllers.steps import Step, Wiring
 
 Object = dict[str, Any]
 
@@ -187,3 +191,33 @@ def apply_placement(pod_spec: Object, job_name: str, placement: Placement) -> No
         affinity.setdefault("preferredDuringSchedulingIgnoredDuringExecution", []).append(
             {"weight": PREFERRED_WEIGHT, "podAffinityTerm": term}
         )
+
+
+class RdmaSettings(Protocol):
+    """The controller options this step reads (``setup.ControllerOptions``)."""
+
+    @property
+    def rdma_defaults(self) -> RdmaSpec | None: ...
+
+
+def install(wiring: Wiring[RdmaSettings]) -> RdmaAndPlacement:
+    """The step's factory (``setup.STEPS``): always there; a job that asks for neither is left as it is."""
+    return RdmaAndPlacement(wiring.options.rdma_defaults)
+
+
+class RdmaAndPlacement(Step):
+    """``spec.rdma`` (over the controller's ``--rdma-defaults``) and ``spec.placement`` added to every pod."""
+
+    def __init__(self, rdma_defaults: RdmaSpec | None = None) -> None:
+        self.rdma_defaults = rdma_defaults
+
+    def build_pod(self, seen: Observation, replica: Replica, pod: Object) -> None:
+        job = seen.job
+        spec = pod["spec"]
+        rdma = resolve_rdma(job.run_policy.rdma, self.rdma_defaults)
+        if rdma is not None:
+            # The pod's own network, also when the template asks for the host network itself.
+            main = default_container_index(spec["containers"], job.framework)
+            apply_rdma(pod, rdma, main_index=main, host_network=bool(spec.get("hostNetwork")))
+        if job.run_policy.placement is not None:
+            apply_placement(spec, job.name, job.run_policy.placement)

@@ -1,4 +1,4 @@
-"""Assembles the controller: informers, the two job reconcilers, host-network ports, metrics.
+"""Assembles the controller: informers, a job reconciler per kind and API group, their steps, metrics.
 
 What is cached, and why it is enough:
 
@@ -10,7 +10,11 @@ What is cached, and why it is enough:
   port is taken whoever's pod holds it. A namespaced install sees only those of its namespaces (it may not
   list pods elsewhere): a port held by another namespace's host-network pod can then be handed out again,
   and the scheduler's host-port check keeps the two pods off one node (the pod waits for another node
-  instead of colliding; docs/install.md).
+  instead of colliding; docs/install.md);
+- what the steps watch: the PodGroups we made, with a gang scheduler; the Workloads we made, with Kueue.
+
+The host-network pods are watched by the host-network step, the others by theirs. ``STEPS`` is the one list
+of the reconcile's cross-cutting steps (``steps.py``): a new step is its module and one line there.
 """
 
 from __future__ import annotations
@@ -23,12 +27,15 @@ from typing import Any
 from kubedl_py.api import RdmaSpec, all_kinds
 from kubedl_py.api import constants as c
 from kubedl_py.api.groups import GROUPS, KUBEDL, ApiGroup
+from kubedl_py.controllers import gang, hostnetwork, kueue, owned, rdma
 from kubedl_py.controllers.gang import Gang, GangSchedulerKind
-from kubedl_py.controllers.hostnetwork import PORT_RETRY_AFTER, HostNetwork
+from kubedl_py.controllers.hostnetwork import PORT_RETRY_AFTER
 from kubedl_py.controllers.job import WRITE_CONCURRENCY, JobReconciler, ReconcilerOptions
 from kubedl_py.controllers.kueue import DEFAULT_KUEUE_MODE, WORKLOADS, KueueMode
-from kubedl_py.controllers.ports import DEFAULT_RANGE, HostPortAllocator
+from kubedl_py.controllers.observation import trim_pod
+from kubedl_py.controllers.ports import DEFAULT_RANGE
 from kubedl_py.controllers.recovery import DEFAULT_INFRASTRUCTURE_BACKOFF_LIMIT, DEFAULT_NODE_LOST_TIMEOUT
+from kubedl_py.controllers.steps import OWNED_SELECTOR, StepFactory, Steps, Wiring
 from kubedl_py.controllers.telemetry import JobTelemetry
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
@@ -40,7 +47,6 @@ from kubedl_py.kube.resources import PODS, SERVICES, Resource
 logger = logging.getLogger(__name__)
 
 Object = dict[str, Any]
-OWNED_SELECTOR = f"{c.LABEL_CONTROLLER}={c.CONTROLLER_NAME}"
 SELF_SUBJECT_ACCESS_REVIEWS = Resource(
     "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", namespaced=False
 )
@@ -125,78 +131,22 @@ class ControllerOptions:
         return Gang(self.gang_scheduler, self.gang_scheduler_name)
 
 
+#: The reconcile's cross-cutting steps (``steps.py``), each its module's factory; every phase runs them in this
+#: order. Host network first: its ports are what the others' pods and objects are built with.
+STEPS: tuple[StepFactory[ControllerOptions], ...] = (
+    hostnetwork.install,
+    gang.install,
+    kueue.install,
+    owned.install,
+    rdma.install,
+)
+
+
 def pod_in_trouble(pod: Object) -> bool:
     """A pod being deleted or failed: its job needs a replacement or a decision, before new work."""
     return (
         bool((pod.get("metadata") or {}).get("deletionTimestamp")) or (pod.get("status") or {}).get("phase") == "Failed"
     )
-
-
-def trim_pod(pod: Object) -> Object:
-    """The fields of a pod the reconcilers read; everything else is dropped from the cache."""
-    meta = pod.get("metadata") or {}
-    spec = pod.get("spec") or {}
-    status = pod.get("status") or {}
-    return {
-        "metadata": {
-            key: meta[key]
-            for key in (
-                "name",
-                "namespace",
-                "uid",
-                "resourceVersion",
-                "labels",
-                "annotations",
-                "ownerReferences",
-                "deletionTimestamp",
-                "creationTimestamp",
-            )
-            if key in meta
-        },
-        "spec": {
-            "hostNetwork": spec.get("hostNetwork", False),
-            # where it runs: a host port is taken on that node only (ports.py); a pod on a node that is not
-            # Ready may be lost with it (recovery.py)
-            "nodeName": spec.get("nodeName"),
-            "containers": [
-                {"name": ctr.get("name"), "ports": ctr.get("ports") or []} for ctr in spec.get("containers") or []
-            ],
-        },
-        "status": {
-            "phase": status.get("phase"),
-            "reason": status.get("reason"),
-            "message": status.get("message"),
-            "containerStatuses": [
-                {key: cs[key] for key in ("name", "restartCount", "state", "lastState") if key in cs}
-                for cs in status.get("containerStatuses") or []
-            ],
-            # why a pod is Pending (failurePolicy.pendingTimeoutSeconds): image pulls and scheduling
-            "initContainerStatuses": [
-                {key: cs[key] for key in ("name", "state") if key in cs}
-                for cs in status.get("initContainerStatuses") or []
-            ],
-            # PodScheduled: why a pod is Pending; Ready: false on a lost node; DisruptionTarget: ended by the
-            # cluster (an infrastructure failure, failures.py)
-            "conditions": [
-                {key: cond[key] for key in ("type", "status", "reason", "message", "lastTransitionTime") if key in cond}
-                for cond in status.get("conditions") or []
-                if cond.get("type") in ("PodScheduled", "Ready", "DisruptionTarget")
-            ],
-        },
-    }
-
-
-def trim_host_pod(pod: Object) -> Object:
-    """What the port allocator needs of a foreign host-network pod."""
-    trimmed = trim_pod(pod)
-    meta = trimmed["metadata"]
-    trimmed["metadata"] = {k: v for k, v in meta.items() if k in ("name", "namespace", "uid", "deletionTimestamp")}
-    if (meta.get("labels") or {}).get(c.LABEL_CONTROLLER) == c.CONTROLLER_NAME:
-        trimmed["metadata"]["labels"] = {c.LABEL_CONTROLLER: c.CONTROLLER_NAME}  # ours: holds its ports unbound
-    trimmed["status"] = {"phase": trimmed["status"]["phase"]}
-    spec = pod.get("spec") or {}
-    trimmed["spec"]["initContainers"] = [{"ports": ctr.get("ports") or []} for ctr in spec.get("initContainers") or []]
-    return trimmed
 
 
 def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
@@ -224,38 +174,10 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
         PODS, namespaces=watched, label_selector=OWNED_SELECTOR, transform=trim_pod, indexers=indexers
     )
     services = manager.informer(SERVICES, namespaces=watched, label_selector=OWNED_SELECTOR, indexers=indexers)
-    # Every namespace's host-network pods when the controller may list them; a namespaced install its own only.
-    host_pods = manager.informer(
-        PODS,
-        namespaces=None if options.host_pods_everywhere is not False else watched,
-        field_selector="spec.hostNetwork=true",
-        transform=trim_host_pod,
-    )
-    gang = options.gang
-    podgroups = None
-    if gang is not None and (options.served is None or (gang.resource.group, gang.resource.plural) in options.served):
-        podgroups = manager.informer(
-            gang.resource, namespaces=watched, label_selector=OWNED_SELECTOR, indexers=indexers
-        )
-    workloads = None
-    # Watched only when known to be served (Kueue's CRDs may be absent, and a watch of an unserved resource
-    # never syncs); otherwise a queued job's Workload is read with requests (kueue.py).
-    if options.kueue_workloads != "off" and (
-        options.served is not None and (WORKLOADS.group, WORKLOADS.plural) in options.served
-    ):
-        workloads = manager.informer(WORKLOADS, namespaces=watched, label_selector=OWNED_SELECTOR, indexers=indexers)
     recorder = manager.recorder(c.CONTROLLER_NAME)
-    low, high = options.host_port_range
-    hostnetwork = HostNetwork(
-        HostPortAllocator(low, high), recorder, client, port_retry_after=options.host_port_retry_after
-    )
-    host_pods.add_handler(
-        Handler(
-            on_add=hostnetwork.on_pod,
-            on_update=lambda _old, new: hostnetwork.on_pod(new),
-            on_delete=hostnetwork.on_pod_deleted,
-        )
-    )
+    #: what the steps share across reconcilers (the host-port allocator, informers)
+    shared: dict[str, Any] = {}
+    wiring = Wiring(client, recorder, manager, options, watched, options.served, shared)
     transitions = manager.metrics.counter(
         "jobs_total", "Job lifecycle transitions, by kind and condition", ["kind", "condition"]
     )
@@ -283,6 +205,7 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
             count = _transition_counter(on_transition, peer_counters if group.kind_reasons else None)
             jobs = manager.informer(resource, namespaces=watched)
             telemetry.watch_jobs(framework.kind, jobs)
+            steps = Steps(tuple(step for install in STEPS if (step := install(wiring)) is not None))
             reconciler = JobReconciler(
                 client=client,
                 framework=framework,
@@ -290,21 +213,16 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
                 jobs=jobs,
                 pods=pods,
                 services=services,
-                hostnetwork=hostnetwork,
                 recorder=recorder,
+                steps=steps,
                 options=ReconcilerOptions(
                     cluster_domain=options.cluster_domain,
-                    gang=gang,
-                    rdma_defaults=options.rdma_defaults,
                     write_concurrency=options.write_concurrency,
                     max_host_ports=options.max_host_ports_per_pod,
                     node_lost_timeout=options.node_lost_timeout,
                     infrastructure_backoff_limit=options.infrastructure_backoff_limit,
-                    kueue_workloads=options.kueue_workloads,
                 ),
                 on_transition=count,
-                podgroups=podgroups,
-                workloads=workloads,
             )
             # ``pytorchjobs`` as before (the metrics' controller label), ``pytorchjobs.kubeflow.org`` beside it
             name = framework.plural if group is KUBEDL else f"{framework.plural}.{group.group}"
@@ -312,13 +230,11 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
             controller.watch(jobs)
             # A pod or Service of a job deleted, a pod stopping or failed: that job goes to the front of the
             # queue (its peers are stalled until it is replaced), ahead of jobs merely being created.
-            owned = owner_key(framework.kind, api_version=resource.api_version)
-            controller.watch(pods, map=owned, urgent=pod_in_trouble, urgent_delete=True)
-            controller.watch(services, map=owned, urgent_delete=True)
-            if podgroups is not None:
-                controller.watch(podgroups, map=owned)
-            if workloads is not None:
-                controller.watch(workloads, map=owned)  # an admission or eviction wakes its job
+            to_owner = owner_key(framework.kind, api_version=resource.api_version)
+            controller.watch(pods, map=to_owner, urgent=pod_in_trouble, urgent_delete=True)
+            controller.watch(services, map=to_owner, urgent_delete=True)
+            for informer in steps.watches():
+                controller.watch(informer, map=to_owner)
             expectations = reconciler.expectations
             pods.add_handler(
                 Handler(

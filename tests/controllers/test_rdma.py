@@ -19,8 +19,14 @@ from kubedl_py.api import PyTorchJob, RdmaSpec, TFJob, load_jobs_file, parse_job
 from kubedl_py.api.validation import JobValidationError, parse_rdma
 from kubedl_py.controllers import gang
 from kubedl_py.controllers.gang import Gang, build_podgroup, min_member
-from kubedl_py.controllers.pods import addressing_for, build_pod, owner_reference
-from kubedl_py.controllers.rdma import HOST_NETWORK_EXCLUDED, HOST_NETWORK_IFNAME, nccl_env, resolve_rdma
+from kubedl_py.controllers.pods import addressing_for, owner_reference
+from kubedl_py.controllers.rdma import (
+    HOST_NETWORK_EXCLUDED,
+    HOST_NETWORK_IFNAME,
+    nccl_env,
+    resolve_rdma,
+)
+from tests.controllers.building import built_pod
 
 DATA = Path(__file__).parent / "data"
 HCA = "rdma/hca"
@@ -53,7 +59,7 @@ def _job(
 
 def _pod(job: PyTorchJob | TFJob, replica_type: str = "Worker", index: int = 0, **kwargs: Any) -> dict[str, Any]:
     host = {(replica_type, index): 20001} if job.host_network else {}
-    return build_pod(job, replica_type, index, addressing_for(job, host_ports=host), **kwargs)
+    return built_pod(job, replica_type, index, addressing_for(job, host_ports=host), **kwargs)
 
 
 def _env(container: dict[str, Any]) -> dict[str, str]:
@@ -76,7 +82,7 @@ def test_jobs_without_the_new_fields_get_byte_identical_pods() -> None:
         addressing = addressing_for(job, host_ports=host)
         for t, i in slots:
             # The controller's RDMA defaults apply only to jobs that opt in: these must not change.
-            pod = build_pod(job, t, i, addressing, rdma_defaults=RdmaSpec(devices={HCA: 1}, shm_size="1Gi"))
+            pod = built_pod(job, t, i, addressing, rdma_defaults=RdmaSpec(devices={HCA: 1}, shm_size="1Gi"))
             built[f"{job.name}:{t}:{i}"] = json.loads(json.dumps(pod))
     assert len(built) == 12
     assert json.dumps(built, sort_keys=True) == json.dumps(golden["pods"], sort_keys=True)

@@ -3,7 +3,7 @@ the files hold and what the controller builds, or a reader copying from it gets 
 
 Each ```yaml block of the page that starts with ``# examples/<file>`` must be a part of that file (every key
 it shows, with the value it shows; ``(abridged)`` only allows leaving things out). The pod of the opt-in
-scenario must be a part of the pod ``build_pod`` makes of that example (``...`` entries stand for the rest).
+scenario must be a part of the pod the controller makes of that example (``...`` entries stand for the rest).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from kubedl_py.api import load_jobs_file, with_defaults
-from kubedl_py.controllers.pods import addressing_for, build_pod
+from kubedl_py.controllers.pods import addressing_for
+from tests.controllers.building import built_pod
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = (ROOT / "docs" / "rdma.md").read_text()
@@ -83,7 +84,7 @@ def test_the_opt_in_scenarios_pod_is_the_pod_the_controller_builds() -> None:
     job = with_defaults(job)
     # The page's pod is worker 0's ("kubectl get pod resnet-rdma-optin-worker-0"), in host-network mode.
     assert job.host_network and "Worker 0's pod (`kubectl get pod resnet-rdma-optin-worker-0" in PAGE
-    pod = build_pod(job, "Worker", 0, addressing_for(job, host_ports={("Worker", 0): 20001}))
+    pod = built_pod(job, "Worker", 0, addressing_for(job, host_ports={("Worker", 0): 20001}))
     assert not problems(shown, pod), "docs/rdma.md's pod differs from the one built:\n" + "\n".join(
         problems(shown, pod)
     )

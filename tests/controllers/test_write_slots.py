@@ -20,7 +20,6 @@ def reconciler(options: ReconcilerOptions | None = None) -> JobReconciler:
         jobs=nothing,
         pods=nothing,
         services=nothing,
-        hostnetwork=nothing,
         recorder=nothing,
         options=options,
     )

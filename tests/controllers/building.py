@@ -1,0 +1,34 @@
+"""The pod as the reconcile makes it, for the unit tests: ``pods.build_pod``, then the ``build_pod`` phase of
+the steps that add to pods (RDMA and placement, and the gang's with a gang scheduler), in registry order."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from kubedl_py.api import TrainingJob
+from kubedl_py.api.common import RdmaSpec
+from kubedl_py.controllers.addressing import Addressing
+from kubedl_py.controllers.gang import Gang, PodGroups
+from kubedl_py.controllers.observation import Observation, Replica
+from kubedl_py.controllers.pods import build_pod
+from kubedl_py.controllers.rdma import RdmaAndPlacement
+from kubedl_py.controllers.steps import Step, Steps
+
+
+def built_pod(
+    job: TrainingJob,
+    replica_type: str,
+    index: int,
+    addressing: Addressing,
+    *,
+    rdma_defaults: RdmaSpec | None = None,
+    gang: Gang | None = None,
+) -> dict[str, Any]:
+    pod = build_pod(job, replica_type, index, addressing)
+    steps: list[Step] = [RdmaAndPlacement(rdma_defaults)]
+    if gang is not None:
+        steps.insert(0, PodGroups(cast(Any, None), cast(Any, None), gang))
+    seen = Observation(raw={}, job=job, status={}, pods=[], services={}, replicas={}, surplus=[], now=datetime.now(UTC))
+    Steps(tuple(steps)).build_pod(seen, Replica(replica_type, index), pod)
+    return pod
