@@ -1,7 +1,7 @@
 """Run a pod's container as a local process, with Kubernetes container semantics.
 
-Why a process instead of a container: nothing on this machine can run images (see DESIGN.md), so the
-embedded cluster's process runtime executes the container's ``command``/``args`` directly on the host and
+Why a process instead of a container: the process runtime (``local up``'s default, docs/local-cluster.md)
+needs nothing that runs images, so it executes the container's ``command``/``args`` directly on the host and
 ignores the image. What still has to hold, because the controller and users observe it:
 
 - argv is ``command + args`` with ``$(VAR)`` expanded from the container env (kubelet semantics). ``command``
