@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from kubedl_py.api import constants as c
 from kubedl_py.api.jobs import JOB_MODELS, Job
@@ -119,6 +119,27 @@ def _run_policy(
     return policy
 
 
+class JobOptions(TypedDict, total=False):
+    """The keyword arguments every builder takes besides its own, each optional."""
+
+    #: every replica's: ``{"cpu": 4, "memory": "16Gi", "nvidia.com/gpu": 1}`` sets requests = limits;
+    #: ``{"requests": {...}, "limits": {...}}`` is taken as it is
+    resources: Mapping[str, Any] | None
+    #: ``kubedl.io/network-mode: host`` on the job
+    host_network: bool
+    args: Sequence[str] | None
+    env: Mapping[str, str] | None
+    namespace: str | None
+    restart_policy: str | None
+    backoff_limit: int | None
+    active_deadline_seconds: int | None
+    clean_pod_policy: str | None
+    labels: Mapping[str, str] | None
+    annotations: Mapping[str, str] | None
+    #: on every replica's pod template
+    pod_annotations: Mapping[str, str] | None
+
+
 def training_job(
     kind: str,
     name: str,
@@ -126,28 +147,19 @@ def training_job(
     command: str | Sequence[str],
     *,
     replicas: Mapping[str, int],
-    resources: Mapping[str, Any] | None = None,
-    host_network: bool = False,
-    args: Sequence[str] | None = None,
-    env: Mapping[str, str] | None = None,
-    namespace: str | None = None,
-    restart_policy: str | None = None,
-    backoff_limit: int | None = None,
-    active_deadline_seconds: int | None = None,
-    clean_pod_policy: str | None = None,
-    labels: Mapping[str, str] | None = None,
-    annotations: Mapping[str, str] | None = None,
-    pod_annotations: Mapping[str, str] | None = None,
     spec: Mapping[str, Any] | None = None,
+    **options: Unpack[JobOptions],
 ) -> Job:
     """A job of ``kind`` (its kind, plural, short name or framework: ``"xgboost"``) whose replicas, ``replicas``
     of each type (``{"Master": 1, "Worker": 4}``), run ``command`` in ``image`` in the kind's container.
 
-    ``resources`` applies to every replica (``{"cpu": 4, "memory": "16Gi", "nvidia.com/gpu": 1}`` sets
-    requests = limits); ``host_network=True`` adds ``kubedl.io/network-mode: host``; ``spec`` adds the kind's
-    own fields as written in YAML (``{"nprocPerNode": 4}``, ``{"slotsPerWorker": 2}``). The result is validated:
-    a bad argument raises :class:`JobValidationError` naming the field.
+    ``spec`` adds the kind's own fields as written in YAML (``{"nprocPerNode": 4}``, ``{"slotsPerWorker": 2}``);
+    ``options`` are :class:`JobOptions`. The result is validated: a bad argument raises
+    :class:`JobValidationError` naming the field.
     """
+    unknown = sorted(set(options) - set(JobOptions.__annotations__))
+    if unknown:  # what Python says of a misspelt keyword argument, as a type checker would have
+        raise TypeError(f"training_job() got an unexpected keyword argument {unknown[0]!r}")
     try:
         found = canonical_kind(kind)
     except ValueError as exc:
@@ -156,18 +168,30 @@ def training_job(
     framework = JOB_MODELS[found].FRAMEWORK
     subject = f"{framework.kind} {name!r}"
     container = _container(
-        framework.container_name, image, command, args=args, env=env, resources=resources, subject=subject
+        framework.container_name,
+        image,
+        command,
+        args=options.get("args"),
+        env=options.get("env"),
+        resources=options.get("resources"),
+        subject=subject,
     )
+    restart_policy, pod_annotations = options.get("restart_policy"), options.get("pod_annotations")
     specs = {
         replica_type: _replica(count, container, restart_policy, pod_annotations)
         for replica_type, count in replicas.items()
     }
     body_spec: dict[str, Any] = {framework.replica_specs_field: specs, **(spec or {})}
-    body_spec.update(_run_policy(backoff_limit, active_deadline_seconds, clean_pod_policy))
-    body = {
-        "apiVersion": c.API_VERSION,
-        "kind": framework.kind,
-        "metadata": _metadata(name, namespace, labels, annotations, host_network),
-        "spec": body_spec,
-    }
+    policy = _run_policy(
+        options.get("backoff_limit"), options.get("active_deadline_seconds"), options.get("clean_pod_policy")
+    )
+    body_spec.update(policy)
+    metadata = _metadata(
+        name,
+        options.get("namespace"),
+        options.get("labels"),
+        options.get("annotations"),
+        options.get("host_network", False),
+    )
+    body = {"apiVersion": c.API_VERSION, "kind": framework.kind, "metadata": metadata, "spec": body_spec}
     return parse_job(body, source=subject)

@@ -81,3 +81,8 @@ def test_pytorch_job_and_tf_job_are_the_generic_builder_under_their_names() -> N
     tf = tf_job("t", "img", ["python", "t.py"], workers=2, ps=1, chief=True, success_policy="AllWorkers")
     assert list(tf.spec.tf_replica_specs) == ["Chief", "PS", "Worker"] and tf.spec.success_policy == "AllWorkers"
     assert tf == parse_job(tf.to_dict())
+
+
+def test_a_misspelt_keyword_is_refused_as_python_refuses_it() -> None:
+    with pytest.raises(TypeError, match="unexpected keyword argument 'worker'"):
+        pytorch_job("j", "img", ["train"], worker=2)  # type: ignore[call-arg]
