@@ -186,7 +186,7 @@ def condition(workload: Object | None, kind: str) -> Object | None:
     return None
 
 
-def is_true(workload: Object | None, kind: str) -> bool:
+def workload_is(workload: Object | None, kind: str) -> bool:
     cond = condition(workload, kind)
     return cond is not None and cond.get("status") == "True"
 
@@ -375,14 +375,14 @@ class Workloads(Step):
                 return Gate(False, self._said.get(seen.key, "its Workload could not be made yet"))
         name = (workload.get("metadata") or {}).get("name")
         where = f"Workload {job.namespace}/{name} (LocalQueue {queue_name(job)})"
-        if is_true(workload, FINISHED):
+        if workload_is(workload, FINISHED):
             cond = condition(workload, FINISHED) or {}
             return Gate(False, f"{where} is Finished ({cond.get('reason')}): {cond.get('message')}", workload)
-        if is_true(workload, EVICTED):
+        if workload_is(workload, EVICTED):
             cond = condition(workload, EVICTED) or {}
             message = f"{where} was evicted by Kueue ({cond.get('reason')}): {cond.get('message')}"
             return Gate(False, message, workload, evicted=True)
-        if is_true(workload, ADMITTED):
+        if workload_is(workload, ADMITTED):
             return Gate(True, "", workload)
         reserved = condition(workload, QUOTA_RESERVED)
         why = f": {reserved.get('message')}" if reserved and reserved.get("message") else ""
@@ -526,13 +526,13 @@ class Workloads(Step):
 
     # ----------------------------------------------------------------------------------------- finish
 
-    async def finished(self, seen: Observation, *, succeeded: bool, message: str) -> None:
+    async def mark_finished(self, seen: Observation, *, succeeded: bool, message: str) -> None:
         """A finished job's Workload is ``Finished`` too, which gives its quota back (once)."""
         job = seen.job
         if not self.manages(job):
             return
         workload = await self._find(seen)
-        if workload is None or is_true(workload, FINISHED):
+        if workload is None or workload_is(workload, FINISHED):
             return
         status = copy.deepcopy(workload.get("status") or {})
         conditions: list[Object] = status.get("conditions") or []
@@ -591,7 +591,7 @@ class Queued(Step):
         status = seen.status
         succeeded = st.is_true(status, st.SUCCEEDED)
         final = st.get_condition(status, st.SUCCEEDED if succeeded else st.FAILED) or {}
-        await self.workloads.finished(seen, succeeded=succeeded, message=str(final.get("message") or ""))
+        await self.workloads.mark_finished(seen, succeeded=succeeded, message=str(final.get("message") or ""))
 
 
 class KueueSettings(Protocol):

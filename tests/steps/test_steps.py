@@ -72,6 +72,7 @@ def test_the_reconcile_calls_no_step_by_name() -> None:
     assert step_modules() == {
         "kubedl_py.controllers.hostnetwork",
         "kubedl_py.controllers.gang",
+        "kubedl_py.controllers.kueue",
         "kubedl_py.controllers.owned",
         "kubedl_py.controllers.rdma",
     }
