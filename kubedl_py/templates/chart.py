@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from kubedl_py._version import __version__
+from kubedl_py.api import all_kinds
 from kubedl_py.api.crd import all_crds
 from kubedl_py.templates.render import (
     DEFAULT_IMAGE,
@@ -231,16 +232,16 @@ def _schema() -> dict[str, Any]:
 
 
 def _chart_yaml() -> str:
+    kinds = [plugin.framework.kind for plugin in all_kinds()]
     chart = {
         "apiVersion": "v2",
         "name": CHART_NAME,
-        "description": "A KubeDL-style training-job controller (PyTorchJob, TFJob, MPIJob, XGBoostJob, PaddleJob,"
-        " JAXJob) with host-network mode",
+        "description": f"A KubeDL-style training-job controller ({', '.join(kinds)}) with host-network mode",
         "type": "application",
         "version": __version__,
         "appVersion": __version__,
         "kubeVersion": ">=1.29.0-0",
-        "keywords": ["training", "pytorch", "tensorflow", "mpi", "kubedl", "operator"],
+        "keywords": ["training", *(plugin.name for plugin in all_kinds()), "kubedl", "operator"],
     }
     return f"{_GENERATED_NOTICE}\n{yaml.safe_dump(chart, sort_keys=False)}"
 

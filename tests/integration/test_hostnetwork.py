@@ -407,8 +407,13 @@ async def test_hand_edits_of_a_jobs_service_are_undone(kube: Kube, controller: R
 
     service = await eventually(repaired, what="the Service put back")
     assert [(p["port"], p["targetPort"]) for p in service["spec"]["ports"]] == [(23456, 23456)]
-    events = [e for e in await events_for(kube, "edit") if e["reason"] == "ServiceRepaired"]
-    assert events and "selector, ports" in events[0]["message"]
+
+    async def told() -> list[dict[str, Any]] | None:  # the event is recorded after the write it tells of
+        events = [e for e in await events_for(kube, "edit") if e["reason"] == "ServiceRepaired"]
+        return events or None
+
+    events = await eventually(told, what="the ServiceRepaired event")
+    assert "selector, ports" in events[0]["message"]
 
 
 async def test_pods_no_node_can_take_are_named_on_the_job(kube: Kube, controller: RunningController) -> None:
