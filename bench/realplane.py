@@ -64,7 +64,7 @@ def audit_policy(users: list[str], traced: list[str] | None = None) -> str:
     )
 
 
-async def serve(directory: Path, nodes: int, install: bool) -> None:
+async def serve(directory: Path, nodes: int, install: bool, scheduler_qps: int | None = None) -> None:
     policy = directory / "audit-policy.json"
     audit_log = directory / "audit.log"
     options = KubernetesClusterOptions(
@@ -84,7 +84,14 @@ async def serve(directory: Path, nodes: int, install: bool) -> None:
                     "--audit-log-format=json",
                     "--audit-log-mode=blocking",
                     "--audit-log-maxsize=0",
-                ]
+                ],
+                # kube-scheduler binds at most its client's QPS pods a second (default 50): raised, the time
+                # until every pod runs measures the controllers, not the scheduler's rate limit
+                **(
+                    {"kube-scheduler": [f"--kube-api-qps={scheduler_qps}", f"--kube-api-burst={2 * scheduler_qps}"]}
+                    if scheduler_qps
+                    else {}
+                ),
             },
         ),
     )
@@ -232,7 +239,13 @@ def go_duration(value: str) -> float:
 
 @contextlib.contextmanager
 def real_cluster(
-    tmp: Path, *, nodes: int, install: bool = True, timeout: float = 300.0, traced: Sequence[str] = ()
+    tmp: Path,
+    *,
+    nodes: int,
+    install: bool = True,
+    timeout: float = 300.0,
+    traced: Sequence[str] = (),
+    scheduler_qps: int | None = None,
 ) -> Iterator[RealCluster]:
     """A fresh real cluster (``serve`` in a subprocess); stopped, with its data, on exit. Every request on the
     pods and Services named in ``traced`` is audited too (:meth:`RealCluster.traced`)."""
@@ -243,6 +256,8 @@ def real_cluster(
         argv.append("--no-install")
     for name in traced:
         argv += ["--trace", name]
+    if scheduler_qps:
+        argv += ["--scheduler-qps", str(scheduler_qps)]
     with (directory / "cluster.log").open("ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -269,10 +284,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=10)
     parser.add_argument("--no-install", action="store_true", help="no kubedl-py CRDs nor controller identity")
     parser.add_argument("--trace", action="append", default=[], help="also audit every request on this pod/Service")
+    parser.add_argument("--scheduler-qps", type=int, default=None, help="kube-scheduler's client QPS (default 50)")
     args = parser.parse_args(argv)
     args.dir.mkdir(parents=True, exist_ok=True)
     (args.dir / "audit-policy.json").write_text(audit_policy([KUBEDL_PY_USER, *CLIENT_USERS], args.trace))
-    asyncio.run(serve(args.dir, args.nodes, not args.no_install))
+    asyncio.run(serve(args.dir, args.nodes, not args.no_install, args.scheduler_qps))
     return 0
 
 
