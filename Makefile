@@ -7,7 +7,8 @@ STAMP := $(VENV)/.installed-test
 DEMO_STAMP := $(VENV)/.installed-demo
 KINDS_STAMP := $(VENV)/.installed-kinds
 
-.PHONY: test lint demo manifests bench soak e2e e2e-kind clean venv kube-binaries kube-sources image
+.PHONY: test lint demo manifests bench soak e2e e2e-kind clean venv kube-binaries kube-sources image node-binaries \
+	test-node
 
 $(VENV_STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,6 +37,13 @@ venv: $(STAMP)
 kube-binaries: $(STAMP)
 	$(BIN)/python -m kubedl_py.local.kubernetes
 
+# The real node's programs (kubelet and kube-proxy from the same module set as the control plane, containerd
+# v2 with its runc shim and ctr, CoreDNS, the sandbox's pause) built from their Go modules at the versions
+# pinned in kubedl_py/local/kubernetes/release.py, into ~/.cache/kubedl-py (once: about 6 minutes on 2 cores
+# after the control plane's build; seconds when built). runc and the CNI plugins come from Debian.
+node-binaries: $(STAMP)
+	$(BIN)/python -m kubedl_py.local.kubernetes.node
+
 # What the embedded API server reads from the pinned Kubernetes release, into ~/.cache/kubedl-py (once;
 # nothing of Kubernetes' is committed): the field table of the built-in kinds (protobuf bodies, typed
 # decoding), compiled from the k8s.io/api and k8s.io/apimachinery module zips, and the built-in OpenAPI v3
@@ -55,6 +63,14 @@ test: $(STAMP) kube-sources
 	$(BIN)/python -m kubedl_py.local.kubernetes.helm
 	$(BIN)/python -m kubedl_py.local.kubernetes.peers
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+# The node tier (tests/node, opt-in: KUBEDL_TEST_TIERS=node): a real node on this machine (root; one per
+# machine), with the controller installed in-cluster from deploy/. It builds what it needs first; the DDP
+# failover runs torch from this venv (the demo extra), the images are built with podman as `make image` does.
+test-node: $(STAMP) $(DEMO_STAMP)
+	$(BIN)/python -m kubedl_py.local.kubernetes
+	$(BIN)/python -m kubedl_py.local.kubernetes.node
+	KUBEDL_TEST_TIERS=node $(BIN)/python -m pytest -q -p no:cacheprovider tests/node
 
 lint: $(STAMP)
 	$(BIN)/ruff check kubedl_py tests e2e bench examples

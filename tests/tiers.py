@@ -8,6 +8,11 @@
 
 ``KUBEDL_TEST_TIERS=embedded`` (or ``kubernetes``) narrows a local run to one tier; ``make test`` and CI run
 both. A tier that is not selected skips its tests with a reason; a selected tier that cannot start fails.
+
+- ``node`` (opt-in, never in the default selection): the real control plane with a real node on this machine
+  (containerd, kubelet, kube-proxy, CNI, CoreDNS: ``kubedl_py.local.kubernetes.node``), root only. One real
+  node per machine, so its suites (``tests/node``) run one cluster at a time, each waiting for the machine's
+  node lock. ``make test-node`` (``KUBEDL_TEST_TIERS=node``) runs it; CI does, after ``make test``.
 """
 
 from __future__ import annotations
@@ -26,14 +31,17 @@ T = TypeVar("T")
 EMBEDDED = "embedded"
 KUBERNETES = "kubernetes"
 TIERS = (EMBEDDED, KUBERNETES)
+NODE = "node"
+#: tiers that run only when named in KUBEDL_TEST_TIERS
+OPT_IN_TIERS = (NODE,)
 
 
 def selected_tiers() -> tuple[str, ...]:
     raw = os.environ.get("KUBEDL_TEST_TIERS", ",".join(TIERS))
     chosen = tuple(tier.strip() for tier in raw.split(",") if tier.strip())
-    unknown = [tier for tier in chosen if tier not in TIERS]
+    unknown = [tier for tier in chosen if tier not in TIERS + OPT_IN_TIERS]
     if unknown:
-        raise pytest.UsageError(f"KUBEDL_TEST_TIERS: unknown tier(s) {unknown}; use {', '.join(TIERS)}")
+        raise pytest.UsageError(f"KUBEDL_TEST_TIERS: unknown tier(s) {unknown}; use {', '.join(TIERS + OPT_IN_TIERS)}")
     return chosen
 
 

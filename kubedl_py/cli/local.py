@@ -28,7 +28,14 @@ from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import AlreadyExists
 from kubedl_py.kube.manager import Manager
 from kubedl_py.kube.resources import Resource
-from kubedl_py.local import LocalCluster, LocalUpOptions, UpCluster, parse_node_resources, run_local_up
+from kubedl_py.local import (
+    ClusterStartError,
+    LocalCluster,
+    LocalUpOptions,
+    UpCluster,
+    parse_node_resources,
+    run_local_up,
+)
 
 _CRDS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False
@@ -42,6 +49,9 @@ def run_local_up_command(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         return _serve(args)
+    except ClusterStartError as exc:
+        print(f"kubedl-py: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:  # taken between the check and the bind
             print(f"kubedl-py: {_busy(args.port)}", file=sys.stderr)
@@ -63,6 +73,8 @@ def _serve(args: argparse.Namespace) -> int:
         kubeflow_api=args.kubeflow_api,
         node_resources=parse_node_resources(args.node_resources or ""),
         node_monitor_grace_period=args.node_monitor_grace_period,
+        images=tuple(args.image),
+        proxy_mode=args.proxy_mode,
     )
     if args.no_controller:
         return asyncio.run(run_local_up(options))
@@ -84,6 +96,10 @@ def _check(args: argparse.Namespace) -> str | None:
         parse_node_resources(args.node_resources or "")
     except ValueError as e:
         return str(e)
+    if args.runtime == "kubelet" and args.control_plane != "kubernetes":
+        return "--runtime kubelet runs a real node, which joins the real control plane: add --control-plane kubernetes"
+    if args.runtime != "kubelet" and (args.image or args.proxy_mode != "iptables"):
+        return "--image and --proxy-mode are for the real node: add --runtime kubelet --control-plane kubernetes"
     return None
 
 

@@ -114,10 +114,13 @@ def _add_local(sub: Subcommands) -> None:
     up.add_argument(
         "--runtime",
         default="process",
-        choices=["process", "container", "simulated"],
+        choices=["process", "container", "simulated", "kubelet"],
         help="how pods run: 'process' runs their commands as local processes (default); 'container' runs the "
         "pods whose images are all in the local podman store in containers (e.g. the controller's Deployment "
-        "from `make image`) and the others as processes; 'simulated' only pretends (scale tests)",
+        "from `make image`) and the others as processes; 'simulated' only pretends (scale tests); 'kubelet' "
+        "(with --control-plane kubernetes, as root) a real node: containerd, kubelet, kube-proxy, CNI and "
+        "CoreDNS, built from their Go modules on first use (`make node-binaries`, minutes); further --nodes "
+        "are simulated",
     )
     up.add_argument(
         "--node-resources",
@@ -134,6 +137,20 @@ def _add_local(sub: Subcommands) -> None:
     )
     up.add_argument(
         "--pod-cidr", default=None, help="process/container runtimes: the pod network's CIDR (default 10.244.0.0/16)"
+    )
+    up.add_argument(
+        "--image",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="--runtime kubelet: copy this image of podman's store into the node (repeatable; kubedl-py:<version> "
+        "is copied whenever `make image` built it); no registry is reached",
+    )
+    up.add_argument(
+        "--proxy-mode",
+        default="iptables",
+        choices=["iptables", "nftables"],
+        help="--runtime kubelet: kube-proxy's mode (default iptables)",
     )
     up.add_argument(
         "--data-dir", default=None, help="keep the embedded cluster's state here across restarts (default: memory)"

@@ -12,7 +12,7 @@ from kubedl_py.local.faults import FaultRule, Faults, RequestLog, RequestRecord
 from kubedl_py.local.node.agent import POWER_LABEL, POWER_STATE
 from kubedl_py.local.node.devices import parse_node_resources
 from kubedl_py.local.node.simulated import EXIT_CODE, RUN_SECONDS, TERMINATION_SECONDS
-from kubedl_py.local.up import CONTROL_PLANES, LocalUpOptions, UpCluster, run_local_up
+from kubedl_py.local.up import CONTROL_PLANES, ClusterStartError, LocalUpOptions, UpCluster, run_local_up
 
 __all__ = [
     "CONTEXT",
@@ -22,6 +22,7 @@ __all__ = [
     "POWER_STATE",
     "RUN_SECONDS",
     "TERMINATION_SECONDS",
+    "ClusterStartError",
     "FaultRule",
     "Faults",
     "LocalCluster",

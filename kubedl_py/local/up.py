@@ -22,10 +22,22 @@ from typing import Any, Protocol
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.local.cluster import CONTEXT, LocalCluster
 from kubedl_py.local.node import AgentSettings
+from kubedl_py.templates.render import DEFAULT_IMAGE
 
 log = logging.getLogger(__name__)
 
 CONTROL_PLANES = ("embedded", "kubernetes")
+
+
+class ClusterStartError(RuntimeError):
+    """The cluster cannot start on this machine for a reason its message names with the fix (a real node
+    already running here, a missing tool): ``local up`` prints it in one line instead of a traceback."""
+
+
+def _user_fixable(exc: BaseException) -> bool:
+    from kubedl_py.local.kubernetes.node import NodeBusy, NodeError
+
+    return isinstance(exc, NodeBusy | NodeError)
 
 
 class UpCluster(Protocol):
@@ -64,6 +76,9 @@ class LocalUpOptions:
     #: a node whose kubelet has not reported for this long is NotReady (kube-controller-manager's
     #: ``--node-monitor-grace-period``, 50 s); shorter rehearses ``local node stop`` faster
     node_monitor_grace_period: float = 50.0
+    #: runtime "kubelet": images of podman's store to copy into the real node (``--image``), and kube-proxy's mode
+    images: tuple[str, ...] = ()
+    proxy_mode: str = "iptables"
 
     def agent_settings(self, **extra: Any) -> AgentSettings:
         """The node agents renew their Leases every quarter of the grace period (10 s at most), as a kubelet
@@ -76,6 +91,10 @@ def build_cluster(options: LocalUpOptions) -> UpCluster:
     cannot work."""
     if options.control_plane not in CONTROL_PLANES:
         raise ValueError(f"--control-plane {options.control_plane!r}: use one of {', '.join(CONTROL_PLANES)}")
+    if options.runtime == "kubelet" and options.control_plane != "kubernetes":
+        raise ValueError(
+            "--runtime kubelet runs a real node, which joins the real control plane: add --control-plane kubernetes"
+        )
     if options.control_plane == "embedded":
         return LocalCluster(
             nodes=options.nodes,
@@ -97,6 +116,7 @@ def build_cluster(options: LocalUpOptions) -> UpCluster:
         )
     from kubedl_py.local.kubernetes.cluster import KubernetesCluster, KubernetesClusterOptions
     from kubedl_py.local.kubernetes.controlplane import ControlPlaneOptions
+    from kubedl_py.local.kubernetes.node import RealNodeOptions
     from kubedl_py.templates import ManifestOptions
 
     kubernetes = KubernetesClusterOptions(
@@ -110,6 +130,16 @@ def build_cluster(options: LocalUpOptions) -> UpCluster:
         manifests=ManifestOptions(kubeflow_api=options.kubeflow_api),
         node_resources=dict(options.node_resources),
     )
+    if options.runtime == "kubelet":
+        real = RealNodeOptions(images=options.images, proxy_mode=options.proxy_mode, optional_images=(DEFAULT_IMAGE,))
+        if options.node_monitor_grace_period < 40:
+            # the kubelet renews its Lease every quarter of the Lease's duration (40 s): as the agents do
+            real.kubelet_config["nodeLeaseDurationSeconds"] = max(1, int(options.node_monitor_grace_period))
+        if options.bridge is not None:
+            real.bridge = options.bridge
+        if options.pod_cidr is not None:
+            real.pod_cidr = options.pod_cidr
+        kubernetes.real_node = real
     if options.bridge is not None:
         kubernetes.bridge = options.bridge
     if options.pod_cidr is not None:
@@ -154,7 +184,12 @@ async def run_local_up(
         os.unlink(kubeconfig)  # a stale one from an earlier run must not look like "ready"
     written: bytes | None = None
     try:
-        await cluster.start()
+        try:
+            await cluster.start()
+        except Exception as exc:
+            if _user_fixable(exc):
+                raise ClusterStartError(str(exc)) from exc
+            raise
         if on_ready is not None:
             await on_ready(cluster)
         # Written last: its appearance means "ready", including what on_ready set up (CRDs, controller).

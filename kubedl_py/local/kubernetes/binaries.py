@@ -161,12 +161,16 @@ def ensure_binaries(*, progress: Progress | None = None, go: str | None = None) 
 # ------------------------------------------------------------------------------------------------ builds
 
 
-def _build_kubernetes(go: str, say: Progress) -> None:
-    target = kubernetes_dir()
+def _build_kubernetes(
+    go: str, say: Progress, *, components: Sequence[str] = COMPONENTS, target: Path | None = None
+) -> None:
+    """Compile ``components`` (commands of ``k8s.io/kubernetes/cmd``) into ``target`` (default: the control
+    plane's cache directory; the real node's kubelet and kube-proxy have their own, ``node/binaries.py``)."""
+    target = target or kubernetes_dir()
     work = _scratch(target)
     module = f"k8s.io/kubernetes@v{KUBERNETES_VERSION}"
     env = _go_env(work)
-    steps = len(COMPONENTS) + 1
+    steps = len(components) + 1
     say(f"[1/{steps}] resolving {module} and downloading its modules")
     info = _module_info(go, module, work, env)
     staging = staging_modules(Path(info["GoMod"]).read_text())
@@ -183,7 +187,7 @@ def _build_kubernetes(go: str, say: Progress) -> None:
         "",
     ]
     (work / "go.mod").write_text("\n".join(go_mod))
-    _write_tools(work, [f"k8s.io/kubernetes/cmd/{name}" for name in COMPONENTS])
+    _write_tools(work, [f"k8s.io/kubernetes/cmd/{name}" for name in components])
     _run([go, "mod", "tidy"], work, env, say, what="go mod tidy")
     commit = _origin_hash(info)
     ldflags = " ".join(
@@ -198,7 +202,7 @@ def _build_kubernetes(go: str, say: Progress) -> None:
         ]
     )
     (work / "bin").mkdir()
-    for i, name in enumerate(COMPONENTS, start=2):
+    for i, name in enumerate(components, start=2):
         say(f"[{i}/{steps}] compiling {name}")
         output = str(work / "bin" / name)
         _run(

@@ -42,6 +42,7 @@ from kubedl_py.local.kubernetes.install import (
     manifest_documents,
     service_account_token,
 )
+from kubedl_py.local.kubernetes.node import RealNode, RealNodeOptions
 from kubedl_py.local.node import (
     AgentSettings,
     KubeletTLS,
@@ -69,9 +70,11 @@ SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 CONTROLLER_SERVICE_ACCOUNT = "kubedl-py-controller"
 
 
-RUNTIMES = ("simulated", "process", "container")
+RUNTIMES = ("simulated", "process", "container", "kubelet")
 #: runtimes whose one node is this host ("container": processes, and podman for pods whose images are here)
 HOST_RUNTIMES = ("process", "container")
+#: the real node's Service range: off loopback, so that kube-proxy forwards it (the agents' is 127.x)
+REAL_NODE_SERVICE_CIDR = "10.96.0.0/16"
 
 
 @dataclass
@@ -83,9 +86,11 @@ class KubernetesClusterOptions:
     fault_proxy: bool = False
     #: how many nodes the node agent registers (0: none; tests add their own with :meth:`add_node`)
     nodes: int = 1
-    #: how their pods run: "simulated" (annotations decide), "process" (one node, real processes) or
+    #: how their pods run: "simulated" (annotations decide), "process" (one node, real processes),
     #: "container" (one node: pods whose images are all in the local podman store run in containers, the
-    #: others as processes; see kubedl_py/local/node/containers.py)
+    #: others as processes; see kubedl_py/local/node/containers.py) or "kubelet" (a real node: containerd,
+    #: kubelet, kube-proxy, CNI and CoreDNS, see kubedl_py/local/kubernetes/node/; the other nodes, if any,
+    #: are simulated)
     runtime: str = "simulated"
     #: install the CRDs and the controller's identity (Namespace, ServiceAccount, RBAC) from deploy/ at start;
     #: False leaves a bare cluster, for ``kubectl apply -f deploy/kubedl-py.yaml`` to install everything
@@ -102,6 +107,8 @@ class KubernetesClusterOptions:
     agent: AgentSettings = field(default_factory=lambda: AgentSettings(watch_all_bound_pods=True))
     #: how the process node finds this machine's GPUs (None: NVML, then nvidia-smi; kubedl_py/local/node/devices.py)
     gpu_discovery: GpuDiscovery | None = None
+    #: the real node's options (runtime "kubelet")
+    real_node: RealNodeOptions | None = None
 
 
 def node_name(i: int) -> str:
@@ -117,11 +124,15 @@ class KubernetesCluster:
             raise ValueError(f"runtime {self.options.runtime!r} is not available (supported: {', '.join(RUNTIMES)})")
         if self.options.runtime in HOST_RUNTIMES and self.options.nodes != 1:
             raise ValueError("the process runtime runs exactly 1 node (host ports are the host's); use --nodes 1")
+        if self.options.runtime == "kubelet":
+            _prepare_real_node(self.options)
         self.control_plane = KubernetesControlPlane(self.options.control_plane)
         self.proxy: FaultProxy | None = None
         self.agent: NodeAgent | None = None
         #: what the process node hands out (GPUs found here, pretend devices); None for simulated nodes
         self.devices: NodeDevices | None = None
+        #: the real node (runtime "kubelet")
+        self.real_node: RealNode | None = None
         self._agent_client: KubeClient | None = None
         self._next_node = 0
         self._state_tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -168,6 +179,9 @@ class KubernetesCluster:
         if self.agent is not None:
             await self.agent.stop()  # the process runtime stops its processes while the API still answers
             self.agent = None
+        if self.real_node is not None:
+            await self.real_node.stop()  # and puts the machine back
+            self.real_node = None
         if self._agent_client is not None:
             await self._agent_client.close()
             self._agent_client = None
@@ -185,6 +199,12 @@ class KubernetesCluster:
         """One node agent for every node, authenticated as ``kubedl-py:node-agent`` (a kubelet's rights)."""
         options = self.options
         runtime: Runtime
+        if options.runtime == "kubelet":
+            self.real_node = RealNode(self.control_plane, options.real_node)
+            await self.real_node.start()
+            if options.nodes > 1:
+                await self._start_simulated_agent([self.next_node_spec(node_name(i)) for i in range(1, options.nodes)])
+            return
         if options.runtime in HOST_RUNTIMES:
             from kubedl_py.local.node.processes import LocalProcessRuntime
 
@@ -245,9 +265,25 @@ class KubernetesCluster:
         self, name: str, *, resources: Mapping[str, str] | None = None, labels: Mapping[str, str] | None = None
     ) -> str:
         """Register one more simulated node (tests bring their own node layouts)."""
+        spec = self.next_node_spec(name, resources=resources, labels=labels)
+        if self.agent is None and self.real_node is not None:
+            await self._start_simulated_agent([spec])  # beside the real node, the first simulated one
+            return name
         assert self.agent is not None, "no node agent runs"
-        await self.agent.add_node(self.next_node_spec(name, resources=resources, labels=labels))
+        await self.agent.add_node(spec)
         return name
+
+    async def _start_simulated_agent(self, specs: list[NodeSpec]) -> None:
+        """The node agent of simulated nodes beside the real one."""
+        self._agent_client = KubeClient(
+            kubeconfig=self.control_plane.node_agent_kubeconfig(), settings=agent_client_settings()
+        )
+        await self._agent_client.open()
+        ca = self.control_plane.kubelet_client_ca().read_bytes()
+        self.agent = NodeAgent(
+            self._agent_client, specs, SimulatedRuntime(), tls=KubeletTLS(client_ca_pem=ca), settings=self.options.agent
+        )
+        await self.agent.start()
 
     async def remove_node(self, name: str) -> None:
         """The node's machine is gone: its agent stops and the Node object is deleted (pods are then
@@ -326,6 +362,21 @@ async def create_namespace(kube: KubeClient, name: str, *, labels: dict[str, str
             if time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.05)
+
+
+def _prepare_real_node(options: KubernetesClusterOptions) -> None:
+    """What the real node needs of the control plane: an API server its pods reach (the host's address, which
+    it then publishes as the ``kubernetes`` Service's endpoint) and a Service range kube-proxy can forward."""
+    from kubedl_py.local.kubernetes.node import node_address
+
+    if options.nodes < 1:
+        raise ValueError("the kubelet runtime runs one real node (and nodes - 1 simulated ones): use --nodes 1 or more")
+    if options.control_plane.address == "127.0.0.1":
+        options.control_plane.address = node_address()
+    if options.control_plane.service_cidr is None:
+        options.control_plane.service_cidr = REAL_NODE_SERVICE_CIDR
+    if options.real_node is None:
+        options.real_node = RealNodeOptions()
 
 
 def _point_at(kubeconfig: Path, server: str) -> None:

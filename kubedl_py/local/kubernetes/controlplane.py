@@ -68,8 +68,12 @@ class ControlPlaneOptions:
 
     #: where data, certificates, kubeconfigs and logs live; None: a temporary directory removed on stop
     data_dir: Path | None = None
-    #: kube-apiserver's secure port on 127.0.0.1 (0: any free port)
+    #: kube-apiserver's secure port (0: any free port)
     port: int = 0
+    #: the address kube-apiserver binds and advertises. 127.0.0.1 (node agents reach it there) or, for the
+    #: real node, an address its pods reach (the host's): then the API server publishes itself as the
+    #: endpoint of the ``kubernetes`` Service, which kube-proxy forwards (``node/node.py``)
+    address: str = "127.0.0.1"
     #: Service ClusterIP range; None: a random 127.x.0.0/16 (the process runtime's proxy binds ClusterIPs on
     #: loopback, so two clusters on one machine must not share them)
     service_cidr: str | None = None
@@ -156,7 +160,8 @@ class KubernetesControlPlane:
         self.pki = pki
         etcd_port, etcd_peer, free_api_port, kcm_port, sched_port = _free_ports(5)
         api_port = self.options.port or free_api_port
-        self.url = f"https://127.0.0.1:{api_port}"
+        address = self.options.address
+        self.url = f"https://{address}:{api_port}"
         self.etcd_url = f"http://127.0.0.1:{etcd_port}"
         self.admin_kubeconfig = self.user_kubeconfig("admin", common_name="kubernetes-admin", groups=["system:masters"])
         kcm_kc = self.user_kubeconfig("kube-controller-manager", common_name="system:kube-controller-manager")
@@ -191,10 +196,11 @@ class KubernetesControlPlane:
                 [
                     str(binaries.kube_apiserver),
                     f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-                    "--bind-address=127.0.0.1",
+                    f"--bind-address={address}",
                     f"--secure-port={api_port}",
-                    "--advertise-address=127.0.0.1",
-                    "--endpoint-reconciler-type=none",
+                    f"--advertise-address={address}",
+                    # loopback cannot be an endpoint: node agents forward the `kubernetes` Service themselves
+                    *(["--endpoint-reconciler-type=none"] if address == "127.0.0.1" else []),
                     f"--tls-cert-file={serving.cert}",
                     f"--tls-private-key-file={serving.key}",
                     f"--client-ca-file={pki.ca.cert}",
@@ -365,6 +371,7 @@ class KubernetesControlPlane:
                 "kubernetes.default.svc",
                 f"kubernetes.default.svc.{CLUSTER_DOMAIN}",
                 "127.0.0.1",
+                *([self.options.address] if self.options.address != "127.0.0.1" else []),
                 first_service_ip,
             ],
             server=True,

@@ -91,6 +91,8 @@ class GoProgram:
     replaces: dict[str, str] = field(default_factory=dict)
     #: ``-ldflags`` of the build (version stamps)
     ldflags: str = "-s -w"
+    #: Go build tags (``no_btrfs``: containerd's btrfs snapshotter needs cgo, which these builds go without)
+    tags: tuple[str, ...] = ()
     #: start our go.sum from the module's own (its recorded hashes verify what the checksum database lacks)
     seed_go_sum: bool = False
     #: substitutions in a command's own package, compiled from a copy of it (module docstring)
@@ -228,8 +230,9 @@ def _build(program: GoProgram, go: str, target: Path, say: Progress) -> None:
     for i, (name, package) in enumerate(packages.items(), start=2):
         say(f"[{i}/{len(program.commands) + 1}] compiling {name}")
         output = str(work / "bin" / name)
+        tags = ["-tags", ",".join(program.tags)] if program.tags else []
         _run(
-            [go, "build", "-trimpath", "-ldflags", program.ldflags, "-o", output, package],
+            [go, "build", "-trimpath", *tags, "-ldflags", program.ldflags, "-o", output, package],
             work,
             env,
             say,

@@ -41,3 +41,12 @@ HELM_VERSION = "4.3.1"
 #: the Prometheus Operator (``github.com/prometheus-operator/prometheus-operator``), whose ServiceMonitor and
 #: PodMonitor CRDs judge the chart's monitors on the real API server: the newest release the module proxy serves
 PROMETHEUS_OPERATOR_VERSION = "0.85.0"
+
+#: the real node's kubelet and kube-proxy, built from the same ``k8s.io/kubernetes`` module set as the control
+#: plane (``node/binaries.py``), into a cache directory of their own
+NODE_COMPONENTS = ("kubelet", "kube-proxy")
+#: containerd, its runc shim and ``ctr``, built from ``github.com/containerd/containerd/v2``: v2 because the
+#: kubelet drops in 1.38 the fallback Debian's containerd 1.6 relies on
+CONTAINERD_VERSION = "2.4.2"
+#: the cluster DNS of the real node, built from ``github.com/coredns/coredns`` with the plugins it uses
+COREDNS_VERSION = "1.15.0"

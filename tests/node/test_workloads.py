@@ -1,0 +1,417 @@
+"""Jobs on a real node, reconciled by the controller installed in-cluster from ``deploy/``.
+
+One cluster for the module: the real control plane, one real node (containerd, kubelet, kube-proxy in
+iptables mode, CNI, CoreDNS), the images of this checkout (``kubedl-py:<version>`` and its Debian base) copied
+into it, and ``kubectl apply -f deploy/kubedl-py.yaml``: the controller runs from its image on the pod
+network and reaches the API server through the ``kubernetes`` Service, forwarded by kube-proxy. Every job
+here is reconciled by that controller.
+
+- ``kubectl logs -f`` on a real pod streams what the process prints while it runs.
+- The host-network DDP failover of ``e2e/test_pytorch.py``: a worker's process is SIGKILLed mid-training;
+  each replaced rank gets a new host port, its Service is re-pointed before the replacement pod exists, the
+  EndpointSlice and kube-proxy's rules follow, and training resumes through the Services (the worker reaches
+  the master only through ``<job>-master-0``'s ClusterIP, which only kube-proxy forwards).
+- A host-network TFJob (PS + 2 Workers, ``examples/tfjob-ps-worker-python.yaml``) from the controller's image.
+- A rank killed by the kernel's OOM killer (a real memory limit) and a rank evicted by the kubelet (a real
+  ``ephemeral-storage`` limit): each is recognised by its reason and replaced, and the job succeeds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kubedl_py import TrainingClient
+from kubedl_py.kube.client import KubeClient
+from kubedl_py.kube.resources import PODS, SERVICES, Resource
+from kubedl_py.local.image import BASE_IMAGE
+from kubedl_py.local.kubernetes.node.host import _run, _tool
+from kubedl_py.sdk import job_state
+from tests.node.conftest import (
+    KUBECTL,
+    LOCK_WAIT,
+    REPO,
+    NodeCluster,
+    eventually,
+    program_container,
+    start_node_cluster,
+    stop_node_cluster,
+)
+
+pytestmark = pytest.mark.timeout(LOCK_WAIT + 1200)
+
+ENDPOINT_SLICES = Resource("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice")
+LOSS = re.compile(r"\[rank 0\] step (\d+)/\d+ loss ([0-9.]+)")
+PID = re.compile(r"pid=(\d+)")
+
+
+@pytest.fixture(scope="module")
+def installed(node_images: tuple[str, ...]) -> Iterator[NodeCluster]:
+    handle = start_node_cluster(install=False, images=node_images)
+    try:
+        handle.kubectl("apply", "-f", str(REPO / "deploy" / "kubedl-py.yaml"))
+        rollout = handle.kubectl(
+            "-n",
+            "kubedl-system",
+            "rollout",
+            "status",
+            "deploy/kubedl-py-controller",
+            "--timeout=300s",
+            check=False,
+            timeout=320,
+        )
+        if rollout.returncode != 0:
+            described = handle.kubectl("-n", "kubedl-system", "describe", "pods", check=False).stdout
+            raise AssertionError(f"the controller did not roll out: {rollout.stderr}\n{described}")
+        yield handle
+    finally:
+        stop_node_cluster(handle)
+
+
+def test_the_controller_runs_in_cluster_on_the_real_node(installed: NodeCluster) -> None:
+    pods = installed.get("pods", "-n", "kubedl-system", "-l", "app.kubernetes.io/name=kubedl-py")["items"]
+    assert len(pods) == 1
+    pod = pods[0]
+    assert pod["spec"]["nodeName"] == installed.node.name
+    assert pod["status"]["podIP"].startswith("10.32."), "on the CNI bridge's pod network"
+    status = pod["status"]["containerStatuses"][0]
+    assert status["ready"] is True and status["image"] == "docker.io/library/kubedl-py:0.1.0"
+    assert status["containerID"].startswith("containerd://")
+    # It reaches the API server through the `kubernetes` Service, whose endpoint is the node's address.
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0].get("env", [])}
+    assert "KUBERNETES_SERVICE_HOST" not in env  # injected by the kubelet, not written in the manifest
+    endpoints = installed.get("endpointslices", "-n", "default", "-l", "kubernetes.io/service-name=kubernetes")
+    addresses = {a for item in endpoints["items"] for e in item["endpoints"] for a in e["addresses"]}
+    assert addresses == {installed.node.address}
+    lease = installed.get("lease", "-n", "kubedl-system", "kubedl-py-controller")
+    assert lease["spec"]["holderIdentity"].startswith(pod["metadata"]["name"])
+
+
+# ---------------------------------------------------------------------------------------------- kubectl logs -f
+
+
+def test_kubectl_logs_follow_streams_as_the_process_prints(installed: NodeCluster) -> None:
+    name = f"follow-{uuid.uuid4().hex[:6]}"
+    installed.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": BASE_IMAGE,
+                        "imagePullPolicy": "Never",
+                        # prints one line, then waits for a file that only `kubectl exec` creates
+                        "command": [
+                            "sh",
+                            "-c",
+                            "echo first line; while [ ! -e /tmp/go ]; do sleep 0.1; done; echo second line",
+                        ],
+                    }
+                ],
+            },
+        }
+    )
+    try:
+        installed.kubectl("wait", "--for=condition=Ready", f"pod/{name}", "--timeout=120s", timeout=130)
+        follow = subprocess.Popen(
+            [KUBECTL, "--kubeconfig", str(installed.kubeconfig), "logs", "-f", name],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        lines: list[tuple[float, str]] = []
+        reader = threading.Thread(target=lambda: lines.extend((time.monotonic(), line) for line in follow.stdout or []))
+        reader.start()
+        eventually(lambda: lines, within=30, what="the first line through kubectl logs -f")
+        # The process is still running, waiting: the line came while it printed, not when it ended.
+        phase = installed.get("pod", name)["status"]["phase"]
+        assert phase == "Running" and [text for _, text in lines] == ["first line\n"]
+        released = time.monotonic()
+        installed.kubectl("exec", name, "--", "touch", "/tmp/go")
+        assert follow.wait(timeout=60) == 0
+        reader.join(10)
+        assert [text for _, text in lines] == ["first line\n", "second line\n"]
+        assert lines[1][0] >= released
+    finally:
+        installed.kubectl("delete", "pod", name, "--wait=false", check=False)
+
+
+# ---------------------------------------------------------------------------------------------- DDP failover
+
+
+def ddp_job(name: str, args: list[str]) -> dict[str, Any]:
+    def replica() -> dict[str, Any]:
+        container, volumes = program_container("pytorch", "train_ddp.py", args)
+        return {
+            "replicas": 1,
+            "restartPolicy": "ExitCode",
+            "template": {"spec": {"containers": [container], "volumes": volumes}},
+        }
+
+    return {
+        "apiVersion": "training.kubedl.io/v1alpha1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": "default", "annotations": {"kubedl.io/network-mode": "host"}},
+        "spec": {
+            "backoffLimit": 10,
+            "cleanPodPolicy": "None",
+            "pytorchReplicaSpecs": {"Master": replica(), "Worker": replica()},
+        },
+    }
+
+
+class Timeline:
+    """When each thing happened during a failover: Service targetPorts, EndpointSlice ports, pods (created,
+    running) from watches on the cluster's loop; kube-proxy's forwarding rules from ``iptables-save`` (or
+    ``nft``) polled every 50 ms. Each record is (seconds since start, what, service or pod, port)."""
+
+    def __init__(self, cluster: NodeCluster, job: str) -> None:
+        self.cluster = cluster
+        self.job = job
+        self.started = time.monotonic()
+        self.records: list[tuple[float, str, str, int]] = []
+        self._seen: set[tuple[str, str, int]] = set()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._future: Any = None
+
+    def note(self, what: str, subject: str, port: int) -> None:
+        key = (what, subject, port)
+        if key not in self._seen:
+            self._seen.add(key)
+            self.records.append((time.monotonic() - self.started, what, subject, port))
+
+    def first(self, what: str, subject: str, port: int) -> float | None:
+        return next((t for t, w, s, p in self.records if (w, s, p) == (what, subject, port)), None)
+
+    def __enter__(self) -> Timeline:
+        self._future = asyncio.run_coroutine_threadsafe(self._watch(), self.cluster.loop.loop)
+        rules = threading.Thread(target=self._poll_rules, daemon=True)
+        rules.start()
+        self._threads.append(rules)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._future.cancel()
+        for thread in self._threads:
+            thread.join(10)
+
+    async def _watch(self) -> None:
+        async with KubeClient(kubeconfig=self.cluster.kubeconfig) as kube:
+            selector = f"training.kubedl.io/job-name={self.job}"
+
+            async def services() -> None:
+                async for event in kube.watch(SERVICES, namespace="default", label_selector=selector):
+                    svc = event.object
+                    for port in (svc.get("spec") or {}).get("ports") or []:
+                        if isinstance(port.get("targetPort"), int):
+                            self.note("service targetPort", svc["metadata"]["name"], port["targetPort"])
+
+            async def slices() -> None:
+                async for event in kube.watch(ENDPOINT_SLICES, namespace="default"):
+                    item = event.object
+                    service = (item.get("metadata", {}).get("labels") or {}).get("kubernetes.io/service-name", "")
+                    if not service.startswith(self.job):
+                        continue
+                    for port in item.get("ports") or []:
+                        if port.get("port"):
+                            self.note("endpointslice port", service, port["port"])
+
+            async def pods() -> None:
+                async for event in kube.watch(PODS, namespace="default", label_selector=selector):
+                    pod = event.object
+                    ports = [p.get("hostPort") for c in pod["spec"]["containers"] for p in c.get("ports") or []]
+                    port = next((p for p in ports if p), 0)
+                    self.note("pod created", pod["metadata"]["name"], port)
+                    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+                        if (status.get("state") or {}).get("running"):
+                            self.note("container running", pod["metadata"]["name"], port)
+
+            while True:  # watches end with their server timeout: start them again
+                await asyncio.gather(services(), slices(), pods())
+
+    def _poll_rules(self) -> None:
+        address = self.cluster.node.address
+        pattern = re.compile(rf"{re.escape(address)}:(\d+)")
+        iptables = _tool("iptables-save")
+        while not self._stop.is_set():
+            text = _run([iptables, "-t", "nat"]).stdout if iptables else ""
+            for line in text.splitlines():
+                if "DNAT" in line and self.job in line:
+                    match = pattern.search(line)
+                    comment = re.search(r'--comment "?([^" ]+)', line)
+                    if match and comment:
+                        self.note("kube-proxy DNAT", comment.group(1).split(":")[0].split("/")[-1], int(match.group(1)))
+            self._stop.wait(0.05)
+
+
+def test_host_network_ddp_failover_through_the_real_kube_proxy(installed: NodeCluster) -> None:
+    name = f"ddp-{uuid.uuid4().hex[:6]}"
+    args = ["--steps", "250", "--step-delay", "0.05", "--rendezvous-timeout", "30"]
+    with TrainingClient(kubeconfig=installed.kubeconfig) as client, Timeline(installed, name) as timeline:
+        client.submit(ddp_job(name, args))
+        try:
+            eventually(
+                lambda: re.search(r"step (1\d|[2-9]\d)/", _log(client, name, "master")),
+                within=180,
+                what="training to reach step 10",
+            )
+            before = {p.name: p.host_port for p in client.describe(name).pods}
+            pid = int(PID.findall(client.logs(name, "worker", 0))[-1])
+            installed.kubectl("exec", f"{name}-worker-0", "-c", "pytorch", "--", "kill", "-KILL", str(pid))
+            job = client.wait(name, timeout=300)
+            assert job_state(job) == "Succeeded"
+            after = {p.name: p.host_port for p in client.describe(name).pods}
+            master_log = client.logs(name, "master", 0)
+            worker_log = client.logs(name, "worker", 0)
+        finally:
+            client.delete(name)
+    for line in timeline.records:
+        print(f"{line[0]:7.2f}s  {line[1]:<20} {line[2]:<28} {line[3]}")
+    master, worker = f"{name}-master-0", f"{name}-worker-0"
+    assert after[worker] != before[worker] and after[master] != before[master], (before, after)
+    assert "done: 250 steps" in master_log
+    assert f"rendezvous at {master}:23456" in worker_log  # the Service, by name, through CoreDNS
+    losses = [float(m.group(2)) for m in LOSS.finditer(master_log)]
+    assert len(losses) >= 5 and losses[-1] < losses[0] / 5
+    for pod, port in after.items():
+        assert port is not None
+        created = timeline.first("pod created", pod, port)
+        running = timeline.first("container running", pod, port)
+        repointed = timeline.first("service targetPort", pod, port)
+        sliced = timeline.first("endpointslice port", pod, port)
+        forwarded = timeline.first("kube-proxy DNAT", pod, port)
+        assert None not in (created, running, repointed, sliced, forwarded), (pod, port, timeline.records)
+        assert repointed is not None and created is not None and repointed <= created, (pod, timeline.records)
+        assert sliced is not None and forwarded is not None and running is not None
+        assert sliced <= running and forwarded <= running, (pod, timeline.records)
+
+
+def _log(client: TrainingClient, name: str, replica: str) -> str:
+    try:
+        return client.logs(name, replica, 0)
+    except Exception:
+        return ""
+
+
+# ---------------------------------------------------------------------------------------------- TFJob
+
+
+def test_tfjob_ps_and_workers_from_the_controller_image(installed: NodeCluster) -> None:
+    job = yaml.safe_load((REPO / "examples" / "tfjob-ps-worker-python.yaml").read_text())
+    name = f"tf-{uuid.uuid4().hex[:6]}"
+    job["metadata"]["name"] = name
+    job["metadata"]["namespace"] = "default"
+    with TrainingClient(kubeconfig=installed.kubeconfig) as client:
+        client.submit(job)
+        try:
+            finished = client.wait(name, timeout=240)
+            assert job_state(finished) == "Succeeded"
+            for index in (0, 1):
+                log = client.logs(name, "worker", index)
+                assert re.search(rf"ACK {name}-ps-0", log) or "ACK ps:0" in log, log
+        finally:
+            client.delete(name)
+
+
+# ---------------------------------------------------------------------------------------------- OOM and eviction
+
+
+def once_then_succeed(name: str, marker_dir: Path, first_attempt: str, *, limits: dict[str, str]) -> dict[str, Any]:
+    """A one-Master PyTorchJob whose first attempt runs ``first_attempt`` (which makes the kubelet or the
+    kernel end it) and every later attempt exits 0: a hostPath marker tells them apart."""
+    script = f'if [ -e /marker/{name} ]; then echo "second attempt"; exit 0; fi; touch /marker/{name}; {first_attempt}'
+    container = {
+        "name": "pytorch",
+        "image": BASE_IMAGE,
+        "imagePullPolicy": "Never",
+        "command": ["sh", "-c", script],
+        "resources": {"limits": limits},
+        "volumeMounts": [{"name": "marker", "mountPath": "/marker"}],
+    }
+    return {
+        "apiVersion": "training.kubedl.io/v1alpha1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "backoffLimit": 3,
+            "pytorchReplicaSpecs": {
+                "Master": {
+                    "replicas": 1,
+                    "restartPolicy": "ExitCode",
+                    "template": {
+                        "spec": {
+                            "containers": [container],
+                            "volumes": [{"name": "marker", "hostPath": {"path": str(marker_dir), "type": "Directory"}}],
+                        }
+                    },
+                }
+            },
+        },
+    }
+
+
+def _restart_events(cluster: NodeCluster, name: str) -> list[str]:
+    events = cluster.get("events", "-n", "default", "--field-selector", f"involvedObject.name={name}")["items"]
+    return [e.get("message", "") for e in events if e.get("reason") == "JobRestarting"]
+
+
+def _first_pod_status(cluster: NodeCluster, name: str, within: float) -> dict[str, Any]:
+    """The status of the job's first Master pod once it failed (read before the controller replaces it)."""
+
+    def failed() -> dict[str, Any] | None:
+        result = cluster.kubectl("get", "pod", f"{name}-master-0", "-o", "json", check=False)
+        if result.returncode != 0:
+            return None
+        status: dict[str, Any] = json.loads(result.stdout).get("status") or {}
+        return status if status.get("phase") == "Failed" else None
+
+    return eventually(failed, within=within, what=f"the first pod of {name} to fail", interval=0.05)
+
+
+def test_an_oom_killed_rank_is_recognised_and_replaced(installed: NodeCluster, tmp_path: Path) -> None:
+    name = f"oom-{uuid.uuid4().hex[:6]}"
+    allocate = "python3 -c 'import time; blob = bytearray(512 * 1024 * 1024); time.sleep(60)'"
+    with TrainingClient(kubeconfig=installed.kubeconfig) as client:
+        client.submit(once_then_succeed(name, tmp_path, allocate, limits={"memory": "64Mi"}))
+        try:
+            job = client.wait(name, timeout=240)
+            assert job_state(job) == "Succeeded"
+            assert "second attempt" in client.logs(name, "master", 0)
+        finally:
+            client.delete(name)
+    restarts = _restart_events(installed, name)
+    assert any("OOMKilled" in m and "137" in m for m in restarts), restarts
+
+
+def test_a_rank_evicted_by_the_kubelet_is_recognised_and_replaced(installed: NodeCluster, tmp_path: Path) -> None:
+    name = f"evict-{uuid.uuid4().hex[:6]}"
+    fill = "dd if=/dev/zero of=/tmp/fill bs=1M count=40 && sleep 300"
+    with TrainingClient(kubeconfig=installed.kubeconfig) as client:
+        client.submit(once_then_succeed(name, tmp_path, fill, limits={"ephemeral-storage": "10Mi"}))
+        try:
+            evicted = _first_pod_status(installed, name, within=120)
+            assert evicted.get("reason") == "Evicted", evicted
+            assert "ephemeral local storage" in evicted.get("message", ""), evicted
+            job = client.wait(name, timeout=240)
+            assert job_state(job) == "Succeeded"
+        finally:
+            client.delete(name)
+    restarts = _restart_events(installed, name)
+    assert any("Evicted" in m for m in restarts), restarts
