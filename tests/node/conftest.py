@@ -110,6 +110,7 @@ def start_node_cluster(
     nodes: int = 1,
     control_plane: ControlPlaneOptions | None = None,
     kubelet_config: dict[str, Any] | None = None,
+    logs: Path | None = None,
 ) -> NodeCluster:
     loop = LoopThread("node-cluster")
     options = KubernetesClusterOptions(
@@ -118,7 +119,9 @@ def start_node_cluster(
         nodes=nodes,
         install=install,
         manifests=ManifestOptions(),
-        real_node=RealNodeOptions(images=images, lock_wait=LOCK_WAIT, kubelet_config=kubelet_config or {}),
+        real_node=RealNodeOptions(
+            images=images, lock_wait=LOCK_WAIT, kubelet_config=kubelet_config or {}, keep_logs=logs
+        ),
     )
     cluster = KubernetesCluster(options)
     try:

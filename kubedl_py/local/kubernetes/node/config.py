@@ -237,6 +237,9 @@ def kubelet_config(layout: Layout, settings: KubeletSettings) -> str:
             "imagefs.available": "1%",
         },
         "maxPods": 110,
+        # how often volume usage is measured (default 1 minute): eviction for an emptyDir over its sizeLimit
+        # waits for it
+        "volumeStatsAggPeriod": "10s",
         "serializeImagePulls": False,
         "shutdownGracePeriod": "0s",
         "shutdownGracePeriodCriticalPods": "0s",

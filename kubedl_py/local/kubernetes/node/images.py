@@ -96,6 +96,19 @@ def pause_archive(pause_binary: Path, target: Path) -> Path:
     return target
 
 
+def archive_tag(archive: Path) -> str:
+    """The name a ``docker save`` archive gives its image (what ``ctr images import`` calls it)."""
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile("manifest.json")
+        if member is None:
+            raise ImageLoadError(f"{archive} has no manifest.json: not a docker-archive")
+        manifest = json.loads(member.read())
+    tags = manifest[0].get("RepoTags") or [] if manifest else []
+    if not tags:
+        raise ImageLoadError(f"{archive} names no image (RepoTags is empty)")
+    return str(tags[0])
+
+
 class Images:
     """The node's image store, through ``ctr``."""
 
@@ -117,24 +130,25 @@ class Images:
         result = self._ctr("images", "list", "--quiet")
         return result.stdout.split() if result.returncode == 0 else []
 
-    def import_archive(self, archive: Path, *, names: Sequence[str] = ()) -> None:
-        """Import a ``docker save``/OCI archive and tag what it holds with ``names`` too."""
+    def import_archive(self, archive: Path, *, source: str, names: Sequence[str] = ()) -> None:
+        """Import a ``docker save`` archive whose image is tagged ``source``; tag it with ``names`` too."""
         result = self._ctr("images", "import", "--no-unpack=false", str(archive))
         if result.returncode != 0:
             raise ImageLoadError(f"ctr images import {archive} failed: {(result.stderr or result.stdout).strip()}")
-        imported = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("unpacking ")]
-        source = imported[0] if imported else None
         for name in names:
-            if source is None or name == source:
+            if name == source:
                 continue
             tagged = self._ctr("images", "tag", "--force", source, name)
             if tagged.returncode != 0:
                 raise ImageLoadError(f"ctr images tag {source} {name} failed: {tagged.stderr.strip()}")
+        missing = sorted({source, *names} - set(self.names()))
+        if missing:
+            raise ImageLoadError(f"after importing {archive}, the node's store lacks {', '.join(missing)}")
 
     def load_pause(self, pause_binary: Path) -> str:
         image = pause_image()
         if image not in self.names():
-            self.import_archive(pause_archive(pause_binary, self.work / "pause.tar"), names=[image])
+            self.import_archive(pause_archive(pause_binary, self.work / "pause.tar"), source=image)
         return image
 
     def load_from_podman(self, reference: str) -> str:
@@ -170,7 +184,7 @@ class Images:
             raise ImageLoadError(f"podman save {found} failed: {saved.stderr.strip()}")
         try:
             target = normalized(reference)
-            self.import_archive(archive, names=[target, normalized(found)])
+            self.import_archive(archive, source=normalized(archive_tag(archive)), names=[target])
         finally:
             archive.unlink(missing_ok=True)
         return target

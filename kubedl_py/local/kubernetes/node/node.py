@@ -37,6 +37,7 @@ import contextlib
 import ipaddress
 import logging
 import os
+import shutil
 import signal
 import socket
 import time
@@ -120,6 +121,8 @@ class RealNodeOptions:
     lock_wait: float = 0.0
     #: seconds to wait for each part to be ready
     start_timeout: float = 120.0
+    #: copy the programs' logs here on stop (the data directory, where they are written, is removed)
+    keep_logs: Path | None = None
 
 
 @dataclass
@@ -262,6 +265,12 @@ class RealNode:
             process = self._processes.get(name)
             if process is not None:
                 await stop_process(process.process, name, grace=10.0)
+        if self.options.keep_logs is not None and (self.layout.root / "logs").is_dir():
+            target = Path(self.options.keep_logs)
+            target.mkdir(parents=True, exist_ok=True)
+            for log_file in (self.layout.root / "logs").iterdir():
+                with contextlib.suppress(OSError):
+                    shutil.copyfile(log_file, target / log_file.name)
         try:
             if self._journal is not None or journal.JOURNAL_PATH.exists():
                 record = self._journal or journal.Journal.read()
