@@ -16,10 +16,11 @@ network.
 
 from __future__ import annotations
 
+import hashlib
 import json
-import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -40,6 +41,16 @@ REPO = Path(__file__).resolve().parents[2]
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
 #: how long a suite waits for another run's real node on this machine to end
 LOCK_WAIT = 1800.0
+#: the MPIJob's image: the Debian base with Debian's Open MPI, mpi4py and OpenSSH (no registry image has them)
+MPI_IMAGE = "localhost/kubedl-py-mpi:bookworm"
+MPI_PACKAGES = ("openmpi-bin", "python3-mpi4py", "openssh-server", "openssh-client")
+MPI_CONTAINERFILE = f"""\
+FROM {BASE_IMAGE}
+RUN apt-get update -qq \\
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends {" ".join(MPI_PACKAGES)} \\
+    && ssh-keygen -A && rm -rf /var/lib/apt/lists/*
+"""
+MPI_RECIPE_LABEL = "io.kubedl-py.test.mpi-recipe"
 
 
 def require_node_tier() -> None:
@@ -50,12 +61,23 @@ def require_node_tier() -> None:
 
 
 def build_images(log: Path) -> None:
-    """``kubedl-py:<version>`` and its Debian base, from this checkout, as ``make image`` builds them (seconds
-    when cached)."""
+    """``kubedl-py:<version>`` and its Debian base, from this checkout, as ``make image`` builds them, and the
+    MPI image on that base (seconds when cached)."""
     engine = detect_engine("podman")
     with open(log, "w") as out:
         ensure_base_image(engine, out=out)
         build_image(engine, context=REPO, base=BASE_IMAGE, out=out)
+    recipe = hashlib.sha256(MPI_CONTAINERFILE.encode()).hexdigest()[:16]
+    if engine.label(MPI_IMAGE, MPI_RECIPE_LABEL) == recipe:
+        return
+    with tempfile.TemporaryDirectory(prefix="kubedl-py-mpi.") as work:
+        (Path(work) / "Containerfile").write_text(MPI_CONTAINERFILE)
+        build = engine.command(
+            "build", *engine.container_flags(), "--network", "host", "--pull=never",
+            "--label", f"{MPI_RECIPE_LABEL}={recipe}", "--tag", MPI_IMAGE, work,
+        )  # fmt: skip
+        with open(log, "a") as out:
+            subprocess.run(build, stdout=out, stderr=subprocess.STDOUT, check=True, timeout=1200)
 
 
 @dataclass
@@ -189,14 +211,10 @@ def node_images(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, ...]:
     """The images the node's pods run, built here; copied into each suite's node at its start."""
     require_node_tier()
     build_images(tmp_path_factory.mktemp("image") / "build.log")
-    return (IMAGE, BASE_IMAGE)
+    return (IMAGE, BASE_IMAGE, MPI_IMAGE)
 
 
 @pytest.fixture(autouse=True)
 def _node_tier_only() -> Iterator[None]:
     require_node_tier()
     yield
-
-
-def env_true(name: str) -> bool:
-    return os.environ.get(name, "") not in ("", "0")

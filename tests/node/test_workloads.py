@@ -42,6 +42,7 @@ from kubedl_py.sdk import job_state
 from tests.node.conftest import (
     KUBECTL,
     LOCK_WAIT,
+    MPI_IMAGE,
     REPO,
     NodeCluster,
     eventually,
@@ -322,9 +323,9 @@ def test_host_network_ddp_failover_through_the_real_kube_proxy(installed: NodeCl
         assert forwarded - running <= KUBE_PROXY_SYNC, (pod, timeline.records)
 
 
-def _log(client: TrainingClient, name: str, replica: str) -> str:
+def _log(client: TrainingClient, name: str, replica: str, index: int = 0) -> str:
     try:
-        return client.logs(name, replica, 0)
+        return client.logs(name, replica, index)
     except Exception:
         return ""
 
@@ -452,3 +453,67 @@ def test_a_rank_evicted_by_the_kubelet_is_recognised_and_replaced(installed: Nod
             client.delete(name)
     restarts = _restart_events(installed, name)
     assert any("Evicted" in m for m in restarts), restarts
+
+
+# ---------------------------------------------------------------------------------------------- MPIJob
+
+MPI_RANK = re.compile(r"rank (\d+)/(\d+) pid=\d+ host=\S+ started over ssh to port (\d+)")
+
+
+def test_mpijob_ranks_started_over_ssh_through_the_workers_services(installed: NodeCluster) -> None:
+    """``e2e/test_mpi.py``'s MPIJob in containers: Debian's Open MPI, mpi4py and sshd from the MPI image, the
+    program from this checkout (read-only hostPath, in every pod: the ranks run on the Workers); host-network
+    mode, so ``mpirun`` reaches each Worker's sshd through its Service (port 22, kube-proxy) at the Worker's
+    host port."""
+    name = f"mpi-{uuid.uuid4().hex[:6]}"
+    checkout = {"name": "checkout", "hostPath": {"path": str(REPO), "type": "Directory"}}
+    launcher = {
+        "name": "mpi",
+        "image": MPI_IMAGE,
+        "imagePullPolicy": "Never",
+        "command": [
+            "mpirun", "--allow-run-as-root", "-np", "2",
+            "/usr/bin/python3", str(REPO / "examples" / "mpi_allreduce.py"), "--rounds", "3",
+        ],
+        "volumeMounts": [{"name": "checkout", "mountPath": str(REPO), "readOnly": True}],
+    }  # fmt: skip
+    # $$$$ is the shell's $$ once Kubernetes has expanded $(VAR) references ($$ escapes a $). StrictModes off,
+    # as MPI images for Kubernetes set it: a Secret volume is a tmpfs whose root is world-writable (1777), and
+    # sshd's StrictModes refuses an authorized_keys below it.
+    sshd = (
+        'mkdir -p /run/sshd && echo "pid=$$$$" && '
+        'exec /usr/sbin/sshd -De -p "$SSHD_PORT" -o PidFile=none -o StrictModes=no'
+    )
+    worker = {
+        "name": "mpi",
+        "image": MPI_IMAGE,
+        "imagePullPolicy": "Never",
+        "command": ["sh", "-c", sshd],
+        "volumeMounts": launcher["volumeMounts"],  # the ranks run there, started by the Worker's sshd
+    }
+    job = {
+        "apiVersion": "training.kubedl.io/v1alpha1",
+        "kind": "MPIJob",
+        "metadata": {"name": name, "namespace": "default", "annotations": {"kubedl.io/network-mode": "host"}},
+        "spec": {
+            "slotsPerWorker": 1,
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "template": {"spec": {"containers": [launcher], "volumes": [checkout]}}},
+                "Worker": {"replicas": 2, "template": {"spec": {"containers": [worker], "volumes": [checkout]}}},
+            },
+        },
+    }
+    with TrainingClient(kubeconfig=installed.kubeconfig) as client:
+        client.submit(job)
+        try:
+            finished = client.wait(name, ("Succeeded", "Failed"), timeout=240)
+            log = client.logs(name, "launcher")
+            workers = [_log(client, name, "worker", i) for i in (0, 1)]
+            assert job_state(finished) == "Succeeded", (log, workers)
+            host_ports = sorted(p.host_port for p in client.describe(name).pods if "worker" in p.name)
+        finally:
+            client.delete(name)
+    ranks = {int(rank): int(port) for rank, _, port in MPI_RANK.findall(log)}
+    # every rank was started by a Worker's sshd, reached at port 22 of its Service, at that Worker's host port
+    assert sorted(ranks) == [0, 1] and sorted(ranks.values()) == host_ports, (log, host_ports)
+    assert "done: 3 rounds over 2 ranks" in log, log
