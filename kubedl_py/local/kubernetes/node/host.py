@@ -581,10 +581,38 @@ def remove_paths(paths: Iterable[str], existed: dict[str, bool]) -> list[str]:
     return removed
 
 
+#: IP forwarding, which the bridge plugin turns on (and other container networks too)
+FORWARDING_SYSCTLS = frozenset(
+    {"net.ipv4.ip_forward", "net.ipv4.conf.all.forwarding", "net.ipv4.conf.default.forwarding"}
+)
+#: iptables chains of other container networks on the machine (podman's netavark, Docker)
+_OTHER_NETWORKS = ("NETAVARK", "DOCKER")
+
+
+def other_forwarders() -> list[str]:
+    """The iptables chains of other container networks that rely on IP forwarding (empty on a machine where
+    the node is alone)."""
+    return sorted(
+        {
+            chain
+            for family in ("ipv4", "ipv6")
+            for chains in iptables_chains(family).values()
+            for chain in chains
+            if chain.startswith(_OTHER_NETWORKS)
+        }
+    )
+
+
 def restore_sysctls(before: dict[str, str]) -> list[str]:
-    """Put back every recorded kernel parameter that differs now."""
+    """Put back every recorded kernel parameter that differs now; IP forwarding only when no other container
+    network on the machine uses it (turning it off would cut that network's containers off)."""
     changed = []
+    others = other_forwarders()
     for name, value in before.items():
+        if name in FORWARDING_SYSCTLS and others:
+            if read_sysctl(name) != value:
+                log.warning("leaving %s as it is: other container networks use it (%s)", name, ", ".join(others))
+            continue
         now = read_sysctl(name)
         if now is not None and now != value:
             write_sysctl(name, value)

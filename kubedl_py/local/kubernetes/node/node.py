@@ -265,12 +265,8 @@ class RealNode:
             process = self._processes.get(name)
             if process is not None:
                 await stop_process(process.process, name, grace=10.0)
-        if self.options.keep_logs is not None and (self.layout.root / "logs").is_dir():
-            target = Path(self.options.keep_logs)
-            target.mkdir(parents=True, exist_ok=True)
-            for log_file in (self.layout.root / "logs").iterdir():
-                with contextlib.suppress(OSError):
-                    shutil.copyfile(log_file, target / log_file.name)
+        if self.options.keep_logs is not None:
+            await asyncio.to_thread(_copy_logs, self.layout.root / "logs", Path(self.options.keep_logs))
         try:
             if self._journal is not None or journal.JOURNAL_PATH.exists():
                 record = self._journal or journal.Journal.read()
@@ -505,6 +501,15 @@ class RealNode:
                             return
                 self._check_deadline(name, deadline, f"{url} does not answer 200")
                 await asyncio.sleep(0.1)
+
+
+def _copy_logs(source: Path, target: Path) -> None:
+    if not source.is_dir():
+        return
+    target.mkdir(parents=True, exist_ok=True)
+    for log_file in source.iterdir():
+        with contextlib.suppress(OSError):
+            shutil.copyfile(log_file, target / log_file.name)
 
 
 def _binding(name: str, role: str, user: str) -> dict[str, Any]:
