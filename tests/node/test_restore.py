@@ -44,7 +44,7 @@ pytestmark = pytest.mark.timeout(LOCK_WAIT + 900)
 OTHERS = re.compile(
     r"^(cgroup (added|removed): [^/ ]+/(buildah-|libpod|kubedl-py-\d+-)"
     r"|network interface (added|removed): (kd[a-z]|kubedl0|podman\d)"
-    r"|mount (added|removed): /run/netns/(kd|netns-)"
+    r"|mount (added|removed): /run/netns/(kd|kubedl0|netns-)"
     r"|(iptables \(ipv[46]\)|nftables) (added|removed): .*(NETAVARK|netavark))"
 )
 FORWARDING = re.compile(r"^sysctl net\.ipv4\.(ip_forward|conf\.[^.]+\.forwarding):")

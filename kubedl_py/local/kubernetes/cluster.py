@@ -156,6 +156,10 @@ class KubernetesCluster:
     async def start(self) -> None:
         self._started = True
         try:
+            if self.options.runtime == "kubelet":
+                # the machine's one-node lock first: a second real node is refused before anything starts
+                self.real_node = RealNode(self.control_plane, self.options.real_node)
+                await self.real_node.reserve()
             await self.control_plane.start()
             if self.options.install:
                 async with KubeClient(kubeconfig=self.admin_kubeconfig) as kube:
@@ -200,7 +204,7 @@ class KubernetesCluster:
         options = self.options
         runtime: Runtime
         if options.runtime == "kubelet":
-            self.real_node = RealNode(self.control_plane, options.real_node)
+            assert self.real_node is not None  # reserved in start()
             await self.real_node.start()
             if options.nodes > 1:
                 await self._start_simulated_agent([self.next_node_spec(node_name(i)) for i in range(1, options.nodes)])

@@ -22,6 +22,8 @@ Two deliberate departures from a production cluster, both forced by running on l
 ``--endpoint-reconciler-type=none`` (the API server refuses to publish a loopback address as the endpoint of
 the ``kubernetes`` Service; node agents forward that Service to the API server themselves), and etcd's
 ``--unsafe-no-fsync`` (its data is thrown away with the cluster; fsync on a shared disk only adds noise).
+For a real node (``node/``), whose pods cannot reach loopback, the API server binds and advertises the host's
+address instead (:attr:`ControlPlaneOptions.address`) and publishes itself as that Service's endpoint.
 """
 
 from __future__ import annotations

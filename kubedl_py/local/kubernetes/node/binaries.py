@@ -9,17 +9,18 @@ machines this project runs on, but the Go module proxy answers. Each part is cac
   (the staging modules mapped to their published ``v0.37.2``), so Go's build cache shares most packages with
   the control plane's build;
 - containerd v2, ``containerd-shim-runc-v2`` and ``ctr`` (which imports images): ``containerd/v2.4.2``,
-  without cgo (tag ``no_btrfs``: its btrfs snapshotter is the one part that needs cgo). runc and the CNI
-  plugins come from Debian (``runc``, ``containernetworking-plugins``);
+  without cgo (tag ``no_btrfs``: its btrfs snapshotter is the one part that needs cgo), its Kubernetes
+  libraries raised to the control plane's patch release to share the kubelet's compiled packages. runc and
+  the CNI plugins come from Debian (``runc``, ``containernetworking-plugins``);
 - CoreDNS: ``coredns/v1.15.0+patched.<digest>``, its ``main`` importing only the plugins the node's Corefile
   uses (the published one imports every plugin, the cloud providers' SDKs among them), with client-go at the
   control plane's staging version so that it, too, shares the build cache;
 - ``pause``: a program of ours of a few lines (it holds the pod's namespaces and reaps orphans), made into
   the sandbox image by ``images.py``: ``pause/<digest of its source>``.
 
-Cold, on 2 cores with the control plane already built: about 4 minutes for kubelet and kube-proxy, 1 for
-containerd, 1 for CoreDNS; seconds when cached. ``python -m kubedl_py.local.kubernetes.node`` builds them
-(``make node-binaries``).
+Cold, on 2 cores with the control plane already built: about 3.5 minutes for kubelet and kube-proxy, 2 for
+containerd, 1.5 for CoreDNS (docs/local-cluster.md has the measurements); seconds when cached.
+``python -m kubedl_py.local.kubernetes.node`` builds them (``make node-binaries``).
 """
 
 from __future__ import annotations
@@ -66,6 +67,21 @@ CONTAINERD = GoProgram(
     },
     ldflags=f"-s -w -X {_CONTAINERD_MODULE}/version.Version=v{CONTAINERD_VERSION}",
     tags=("no_btrfs",),
+    # its Kubernetes libraries (it requires v0.37.0) at the control plane's patch release, as for CoreDNS:
+    # the kubelet's build has compiled them already
+    extra_requires={
+        f"k8s.io/{name}": f"v{STAGING_VERSION}"
+        for name in (
+            "api",
+            "apimachinery",
+            "client-go",
+            "component-base",
+            "cri-api",
+            "cri-client",
+            "cri-streaming",
+            "streaming",
+        )
+    },
 )
 
 #: the CoreDNS plugins the node's Corefile uses (``config.py``)

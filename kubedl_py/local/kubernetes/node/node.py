@@ -186,7 +186,11 @@ class RealNode:
 
     # ------------------------------------------------------------------------------------------ lifecycle
 
-    async def start(self) -> None:
+    async def reserve(self) -> None:
+        """Check that this machine can run the node, build its programs if needed, and take the machine's
+        one-node lock: before the control plane starts, so that a second node is refused at once."""
+        if self._started:
+            return
         problems = preflight()
         if problems:
             raise NodeError("this machine cannot run a real node: " + "; ".join(problems))
@@ -201,6 +205,10 @@ class RealNode:
         self.binaries = await asyncio.to_thread(ensure_node_binaries)  # minutes, the first time
         await asyncio.to_thread(self._lock.acquire, wait=self.options.lock_wait)
         self._started = True
+
+    async def start(self) -> None:
+        """Start the node (:meth:`reserve` first, unless done); on failure, undo everything."""
+        await self.reserve()
         try:
             self.restored = await asyncio.to_thread(journal.replay_leftovers)
             await self._start()
