@@ -12,8 +12,10 @@ here is reconciled by that controller.
   EndpointSlice and kube-proxy's rules follow, and training resumes through the Services (the worker reaches
   the master only through ``<job>-master-0``'s ClusterIP, which only kube-proxy forwards).
 - A host-network TFJob (PS + 2 Workers, ``examples/tfjob-ps-worker-python.yaml``) from the controller's image.
-- A rank killed by the kernel's OOM killer (a real memory limit) and a rank evicted by the kubelet (a real
-  ``ephemeral-storage`` limit): each is recognised by its reason and replaced, and the job succeeds.
+- A rank killed by the kernel's OOM killer (a real memory limit) and a rank evicted by the kubelet (an
+  emptyDir over its ``sizeLimit``): each is recognised by its reason, classed (the OOM kill a user failure
+  charged to ``backoffLimit``, the eviction an infrastructure one charged to the cluster's budget) and
+  replaced, and the job succeeds.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import json
 import re
 import subprocess
 import threading
@@ -389,6 +392,11 @@ def once_then_succeed(name: str, marker_dir: Path, first_attempt: str, *, limits
     }
 
 
+def _master_status(job: Any) -> Any:
+    assert job.status is not None and job.status.replica_statuses is not None
+    return job.status.replica_statuses["Master"]
+
+
 def _restart_events(cluster: NodeCluster, name: str) -> list[str]:
     events = cluster.get("events", "-n", "default", "--field-selector", f"involvedObject.name={name}")["items"]
     return [e.get("message", "") for e in events if e.get("reason") == "JobRestarting"]
@@ -426,11 +434,17 @@ def test_an_oom_killed_rank_is_recognised_and_replaced(installed: NodeCluster, t
             job = client.wait(name, timeout=240)
             assert job_state(job) == "Succeeded"
             assert "second attempt" in client.logs(name, "master", 0)
+            # the rank's own failure (its memory): charged to backoffLimit, not to the cluster
+            master = _master_status(client.get(name))
+            assert master.last_failure is not None
+            seen = (master.last_failure.failure_class, master.last_failure.reason, master.last_failure.exit_code)
+            assert seen == ("User", "OOMKilled", 137), master
+            assert (master.restarts, master.infrastructure_restarts or 0) == (1, 0), master
         finally:
             failure.cancel()
             client.delete(name)
     restarts = _restart_events(installed, name)
-    assert any("OOMKilled" in m and "137" in m for m in restarts), restarts
+    assert any("OOMKilled" in m for m in restarts), restarts
 
 
 def test_a_rank_evicted_by_the_kubelet_is_recognised_and_replaced(installed: NodeCluster, tmp_path: Path) -> None:
@@ -445,10 +459,19 @@ def test_a_rank_evicted_by_the_kubelet_is_recognised_and_replaced(installed: Nod
         client.submit(job)
         try:
             evicted = failure.result(timeout=120)
+            print(f"the evicted pod's status: {json.dumps(evicted)}")
             assert evicted.get("reason") == "Evicted", evicted
             assert 'Usage of EmptyDir volume "scratch" exceeds the limit' in evicted.get("message", ""), evicted
             finished = client.wait(name, timeout=240)
             assert job_state(finished) == "Succeeded"
+            # the kubelet's eviction: charged to the cluster's budget. (Not asserted: that backoffLimit is left
+            # untouched: in about one run in two the same eviction is also charged as a user restart, cause not
+            # established yet; docs/local-cluster.md, "The node tier".)
+            master = _master_status(client.get(name))
+            assert master.last_failure is not None
+            assert (master.last_failure.failure_class, master.last_failure.reason) == ("Infrastructure", "Evicted")
+            assert master.infrastructure_restarts == 1, master
+            print(f"restarts charged to the program for this eviction: {master.restarts or 0}")
         finally:
             failure.cancel()
             client.delete(name)
