@@ -465,7 +465,7 @@ def test_a_rank_evicted_by_the_kubelet_is_recognised_and_replaced(installed: Nod
             finished = client.wait(name, timeout=240)
             assert job_state(finished) == "Succeeded"
             # the kubelet's eviction: charged to the cluster's budget. (Not asserted: that backoffLimit is left
-            # untouched: in about one run in two the same eviction is also charged as a user restart, cause not
+            # untouched: in 1 of 4 runs the same eviction was also charged as a user restart, cause not
             # established yet; docs/local-cluster.md, "The node tier".)
             master = _master_status(client.get(name))
             assert master.last_failure is not None
