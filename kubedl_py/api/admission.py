@@ -9,6 +9,7 @@ One policy per kind (its replica specs have a field of their own), matching the 
 with the rules of ``validation.py`` written in CEL:
 
 - ``kubedl.io/network-mode`` is ``host`` or ``pod``;
+- ``kubedl.io/replica-services`` is ``dialed`` or ``all``;
 - a template's own ``hostNetwork: true`` does not contradict an explicit ``pod``;
 - a pod holds at most ``--max-host-ports-per-pod`` host ports (``validation.host_port_count``: in host-network
   mode the framework's port plus every other declared port; in the pod network, ports with a ``hostPort``).
@@ -40,6 +41,8 @@ def _policy(plugin: KindAPI, groups: list[ApiGroup], max_host_ports: int) -> dic
     field = framework.replica_specs_field
     annotation = _quoted(c.ANNOTATION_NETWORK_MODE)
     modes = ", ".join(_quoted(mode) for mode in c.NETWORK_MODES)
+    services = _quoted(c.ANNOTATION_REPLICA_SERVICES)
+    service_choices = ", ".join(_quoted(choice) for choice in c.REPLICA_SERVICES)
     specs = "variables.specs"
     containers = (
         f"((has({specs}[t].template.spec.containers) ? {specs}[t].template.spec.containers : []) + "
@@ -75,6 +78,11 @@ def _policy(plugin: KindAPI, groups: list[ApiGroup], max_host_ports: int) -> dic
                     "expression": f"has(object.metadata.annotations) && {annotation} in object.metadata.annotations"
                     f" ? object.metadata.annotations[{annotation}] : ''",
                 },
+                {
+                    "name": "services",
+                    "expression": f"has(object.metadata.annotations) && {services} in object.metadata.annotations"
+                    f" ? object.metadata.annotations[{services}] : ''",
+                },
                 {"name": "specs", "expression": f"has(object.spec.{field}) ? object.spec.{field} : {{}}"},
                 {
                     "name": "templateHost",
@@ -93,6 +101,14 @@ def _policy(plugin: KindAPI, groups: list[ApiGroup], max_host_ports: int) -> dic
                     "messageExpression": f"'metadata.annotations[{c.ANNOTATION_NETWORK_MODE}]: \"' + variables.mode + "
                     '\'" is not a network mode; use "host" (the node\\\'s network, host ports chosen per pod) or '
                     '"pod" (the pod network, also what no annotation means); the value is case-sensitive\'',
+                    "reason": "Invalid",
+                },
+                {
+                    "expression": f"variables.services == '' || variables.services in [{service_choices}]",
+                    "messageExpression": f"'metadata.annotations[{c.ANNOTATION_REPLICA_SERVICES}]: \"' + "
+                    'variables.services + \'" is not a choice of Services; use "dialed" (a Service only for the '
+                    'replicas their peers dial) or "all" (one per replica, as the Training Operator makes them); '
+                    "the value is case-sensitive'",
                     "reason": "Invalid",
                 },
                 {

@@ -39,6 +39,12 @@ NETWORK_MODES: Final = (NETWORK_MODE_HOST, NETWORK_MODE_POD)
 #: job must not take a node's ports in thousands
 DEFAULT_MAX_HOST_PORTS_PER_POD: Final = 8
 ANNOTATION_HOST_PORT: Final = f"{GROUP}/host-port"
+# Which replicas get a Service (on the job): only those their peers dial, or every one (docs/controller.md).
+ANNOTATION_REPLICA_SERVICES: Final = "kubedl.io/replica-services"
+REPLICA_SERVICES_DIALED: Final = "dialed"
+REPLICA_SERVICES_ALL: Final = "all"
+#: the values the annotation accepts (any other is refused: a misspelt value must not drop Services silently)
+REPLICA_SERVICES: Final = (REPLICA_SERVICES_DIALED, REPLICA_SERVICES_ALL)
 
 # Kubernetes limits that bound our names: a Service name is a DNS-1035 label.
 MAX_SERVICE_NAME: Final = 63

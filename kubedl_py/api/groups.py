@@ -10,7 +10,9 @@ the job's ``apiVersion``:
 - the wire layout (:func:`to_internal` / :func:`to_wire`, and the CRD schema built from the same list);
 - the peer's pod labels a ``kubeflow.org`` job's pods carry besides ours (:func:`peer_labels`);
 - the condition reasons (:func:`condition_reason`): KubeDL's ``JobCreated``, the Training Operator's
-  ``PyTorchJobCreated``.
+  ``PyTorchJobCreated``;
+- which replicas get a Service by default (``service_per_replica``): the Training Operator's one per replica,
+  or only the replicas their peers dial (docs/controller.md, "Services").
 
 The tables are in docs/migration.md, side by side.
 """
@@ -53,6 +55,9 @@ class ApiGroup:
     kind_reasons: bool
     #: CRD category, so ``kubectl get <category>`` lists every kind of the group
     category: str
+    #: a Service for every replica by default (the Training Operator's: users' scripts may resolve any
+    #: replica's name); False: only for the replicas peers dial (annotation ``kubedl.io/replica-services``)
+    service_per_replica: bool = False
 
     @property
     def api_version(self) -> str:
@@ -76,6 +81,7 @@ KUBEFLOW: Final = ApiGroup(
     peer_label_prefix="training.kubeflow.org",
     kind_reasons=True,
     category="kubeflow",
+    service_per_replica=True,
 )
 GROUPS: Final = (KUBEDL, KUBEFLOW)
 

@@ -176,7 +176,23 @@ def validate_job(job: Job) -> list[FieldError]:
     errors += _check_rdma(job)
     errors += _check_network_mode(job)
     errors += _check_resources(job)
+    errors += _check_replica_services(job)
     return errors
+
+
+def _check_replica_services(job: Job) -> list[FieldError]:
+    """``kubedl.io/replica-services`` is ``dialed`` or ``all``, exactly: a misspelt ``All`` must not leave a
+    script that resolves every replica's name without its Services."""
+    wanted = (job.metadata.annotations or {}).get(c.ANNOTATION_REPLICA_SERVICES)
+    if wanted is None or wanted in c.REPLICA_SERVICES:
+        return []
+    return [
+        FieldError(
+            f"metadata.annotations[{c.ANNOTATION_REPLICA_SERVICES}]",
+            f"{wanted!r} is not a choice of Services; use 'dialed' (a Service only for the replicas their peers "
+            "dial) or 'all' (one per replica, as the Training Operator makes them); the value is case-sensitive",
+        )
+    ]
 
 
 def _check_network_mode(job: Job) -> list[FieldError]:

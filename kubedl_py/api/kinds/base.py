@@ -129,6 +129,15 @@ class TrainingJob(KubeModel):
         return bool(self.host_network_templates)
 
     @property
+    def service_per_replica(self) -> bool:
+        """A Service for every replica (``kubedl.io/replica-services: all``), not only for those their peers
+        dial (``dialed``); without the annotation, the API group's default (kubeflow.org: every replica)."""
+        wanted = (self.metadata.annotations or {}).get(c.ANNOTATION_REPLICA_SERVICES)
+        if wanted is not None:
+            return wanted == c.REPLICA_SERVICES_ALL
+        return self.api_group.service_per_replica
+
+    @property
     def host_network_templates(self) -> list[str]:
         """The replica types whose pod templates ask for ``hostNetwork: true`` themselves."""
         return [name for name, spec in self.replica_specs.items() if spec.template.spec.host_network]
