@@ -90,6 +90,7 @@ from kubedl_py.controllers.policies import (
     whole_job_restart,
 )
 from kubedl_py.controllers.refusals import Outcome, Refusal, classify_refusal, in_template
+from kubedl_py.controllers.rendezvous import service_slots
 from kubedl_py.controllers.steps import Steps
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
@@ -877,10 +878,14 @@ class JobReconciler:
         await steps.reserve(seen, missing)
         addressing = self._addressing(seen, steps)
         # Services first (also for live pods whose Service was deleted): a starting process finds its peers.
+        # Only for the replicas peers dial (rendezvous.service_slots); a Service the job has beyond those (made
+        # before, or with kubedl.io/replica-services: all) is kept and kept pointed, never deleted here.
+        dialed = service_slots(job)
         need_service = [
             r
             for r in seen.replicas.values()
-            if replica_name(job.name, *slot_of(r)) not in seen.services
+            if slot_of(r) in dialed
+            and replica_name(job.name, *slot_of(r)) not in seen.services
             and (r in missing or r.pod is not None)
             and addressing.reachable(*slot_of(r))
         ]

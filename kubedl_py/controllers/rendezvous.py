@@ -13,9 +13,17 @@ from typing import Any
 from kubedl_py.api.kinds.base import TrainingJob
 from kubedl_py.controllers.addressing import Addressing, replica_name
 from kubedl_py.controllers.kinds import controller_for
-from kubedl_py.controllers.kinds.base import Env
+from kubedl_py.controllers.kinds.base import Env, Slot, every_replica
 
-__all__ = ["Addressing", "apply_rendezvous", "merge_env", "rendezvous_env", "replica_name"]
+__all__ = ["Addressing", "apply_rendezvous", "merge_env", "rendezvous_env", "replica_name", "service_slots"]
+
+
+def service_slots(job: TrainingJob) -> frozenset[Slot]:
+    """The replicas that get a Service: those their peers dial (the kind says which), or every replica with
+    ``kubedl.io/replica-services: all`` and, by default, in kubeflow.org (the Training Operator's contract)."""
+    if job.service_per_replica:
+        return frozenset(every_replica(job))
+    return frozenset(controller_for(job.kind).dialed(job))
 
 
 def merge_env(container: dict[str, Any], env: Env) -> None:

@@ -10,7 +10,10 @@ What differs per kind is asked of the kind's :class:`KindController` (``controll
 - ``owned_objects``: extra objects the job owns besides pods and Services (MPI: a hostfile ConfigMap and
   an SSH key Secret), created before any pod;
 - ``may_start``: whether a replica type's pods may be created yet (MPI: the launcher waits for its workers);
-- ``amend_pod``: anything else the kind adds to a replica's pod (MPI: its key and hostfile volumes).
+- ``amend_pod``: anything else the kind adds to a replica's pod (MPI: its key and hostfile volumes);
+- ``dialed``: the replicas whose names peers dial (PyTorch: the rendezvous host; TF: the cluster spec's
+  members; ...): those get a Service, the rest only with ``kubedl.io/replica-services: all`` or in
+  ``kubeflow.org`` (``rendezvous.service_slots``). A name in any replica's settings or owned object must be in it.
 
 The API half (``kubedl_py/api/kinds/<name>.py``) names this module; ``controller_for`` loads it.
 """
@@ -31,6 +34,8 @@ Object = dict[str, Any]
 Pods = Mapping[str, list[Object | None]]
 #: rendezvous settings: variable -> value, or -> a ``valueFrom`` source (e.g. ``{"fieldRef": {...}}``)
 Env = Mapping[str, "str | Mapping[str, Any]"]
+#: (replica type, index)
+Slot = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,11 @@ def replicas(job: TrainingJob, replica_type: str) -> int:
     return 0 if spec is None or spec.replicas is None else spec.replicas
 
 
+def every_replica(job: TrainingJob, *types: str) -> set[Slot]:
+    """Every replica of ``types`` (default: of every type the job has)."""
+    return {(t, i) for t in (types or tuple(job.replica_specs)) for i in range(replicas(job, t))}
+
+
 class KindController:
     """Defaults fit a kind whose every replica is a peer and whose job succeeds when every pod has."""
 
@@ -77,6 +87,10 @@ class KindController:
 
     def may_start(self, job: TrainingJob, replica_type: str, pods: Pods) -> bool:
         return True
+
+    def dialed(self, job: TrainingJob) -> set[Slot]:
+        """The replicas peers reach by name (their Service's); the default, for a kind that does not say: all."""
+        return every_replica(job)
 
     def amend_pod(
         self, job: TrainingJob, replica_type: str, index: int, pod_spec: Object, targets: list[Object]

@@ -3,6 +3,9 @@
 Every container gets ``COORDINATOR_ADDRESS`` and ``COORDINATOR_PORT`` (worker 0, which hosts the coordinator
 service), ``NUM_PROCESSES`` and ``PROCESS_ID`` (the worker's index), as the Training Operator sets them. In
 host-network mode worker 0 binds its own host port and reaches itself at ``localhost``.
+
+Dialed by name: worker 0 only. The other processes meet through the coordinator's key-value store, where
+each publishes the address it listens on (gloo and NCCL exchange addresses, not names).
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubedl_py.controllers.addressing import Addressing, replica_name
-from kubedl_py.controllers.kinds.base import Env, KindController, replicas
+from kubedl_py.controllers.kinds.base import Env, KindController, Slot, replicas
 
 
 class JAXController(KindController):
@@ -29,6 +32,9 @@ class JAXController(KindController):
 
     def env_targets(self, job: Any, containers: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return containers
+
+    def dialed(self, job: Any) -> set[Slot]:
+        return {("Worker", 0)} if replicas(job, "Worker") > 0 else set()
 
 
 CONTROLLER = JAXController()

@@ -17,6 +17,11 @@ the hostfile names Services, whose port is 22 and whose ``targetPort`` is the ho
 launcher gets the implementation's variables: the hostfile's path and the ``ssh`` options (no host-key
 prompt, nothing written to the read-only key mount, retries while a Worker's sshd starts).
 
+Dialed by name: every Worker (the hostfile names their Services, or with kubectl exec their pod names,
+which resolve only through the Services of the same name); the launcher when the hostfile names it too
+(``runLauncherAsWorker``) and for Intel MPI and MPICH, whose Hydra proxies on the Workers connect back to
+the launcher by its host name (Open MPI's daemons connect back to the IP addresses ``mpirun`` hands them).
+
 The launcher is created only once every Worker has started (running, or already succeeded): its ``mpirun``
 would otherwise find no sshd;
 the job succeeds when the launcher does.
@@ -48,6 +53,8 @@ from kubedl_py.controllers.kinds.base import (
     Object,
     OwnedObject,
     Pods,
+    Slot,
+    every_replica,
     pod_running,
     pod_succeeded,
     replicas,
@@ -249,6 +256,11 @@ class MPIController(KindController):
                 },
             )
         pod_spec["serviceAccountName"] = launcher_account(job)
+
+    def dialed(self, job: Any) -> set[Slot]:
+        assert isinstance(job, MPIJob)
+        launcher = job.spec.run_launcher_as_worker or job.spec.mpi_implementation in ("Intel", "MPICH")
+        return every_replica(job, "Worker", *(("Launcher",) if launcher else ()))
 
     def succeeded(self, job: Any, pods: Pods) -> bool:
         return bool(pods.get("Launcher")) and pod_succeeded(pods["Launcher"][0])

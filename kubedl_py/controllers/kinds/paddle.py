@@ -6,6 +6,9 @@ parameter-server mode: Master 0 is, and each pod is one server (``PADDLE_SERVER_
 trainer (``PADDLE_TRAINER_NUM=1``). The endpoint's own pod announces itself by its pod IP
 (``$(POD_IP_DUMMY)``, from the downward API), everyone else by its Service; in host-network mode the pod IP
 is the node's and the port its own host port.
+
+Dialed by name: the endpoint's replica only (Master 0, else Worker 0). ``paddle.distributed.launch`` then
+has every pod announce its own IP and port at that endpoint, and the ranks dial those.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubedl_py.controllers.addressing import Addressing, replica_name
-from kubedl_py.controllers.kinds.base import Env, KindController, Pods, all_succeeded, replicas
+from kubedl_py.controllers.kinds.base import Env, KindController, Pods, Slot, all_succeeded, replicas
 
 _POD_IP = {"fieldRef": {"fieldPath": "status.podIP"}}
 
@@ -38,6 +41,10 @@ class PaddleController(KindController):
 
     def env_targets(self, job: Any, containers: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return containers
+
+    def dialed(self, job: Any) -> set[Slot]:
+        host_type = "Master" if replicas(job, "Master") > 0 else "Worker"
+        return {(host_type, 0)} if replicas(job, host_type) > 0 else set()
 
     def succeeded(self, job: Any, pods: Pods) -> bool:
         if pods.get("Master"):

@@ -9,6 +9,11 @@ Rules that are not obvious:
 - ``WORLD_SIZE`` = pods x ``nprocPerNode`` when that is an integer, else pods x 1 (torchrun recomputes it).
 - Elastic jobs get ``PET_RDZV_*``; ``PET_NNODES`` becomes ``min:max`` and no fixed node rank is set.
 - Every container of the pod gets the variables (sidecars may take part in the rendezvous).
+- Dialed by name: only the rendezvous host (``MASTER_ADDR``; DDP's process groups then exchange addresses,
+  not names, through its store). An elastic job: every replica, since torchrun's elastic agents hand their
+  workers the address the agent of group rank 0 announces, its own host name, and any node may be that one
+  (a pod's host name resolves in its peers only through the Service of its name); a ``rdzvHost`` of the
+  user's names what it names.
 - Success: the Master succeeded (with ``successPolicy: AllWorkers``, and every Worker too); a workers-only
   job, when every worker did.
 """
@@ -19,7 +24,16 @@ from typing import Any
 
 from kubedl_py.api.kinds.pytorch import DEFAULT_RDZV_BACKEND, PyTorchJob
 from kubedl_py.controllers.addressing import Addressing, replica_name
-from kubedl_py.controllers.kinds.base import Env, KindController, Pods, all_succeeded, pod_succeeded, replicas
+from kubedl_py.controllers.kinds.base import (
+    Env,
+    KindController,
+    Pods,
+    Slot,
+    all_succeeded,
+    every_replica,
+    pod_succeeded,
+    replicas,
+)
 
 
 def rendezvous_host(job: PyTorchJob) -> tuple[str, int]:
@@ -88,6 +102,10 @@ class PyTorchController(KindController):
 
     def env_targets(self, job: Any, containers: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return containers
+
+    def dialed(self, job: Any) -> set[Slot]:
+        assert isinstance(job, PyTorchJob)
+        return every_replica(job) if job.spec.elastic_policy is not None else {rendezvous_host(job)}
 
     def succeeded(self, job: Any, pods: Pods) -> bool:
         assert isinstance(job, PyTorchJob)

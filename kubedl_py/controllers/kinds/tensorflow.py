@@ -4,6 +4,8 @@
   checkpoints, so it appears only as its own ``task``); it is set only for jobs with more than one replica.
 - A replica's own entry carries the port it listens on (its host port in host-network mode); peers' entries
   carry their Service and the framework's port.
+- Dialed by name: every member of the cluster spec (every replica but the Evaluators); nobody in a
+  single-replica job, which has no TF_CONFIG.
 - Success: the Chief (or Master) succeeded when there is one; otherwise worker 0 (``successPolicy: ""``,
   TensorFlow's convention: worker 0 is the chief) or every worker (``successPolicy: AllWorkers``). A job of
   only PS/Evaluator replicas succeeds when all its pods did.
@@ -16,7 +18,16 @@ from typing import Any
 
 from kubedl_py.api.kinds.tensorflow import TFJob
 from kubedl_py.controllers.addressing import Addressing
-from kubedl_py.controllers.kinds.base import Env, KindController, Pods, all_succeeded, pod_succeeded, replicas
+from kubedl_py.controllers.kinds.base import (
+    Env,
+    KindController,
+    Pods,
+    Slot,
+    all_succeeded,
+    every_replica,
+    pod_succeeded,
+    replicas,
+)
 
 # TensorFlow's task types are the lower-cased replica types; Evaluator never joins the cluster spec.
 _NOT_IN_CLUSTER = frozenset({"Evaluator"})
@@ -49,6 +60,12 @@ class TensorFlowController(KindController):
         assert isinstance(job, TFJob)
         config = tf_config(job, replica_type, index, addressing)
         return {} if config is None else {"TF_CONFIG": json.dumps(config, separators=(",", ":"))}
+
+    def dialed(self, job: Any) -> set[Slot]:
+        assert isinstance(job, TFJob)
+        if sum(replicas(job, t) for t in job.spec.tf_replica_specs) <= 1:
+            return set()
+        return every_replica(job, *(t for t in job.spec.tf_replica_specs if t not in _NOT_IN_CLUSTER))
 
     def succeeded(self, job: Any, pods: Pods) -> bool:
         assert isinstance(job, TFJob)

@@ -5,6 +5,9 @@ Every container gets ``MASTER_ADDR``/``MASTER_PORT`` (the Master, which runs the
 one replica also ``WORKER_PORT`` and ``WORKER_ADDRS`` (LightGBM's machine list; the Training Operator lists
 workers 0 .. total-2, kept as it is for jobs moved from there). In host-network mode the Master binds its
 own host port and reaches itself at ``127.0.0.1``; everyone else uses the Services.
+
+Dialed by name: the Master (the tracker), and the Workers ``WORKER_ADDRS`` names (LightGBM dials them); the
+tracker hands the ranks each other's addresses as it saw them connect, not names.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubedl_py.controllers.addressing import Addressing, replica_name
-from kubedl_py.controllers.kinds.base import Env, KindController, Pods, pod_succeeded, replicas
+from kubedl_py.controllers.kinds.base import Env, KindController, Pods, Slot, pod_succeeded, replicas
 
 
 class XGBoostController(KindController):
@@ -40,6 +43,11 @@ class XGBoostController(KindController):
 
     def env_targets(self, job: Any, containers: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return containers
+
+    def dialed(self, job: Any) -> set[Slot]:
+        total = sum(replicas(job, t) for t in job.replica_specs)
+        listed = range(min(total - 1, replicas(job, "Worker"))) if total > 1 else range(0)
+        return {("Master", 0)} | {("Worker", i) for i in listed}
 
     def succeeded(self, job: Any, pods: Pods) -> bool:
         return bool(pods.get("Master")) and pod_succeeded(pods["Master"][0])
