@@ -306,11 +306,16 @@ def replica(
     return spec
 
 
-def pytorchjob(name: str, *, host: bool = False, **spec: Any) -> dict[str, Any]:
+def pytorchjob(name: str, *, host: bool = False, services: str | None = None, **spec: Any) -> dict[str, Any]:
+    """A PyTorchJob (Master 1, Worker 2 unless ``replicas`` says otherwise); ``services``: the value of
+    ``kubedl.io/replica-services`` (``all``: a Service for every replica, not only the Master's)."""
     replicas = spec.pop("replicas", None) or {"Master": replica(1), "Worker": replica(2)}
     metadata: dict[str, Any] = {"name": name}
-    if host:
-        metadata["annotations"] = {c.ANNOTATION_NETWORK_MODE: c.NETWORK_MODE_HOST}
+    annotations = {c.ANNOTATION_NETWORK_MODE: c.NETWORK_MODE_HOST} if host else {}
+    if services is not None:
+        annotations[c.ANNOTATION_REPLICA_SERVICES] = services
+    if annotations:
+        metadata["annotations"] = annotations
     return {
         "apiVersion": c.API_VERSION,
         "kind": c.PYTORCH_KIND,

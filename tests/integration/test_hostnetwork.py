@@ -127,12 +127,15 @@ async def _service(kube: Kube, name: str) -> dict[str, Any]:
 async def test_failover_gets_a_new_port_and_the_service_is_repointed_first(
     cluster: Env, kube: Kube, controller: RunningController, grace: int | None
 ) -> None:
-    replicas = {"Master": replica(1), "Worker": _stopping_in(5)}
+    # No Master: worker 0 hosts the rendezvous, the one replica its peers dial, and the only Service.
+    replicas = {"Worker": _stopping_in(5, 3)}
     await kube.create(PYTORCHJOBS, pytorchjob("fo", host=True, replicas=replicas), namespace=kube.ns)
     pods = await eventually(lambda: _n_pods(kube, "fo", 3), what="3 pods")
-    await eventually(lambda: _n_services(kube, "fo", 3), what="3 services")
+    services = await eventually(lambda: _n_services(kube, "fo", 1), what="worker 0's Service")
+    assert services[0]["metadata"]["name"] == "fo-worker-0"
     old = next(p for p in pods if p["metadata"]["name"] == "fo-worker-0")
     peer_env = env_of(next(p for p in pods if p["metadata"]["name"] == "fo-worker-1"))
+    assert (peer_env["MASTER_ADDR"], peer_env["MASTER_PORT"]) == ("fo-worker-0", "23456")
     cluster.request_log.clear()
     assert controller.manager is not None
     gate = controller.manager.write_gate
@@ -272,7 +275,8 @@ async def test_a_full_range_does_not_hang_a_failover(cluster: Env, kube: Kube) -
     await running.start()
     try:
         replicas = {"Master": replica(1), "Worker": replica(11)}
-        await kube.create(PYTORCHJOBS, pytorchjob("full", host=True, replicas=replicas), namespace=kube.ns)
+        job = pytorchjob("full", host=True, services=c.REPLICA_SERVICES_ALL, replicas=replicas)
+        await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
         pods = await eventually(lambda: _running(kube, "full", 12), within=60, what="12 pods running")
         assert sorted(host_port(p) for p in pods) == list(range(low, high + 1))
         old = next(p for p in pods if p["metadata"]["name"] == "full-worker-3")
@@ -323,7 +327,8 @@ async def test_a_pod_no_node_can_take_for_its_port_gets_another(cluster: Env, ku
     await running.start()
     try:
         replicas = {"Master": replica(1), "Worker": replica(2)}  # three pods: one of them gets `low`
-        await kube.create(PYTORCHJOBS, pytorchjob("moved", host=True, replicas=replicas), namespace=kube.ns)
+        job = pytorchjob("moved", host=True, services=c.REPLICA_SERVICES_ALL, replicas=replicas)
+        await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
         pods = await eventually(lambda: _running(kube, "moved", 3), within=60, what="3 pods running")
         assert low not in {host_port(p) for p in pods}
         events = [e for e in await events_for(kube, "moved") if e["reason"] == "HostPortReassigned"]
@@ -337,7 +342,7 @@ async def test_a_pod_no_node_can_take_for_its_port_gets_another(cluster: Env, ku
 async def test_a_template_asking_for_the_host_network_gets_host_ports(
     kube: Kube, controller: RunningController
 ) -> None:
-    job = pytorchjob("tmpl", replicas={"Master": replica(1), "Worker": replica(1)})
+    job = pytorchjob("tmpl", services=c.REPLICA_SERVICES_ALL, replicas={"Master": replica(1), "Worker": replica(1)})
     for spec in job["spec"]["pytorchReplicaSpecs"].values():
         spec["template"]["spec"]["hostNetwork"] = True
     await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
@@ -393,15 +398,15 @@ async def test_a_strangers_service_is_never_wired_to_the_job(
 
 async def test_hand_edits_of_a_jobs_service_are_undone(kube: Kube, controller: RunningController) -> None:
     await kube.create(PYTORCHJOBS, pytorchjob("edit"), namespace=kube.ns)
-    await eventually(lambda: _n_services(kube, "edit", 3), what="3 services")
-    before = await _service(kube, "edit-worker-0")
+    await eventually(lambda: _n_services(kube, "edit", 1), what="the Master's Service")
+    before = await _service(kube, "edit-master-0")
     edit = {
         "spec": {"selector": {"app": "hijack"}, "ports": [{"name": "pytorchjob-port", "port": 1234, "targetPort": 80}]}
     }
-    await kube.patch(SERVICES, "edit-worker-0", edit, namespace=kube.ns)
+    await kube.patch(SERVICES, "edit-master-0", edit, namespace=kube.ns)
 
     async def repaired() -> dict[str, Any] | None:
-        service = await _service(kube, "edit-worker-0")
+        service = await _service(kube, "edit-master-0")
         spec = service["spec"]
         return service if spec["selector"] == before["spec"]["selector"] and spec["ports"][0]["port"] == 23456 else None
 
@@ -444,7 +449,7 @@ async def test_controller_restart_changes_no_port(cluster: Env, kube: Kube) -> N
     before: dict[str, int] = {}
     for name in ("keep-a", "keep-b"):
         pods = await eventually(lambda name=name: _n_pods(kube, name, 3), what="3 pods")
-        await eventually(lambda name=name: _n_services(kube, name, 3), what="3 services")
+        await eventually(lambda name=name: _n_services(kube, name, 1), what="the Master's Service")
         before.update({p["metadata"]["name"]: host_port(p) for p in pods})
     await first.stop(crash=True)
     cluster.request_log.clear()
