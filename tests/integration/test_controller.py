@@ -258,7 +258,9 @@ async def test_a_service_the_server_refuses_fails_the_job_before_any_pod(
 
 async def test_lowering_replicas_removes_surplus(kube: Kube, controller: RunningController) -> None:
     await kube.create(
-        PYTORCHJOBS, pytorchjob("shrink", replicas={"Master": replica(1), "Worker": replica(3)}), namespace=kube.ns
+        PYTORCHJOBS,
+        pytorchjob("shrink", services=c.REPLICA_SERVICES_ALL, replicas={"Master": replica(1), "Worker": replica(3)}),
+        namespace=kube.ns,
     )
     await eventually(lambda: _count(pods_of(kube, "shrink"), 4), what="4 pods")
     await kube.patch(
@@ -290,7 +292,9 @@ async def test_controller_restart_mid_creation_makes_no_duplicates(cluster: Env,
     first = RunningController(cluster, fast_options(namespace=kube.ns, workers=1))
     await first.start()
     await kube.create(
-        PYTORCHJOBS, pytorchjob("big", replicas={"Master": replica(1), "Worker": replica(59)}), namespace=kube.ns
+        PYTORCHJOBS,
+        pytorchjob("big", services=c.REPLICA_SERVICES_ALL, replicas={"Master": replica(1), "Worker": replica(59)}),
+        namespace=kube.ns,
     )
     await eventually(lambda: _at_least(pods_of(kube, "big"), 5), what="some pods")
     await first.stop(crash=True)

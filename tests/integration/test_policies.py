@@ -284,6 +284,7 @@ async def test_restart_scope_job_in_host_network_mode_gets_new_ports_services_re
     job = pytorchjob(
         "hostwhole",
         host=True,
+        services=c.REPLICA_SERVICES_ALL,  # every replica's Service, each re-pointed
         replicas={"Master": replica(1), "Worker": workers},
         failurePolicy={"restartScope": "Job"},
     )
