@@ -42,12 +42,17 @@ PYTORCHJOBS = Resource(c.GROUP, c.VERSION, c.PYTORCH_PLURAL, c.PYTORCH_KIND)
 NS = "failover"
 
 
-def job(name: str, workers: int) -> dict[str, Any]:
+def job(name: str, workers: int, *, every_service: bool = False) -> dict[str, Any]:
+    """A host-network PyTorchJob; ``every_service``: a Service for every Worker too (``kubedl.io/replica-services:
+    all``), so that each Worker's failover re-points one (by default only the Master, the one dialed, has one)."""
     template = {"spec": {"containers": [{"name": "pytorch", "image": "busybox", "command": ["train"]}]}}
+    annotations = {c.ANNOTATION_NETWORK_MODE: c.NETWORK_MODE_HOST}
+    if every_service:
+        annotations[c.ANNOTATION_REPLICA_SERVICES] = c.REPLICA_SERVICES_ALL
     return {
         "apiVersion": c.API_VERSION,
         "kind": c.PYTORCH_KIND,
-        "metadata": {"name": name, "namespace": NS, "annotations": {c.ANNOTATION_NETWORK_MODE: c.NETWORK_MODE_HOST}},
+        "metadata": {"name": name, "namespace": NS, "annotations": annotations},
         "spec": {
             "pytorchReplicaSpecs": {
                 "Master": {"replicas": 1, "template": template},
@@ -138,7 +143,7 @@ async def run(kubeconfig: Path, tmp: Path, failovers: int, workers: int, backgro
         async with controller(kubeconfig, tmp, namespace=NS):
             timeline = Timeline(kube)
             await timeline.start()
-            await kube.create(PYTORCHJOBS, job("fo", workers), namespace=NS)
+            await kube.create(PYTORCHJOBS, job("fo", workers, every_service=True), namespace=NS)
             names = [f"fo-worker-{i}" for i in range(workers)]
             await timeline.until(lambda: all(n in timeline.pods and n in timeline.target for n in names), within=60)
             load: asyncio.Task[None] | None = None

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.bench_controller import services_per_job
 from bench.harness import controller
 from bench.realplane import KUBEDL_PY_USER, RealCluster, real_cluster
 from kubedl_py.api import constants as c
@@ -103,7 +104,10 @@ class Contender:
         }
 
     def services_per_job(self, replicas: int) -> int:
-        """Services it makes for a job of ``replicas``: one per replica, except KubeDL (the Master's only)."""
+        """Services it makes for a job of ``replicas``: the Training Operator one per replica, KubeDL the Master's
+        only, kubedl-py those of the replicas peers dial (the Master's)."""
+        if self.peer is None:
+            return services_per_job(replicas)
         return 1 if self.peer == "kubedl" else replicas
 
     @contextlib.asynccontextmanager

@@ -35,7 +35,7 @@ from kubernetes_asyncio import client as k8s
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_controller import Arrivals, same_objects
+from bench.bench_controller import Arrivals, same_objects, services_per_job
 from bench.contenders import BARE, CONTENDERS, Contender, chosen, job_phase_running
 from bench.harness import bounded, environment
 from bench.realplane import RealCluster, real_cluster
@@ -80,7 +80,7 @@ async def bare_run(cluster: RealCluster, jobs: int, replicas: int) -> dict[str, 
         await create_namespace(admin, NS)
         for kind, body in same_objects(1, 1, NS):
             await warm_up(admin, PODS if kind == "pods" else SERVICES, {**body, "metadata": {"name": "warm-up"}})
-        arrivals = Arrivals(admin, NS, jobs * replicas)
+        arrivals = Arrivals(admin, NS, jobs * replicas, jobs * services_per_job(replicas))
         await arrivals.start()
         objects = same_objects(jobs, replicas, NS)
         mark = cluster.audit_mark()

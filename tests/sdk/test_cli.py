@@ -82,10 +82,14 @@ async def test_cli_success_path(cluster: Env, client: AsyncTrainingClient, tmp_p
     assert described.code == 0, described.err
     for needle in ("State:        Succeeded", "Network:      host", "JobSucceeded", "cli-ok-master-0", "Events:"):
         assert needle in described.out
-    pod_line = next(line for line in described.out.splitlines() if line.strip().startswith("cli-ok-worker-0"))
+    lines = described.out.splitlines()
+    pod_line = next(line for line in lines if line.strip().startswith("cli-ok-master-0"))
     _name, node, phase, _restarts, host_port, service, target = pod_line.split()
     assert node in cluster.node_names and host_port.isdigit()
-    assert (phase, service, target) == ("Succeeded", "cli-ok-worker-0", host_port)
+    assert (phase, service, target) == ("Succeeded", "cli-ok-master-0", host_port)
+    # the Worker is dialed by nobody: no Service, shown as "-"
+    worker_line = next(line for line in lines if line.strip().startswith("cli-ok-worker-0"))
+    assert worker_line.split()[-2:] == ["-", "-"]
 
     assert {line.split()[0] for line in logs.out.splitlines()} == {"[cli-ok-master-0]", "[cli-ok-worker-0]"}
     assert master.out.splitlines()[-1] == "[simulated] container pytorch exiting with code 0"
