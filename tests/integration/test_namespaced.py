@@ -131,7 +131,11 @@ async def test_a_namespaced_controller_reconciles_its_namespaces_only(cluster: E
                         scoped.ns = ns
                         async with scoped:
                             await wait_condition(scoped, PYTORCHJOBS, job, "Running", within=60)
-                            assert len(await pods_of(scoped, job)) == 3 and len(await services_of(scoped, job)) == 3
+                            assert len(await pods_of(scoped, job)) == 3
+                            # the Master's Service, the one replica dialed by name
+                            assert [s["metadata"]["name"] for s in await services_of(scoped, job)] == [
+                                f"{job}-master-0"
+                            ]
                     ignored = cluster.client()
                     ignored.ns = other
                     async with ignored:
