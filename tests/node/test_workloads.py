@@ -308,8 +308,13 @@ def test_host_network_ddp_failover_through_the_real_kube_proxy(installed: NodeCl
     assert f"rendezvous at {master}:23456" in worker_log  # the Service, by name, through CoreDNS
     losses = [float(m.group(2)) for m in LOSS.finditer(master_log)]
     assert len(losses) >= 5 and losses[-1] < losses[0] / 5
+    # Only the Master is dialed (its Service is the rendezvous address); the Worker has no Service to re-point.
+    assert timeline.first("service targetPort", worker, after[worker]) is None
     for pod, port in after.items():
         assert port is not None
+        if pod != master:
+            assert timeline.first("pod created", pod, port) is not None, (pod, timeline.records)
+            continue
         created = timeline.first("pod created", pod, port)
         running = timeline.first("container running", pod, port)
         repointed = timeline.first("service targetPort", pod, port)
