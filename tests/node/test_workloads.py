@@ -284,11 +284,19 @@ def test_host_network_ddp_failover_through_the_real_kube_proxy(installed: NodeCl
     with TrainingClient(kubeconfig=installed.kubeconfig) as client, Timeline(installed, name) as timeline:
         client.submit(ddp_job(name, args))
         try:
-            eventually(
-                lambda: re.search(r"step (1\d|[2-9]\d)/", _log(client, name, "master")),
-                within=180,
-                what="training to reach step 10",
-            )
+            try:
+                eventually(
+                    lambda: re.search(r"step (1\d|[2-9]\d)/", _log(client, name, "master")),
+                    within=180,
+                    what="training to reach step 10",
+                )
+            except AssertionError as error:
+                # what each rank said, and where its pods stand, is what tells a stuck rendezvous apart
+                pods = {p.name: (p.phase, p.host_port) for p in client.describe(name).pods}
+                raise AssertionError(
+                    f"{error}\npods: {pods}\nmaster:\n{_log(client, name, 'master')[-3000:]}"
+                    f"\nworker:\n{_log(client, name, 'worker')[-3000:]}"
+                ) from None
             before = {p.name: p.host_port for p in client.describe(name).pods}
             pid = int(PID.findall(client.logs(name, "worker", 0))[-1])
             # `kill` is the shell's: the Debian base image has no procps
