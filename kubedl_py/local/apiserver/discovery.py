@@ -75,7 +75,7 @@ def _resources(rts: list[ResourceType]) -> list[Obj]:
             entry["shortNames"] = list(rt.short_names)
         if rt.categories:
             entry["categories"] = list(rt.categories)
-        if rt.verbs != ["create"]:  # the review kinds, stored nowhere, have no storage version
+        if rt.verbs not in (["create"], []):  # the review kinds, stored nowhere, and the refused ones have none
             entry["storageVersionHash"] = hashlib.sha256(f"{rt.group}/{rt.plural}".encode()).hexdigest()[:11]
         out.append(entry)
         for sub in rt.subresources:
@@ -173,15 +173,15 @@ def aggregated(cat: Catalogue, *, core: bool) -> Obj:
     """``/api`` (core) or ``/apis`` as an APIGroupDiscoveryList."""
     items: list[Obj] = []
     if core:
-        resources = [_discovered(rt, "v1") for rt in sorted(cat.in_group_version("", "v1"), key=lambda r: r.plural)]
+        resources = [_discovered(rt, "v1") for rt in sorted(cat.discoverable_in("", "v1"), key=lambda r: r.plural)]
         items.append({"metadata": {}, "versions": [{"version": "v1", "resources": resources, "freshness": "Current"}]})
     else:
-        groups = cat.groups()
+        groups = cat.discoverable_groups()
         rank = {g: i for i, g in enumerate(GROUP_ORDER)}
         for name in sorted(groups, key=lambda g: (rank.get(g, len(GROUP_ORDER)), g)):
             versions = []
             for version in groups[name]:
-                rts = sorted(cat.in_group_version(name, version), key=lambda r: r.plural)
+                rts = sorted(cat.discoverable_in(name, version), key=lambda r: r.plural)
                 versions.append(
                     {
                         "version": version,
@@ -194,7 +194,7 @@ def aggregated(cat: Catalogue, *, core: bool) -> Obj:
 
 
 def resource_list(cat: Catalogue, group: str, version: str) -> Obj | None:
-    rts = cat.in_group_version(group, version)
+    rts = cat.discoverable_in(group, version)
     if not rts:
         return None
     return {
@@ -211,12 +211,12 @@ def _group(name: str, versions: list[str]) -> Obj:
 
 
 def group_list(cat: Catalogue) -> Obj:
-    groups = cat.groups()
+    groups = cat.discoverable_groups()
     return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_group(g, vs) for g, vs in sorted(groups.items())]}
 
 
 def group(cat: Catalogue, name: str) -> Obj | None:
-    vs = cat.groups().get(name)
+    vs = cat.discoverable_groups().get(name)
     if not vs:
         return None
     return {"kind": "APIGroup", "apiVersion": "v1", **_group(name, vs)}

@@ -1,8 +1,9 @@
 """The three PATCH formats the API server accepts: JSON merge patch, JSON patch and strategic merge patch.
 
-kubectl sends strategic merge patches for built-in kinds and merge patches for custom resources; controllers
-send all three. Strategic merge needs to know which lists merge by which key; the real server reads that
-from Go struct tags, here it is a small table covering the lists clients actually touch.
+kubectl sends strategic merge patches for built-in kinds (CustomResourceDefinitions, RBAC and Leases too)
+and merge patches for custom resources; controllers send all three. Strategic merge needs to know which
+lists merge by which key; the real server reads that from Go struct tags, here it is a small table covering
+the lists of the kinds the embedded server serves (outside the core group, only ObjectMeta's lists have one).
 """
 
 from __future__ import annotations
@@ -201,6 +202,12 @@ _SET_LISTS = {"finalizers"}
 
 
 def _merge_key(field: str, path: tuple[str, ...], kind: str) -> str | None:
+    if "/" in kind and path[:1] != ("metadata",):
+        # A kind of a named group (``group/Kind``): none of those the embedded server serves (Lease,
+        # EndpointSlice, CustomResourceDefinition, RBAC) tags a list of its own with a patch strategy (a
+        # CRD's ``x-kubernetes-validations`` merge by rule, but inside ``versions``, which is replaced
+        # whole); only ObjectMeta's lists merge.
+        return None
     if field == "ports":
         if any(p in ("containers", "initContainers", "ephemeralContainers") for p in path):
             return "containerPort"
@@ -214,10 +221,12 @@ def _merge_key(field: str, path: tuple[str, ...], kind: str) -> str | None:
     return _MERGE_KEYS.get(field)
 
 
-def strategic_merge_patch(original: JSON, patch: JSON, kind: str) -> JSON:
+def strategic_merge_patch(original: JSON, patch: JSON, kind: str, group: str = "") -> JSON:
+    """The strategic merge of ``patch`` into ``original``, an object of a built-in ``kind`` of ``group``."""
     if not isinstance(patch, dict):
         raise bad_request("strategic merge patch must be a JSON object")
-    return _smp_map(original if isinstance(original, dict) else {}, patch, (), kind)
+    scope = f"{group}/{kind}" if group else kind
+    return _smp_map(original if isinstance(original, dict) else {}, patch, (), scope)
 
 
 def _smp_map(original: dict[str, Any], patch: dict[str, Any], path: tuple[str, ...], kind: str) -> dict[str, Any]:

@@ -927,14 +927,14 @@ class Registry:
         elif content_type == "application/json-patch+json":
             result = json_patch(base, patch, strict=validation.mode != "Ignore")
         elif content_type == "application/strategic-merge-patch+json":
-            if rt.custom or rt.group:
+            if rt.custom:
                 raise ApiError(
                     415,
                     "the body of the request was in an unknown format - accepted media types include: "
                     "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
                     "UnsupportedMediaType",
                 )
-            result = strategic_merge_patch(base, patch, rt.kind)
+            result = strategic_merge_patch(base, patch, rt.kind, rt.group)
         else:
             raise ApiError(415, "415: Unsupported Media Type", "UnsupportedMediaType", {})  # go-restful's answer
         if not isinstance(result, dict):

@@ -3,6 +3,12 @@
 Built-in kinds are listed here once; custom resources are added and removed at run time when CRDs are
 created and deleted. Discovery, routing, validation and tables all read this catalogue, so a kind is served
 consistently everywhere or not at all.
+
+The catalogue also names the kinds of the real server's built-in groups that the embedded server does not
+serve (``apps/v1`` Deployments, admission policies, ...; docs/local-cluster.md lists the scope). They are
+listed in discovery with no verbs, so kubectl maps them and sends its request, and every request for them
+is refused with a message that names the embedded cluster and the way out (``--control-plane
+kubernetes``). Left out of discovery, kubectl would say "ensure CRDs are installed first", which misleads.
 """
 
 from __future__ import annotations
@@ -115,6 +121,72 @@ def builtin_types() -> list[ResourceType]:
     ]
 
 
+def _rbac(kind: str, plural: str, namespaced: bool) -> ResourceType:
+    return ResourceType("rbac.authorization.k8s.io", "v1", kind, plural, namespaced)
+
+
+def rbac_types() -> list[ResourceType]:
+    """Roles and bindings, stored (``kubectl apply`` of an install manifest carries them) and never
+    enforced: the embedded server authorizes every request (docs/local-cluster.md)."""
+    return [
+        _rbac("ClusterRole", "clusterroles", False),
+        _rbac("ClusterRoleBinding", "clusterrolebindings", False),
+        _rbac("Role", "roles", True),
+        _rbac("RoleBinding", "rolebindings", True),
+    ]
+
+
+#: group version -> (kind, plural, namespaced) of the real server's built-in kinds the embedded one refuses
+UNSERVED: dict[tuple[str, str], tuple[tuple[str, str, bool], ...]] = {
+    ("", "v1"): (
+        ("PersistentVolume", "persistentvolumes", False),
+        ("PersistentVolumeClaim", "persistentvolumeclaims", True),
+        ("PodTemplate", "podtemplates", True),
+        ("ReplicationController", "replicationcontrollers", True),
+    ),
+    ("apps", "v1"): (
+        ("ControllerRevision", "controllerrevisions", True),
+        ("DaemonSet", "daemonsets", True),
+        ("Deployment", "deployments", True),
+        ("ReplicaSet", "replicasets", True),
+        ("StatefulSet", "statefulsets", True),
+    ),
+    ("batch", "v1"): (("CronJob", "cronjobs", True), ("Job", "jobs", True)),
+    ("autoscaling", "v2"): (("HorizontalPodAutoscaler", "horizontalpodautoscalers", True),),
+    ("policy", "v1"): (("PodDisruptionBudget", "poddisruptionbudgets", True),),
+    ("networking.k8s.io", "v1"): (
+        ("Ingress", "ingresses", True),
+        ("IngressClass", "ingressclasses", False),
+        ("NetworkPolicy", "networkpolicies", True),
+    ),
+    ("storage.k8s.io", "v1"): (("StorageClass", "storageclasses", False),),
+    ("scheduling.k8s.io", "v1"): (("PriorityClass", "priorityclasses", False),),
+    ("admissionregistration.k8s.io", "v1"): (
+        ("MutatingWebhookConfiguration", "mutatingwebhookconfigurations", False),
+        ("ValidatingAdmissionPolicy", "validatingadmissionpolicies", False),
+        ("ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings", False),
+        ("ValidatingWebhookConfiguration", "validatingwebhookconfigurations", False),
+    ),
+}
+
+
+def unserved_types() -> list[ResourceType]:
+    return [
+        ResourceType(group, version, kind, plural, namespaced, verbs=[])
+        for (group, version), kinds in UNSERVED.items()
+        for kind, plural, namespaced in kinds
+    ]
+
+
+def not_served(rt: ResourceType) -> str:
+    """What the embedded server answers for a kind outside its scope."""
+    what = f"{rt.plural}.{rt.group}" if rt.group else rt.plural
+    return (
+        f"the embedded cluster does not serve {what} ({rt.api_version()} {rt.kind}): run the cluster with "
+        f"`kubedl-py local up --control-plane kubernetes` for the real Kubernetes API server"
+    )
+
+
 def review_types() -> list[ResourceType]:
     """The review kinds of ``kubectl auth`` (reviews.py): create only, never stored."""
 
@@ -136,8 +208,9 @@ class Catalogue:
 
     def __init__(self) -> None:
         self.types: dict[tuple[str, str], ResourceType] = {}
-        for rt in (*builtin_types(), *review_types()):
+        for rt in (*builtin_types(), *rbac_types(), *review_types()):
             self.add(rt)
+        self.unserved: dict[tuple[str, str], ResourceType] = {rt.key: rt for rt in unserved_types()}
 
     def add(self, rt: ResourceType) -> None:
         self.types[rt.key] = rt
@@ -171,3 +244,23 @@ class Catalogue:
 
     def in_group_version(self, group: str, version: str) -> list[ResourceType]:
         return [rt for rt in self.types.values() if rt.group == group and version in rt.versions]
+
+    def refused(self, group: str, version: str, plural: str) -> ResourceType | None:
+        """The kind outside the embedded server's scope at this path, unless a CRD has since taken it."""
+        rt = self.unserved.get((group, plural))
+        if rt is None or version not in rt.versions or (group, plural) in self.types:
+            return None
+        return rt
+
+    def discoverable_groups(self) -> dict[str, list[str]]:
+        """``groups()`` with the groups of the refused kinds: what discovery lists."""
+        out = self.groups()
+        for group, version in UNSERVED:
+            if group and version not in out.setdefault(group, []):
+                out[group].append(version)
+        return out
+
+    def discoverable_in(self, group: str, version: str) -> list[ResourceType]:
+        """The served kinds of a group version and the refused ones (listed with no verbs)."""
+        refused = [rt for (g, plural), rt in self.unserved.items() if g == group and self.refused(g, version, plural)]
+        return self.in_group_version(group, version) + refused

@@ -47,7 +47,7 @@ from kubedl_py.local.apiserver.errors import (
     resource_not_found,
 )
 from kubedl_py.local.apiserver.registry import RETURN_DELETED, FieldValidation, Registry, dry_run_errors
-from kubedl_py.local.apiserver.resources import Catalogue, ResourceType
+from kubedl_py.local.apiserver.resources import Catalogue, ResourceType, not_served
 from kubedl_py.local.apiserver.selection import FieldSelector, parse_field_selector, parse_label_selector
 from kubedl_py.local.apiserver.typed import Types
 from kubedl_py.local.faults import Faults, RequestInfo, RequestLog, RequestRecord
@@ -501,6 +501,9 @@ class ApiServer:
         sub = rest[2] if len(rest) > 2 else None
         rt = self.catalogue.get(group, version, plural)
         if rt is None:
+            refused = self.catalogue.refused(group, version, plural)
+            if refused is not None:
+                raise ApiError(405, not_served(refused), "MethodNotAllowed", {"group": group, "kind": plural})
             raise self._no_such_resource(group)
         if namespace is not None and not rt.namespaced:
             raise resource_not_found()
