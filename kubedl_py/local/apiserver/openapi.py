@@ -35,8 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from kubedl_py.local.apiserver.protobuf.table import FETCH_TIMEOUT, proxy_url
-from kubedl_py.local.kubernetes.binaries import cache_root
-from kubedl_py.local.kubernetes.release import KUBERNETES_VERSION
+from kubedl_py.local.pins import KUBERNETES_VERSION, cache_root
 
 Obj = dict[str, Any]
 

@@ -11,7 +11,7 @@ from kubedl_py.local.kubernetes.controlplane import (
     ControlPlaneOptions,
     KubernetesControlPlane,
 )
-from kubedl_py.local.kubernetes.release import ETCD_VERSION, KUBERNETES_VERSION
+from kubedl_py.local.pins import ETCD_VERSION, KUBERNETES_VERSION
 
 __all__ = [
     "ETCD_VERSION",

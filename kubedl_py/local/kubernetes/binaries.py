@@ -10,7 +10,7 @@ How ``k8s.io/kubernetes`` builds as a dependency: its go.mod requires the stagin
 module consumer does not have. A small go.mod of ours requires ``k8s.io/kubernetes vX.Y.Z`` and maps each of
 those staging modules to its published ``v0.Y.Z`` with ``replace``. The list of staging modules is read from
 the published go.mod itself (``go mod download -json``), so a new release needs no edit here beyond the pin in
-``release.py``. etcd's server module has ``replace`` lines too; our go.mod requires its sibling modules at
+``kubedl_py/local/pins.py``. etcd's server module has ``replace`` lines too; our go.mod requires its sibling modules at
 the same version instead.
 
 The version stamped into the binaries is the pinned release, so ``kubectl version`` and ``/version`` report
@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubedl_py.local.kubernetes.release import COMPONENTS, ETCD_VERSION, KUBERNETES_VERSION, STAGING_VERSION
+from kubedl_py.local.pins import COMPONENTS, ETCD_VERSION, KUBERNETES_VERSION, STAGING_VERSION, cache_root
 
 Progress = Callable[[str], None]
 
@@ -67,16 +67,6 @@ class Binaries:
 
     def all(self) -> list[Path]:
         return [self.kube_apiserver, self.kube_controller_manager, self.kube_scheduler, self.etcd]
-
-
-def cache_root() -> Path:
-    """``$KUBEDL_PY_CACHE``, else ``$XDG_CACHE_HOME/kubedl-py``, else ``~/.cache/kubedl-py``."""
-    explicit = os.environ.get("KUBEDL_PY_CACHE")
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "kubedl-py"
 
 
 def kubernetes_dir(version: str = KUBERNETES_VERSION) -> Path:

@@ -4,7 +4,7 @@ Why the real ``helm`` and not a reading of the chart's files: what an operator r
 template``, ``helm install``, ``helm upgrade`` and ``helm uninstall``, and only Helm itself decides what its
 template language renders, which of a chart's objects it creates, in which order, and what an uninstall
 leaves behind (its ``crds/`` directory, by design). It is built like the control plane's neighbours
-(:mod:`programs`): the ``helm.sh/helm/v4`` module at the version pinned in ``release.py``, compiled once into
+(:mod:`programs`): the ``helm.sh/helm/v4`` module at the version pinned in ``local/pins.py``, compiled once into
 ``~/.cache/kubedl-py/helm/v<version>/bin/helm``; nothing of Helm is committed. The version is stamped in as
 Helm's own release build does, so ``helm version`` reports the pin.
 
@@ -25,7 +25,7 @@ from typing import Final
 
 from kubedl_py.local.kubernetes.binaries import BuildError
 from kubedl_py.local.kubernetes.programs import GoProgram, ensure_program
-from kubedl_py.local.kubernetes.release import HELM_VERSION
+from kubedl_py.local.pins import HELM_VERSION
 
 HELM: Final = GoProgram(
     name="helm",

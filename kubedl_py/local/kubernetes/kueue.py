@@ -3,7 +3,7 @@
 Why: Kueue is the quota and queueing layer most users put in front of training operators. It admits a
 Kubeflow job by flipping ``spec.runPolicy.suspend`` and evicts it by flipping it back, so whether kubedl-py
 works under Kueue is decided by how our controller handles suspend/resume, and only a real Kueue (a peer
-under test, not our code) can judge that. It is built by name and pinned version (``release.py``) with
+under test, not our code) can judge that. It is built by name and pinned version (``kubedl_py/local/pins.py``) with
 :mod:`programs`, like the control plane; nothing of Kueue is committed.
 
 How it is installed, from the module's own files: its CRDs (``config/components/crd/bases``, with the
@@ -58,7 +58,7 @@ from kubedl_py.kube.resources import NAMESPACES, SECRETS, SERVICES, Resource
 from kubedl_py.local.kubernetes.binaries import BuildError
 from kubedl_py.local.kubernetes.controlplane import _free_ports, log_tail, start_process, stop_process
 from kubedl_py.local.kubernetes.programs import GoProgram, ensure_program, module_source
-from kubedl_py.local.kubernetes.release import KUEUE_VERSION
+from kubedl_py.local.pins import KUEUE_VERSION
 
 log = logging.getLogger(__name__)
 

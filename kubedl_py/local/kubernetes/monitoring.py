@@ -3,7 +3,7 @@
 Why: the chart ships an optional ServiceMonitor and PodMonitor (``monitoring.coreos.com/v1``). Whether they
 are valid is for the Prometheus Operator's own schema to say, and the real API server validates a custom
 object against its CRD's schema (``--dry-run=server``), so the tests install these two CRDs, exactly as the
-project publishes them in its module at the version pinned in ``release.py`` (``module_source``: Go's module
+project publishes them in its module at the version pinned in ``local/pins.py`` (``module_source``: Go's module
 cache, else the proxy), and have the rendered monitors checked. Nothing of theirs is committed or built.
 """
 
@@ -14,7 +14,7 @@ from typing import Any, Final
 import yaml
 
 from kubedl_py.local.kubernetes.programs import GoProgram, module_source
-from kubedl_py.local.kubernetes.release import PROMETHEUS_OPERATOR_VERSION
+from kubedl_py.local.pins import PROMETHEUS_OPERATOR_VERSION
 
 PROMETHEUS_OPERATOR: Final = GoProgram(
     name="prometheus-operator",

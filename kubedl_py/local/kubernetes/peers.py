@@ -3,7 +3,7 @@
 Why: kubedl-py is measured against the controllers it is an alternative to, on the same real Kubernetes control
 plane, doing the same work: the Kubeflow Training Operator (``kubeflow.org/v1`` PyTorchJobs) and KubeDL
 (``training.kubedl.io/v1alpha1`` PyTorchJobs, the API kubedl-py follows, and the host-network mode it
-copies). Both are built by name and pinned version (``release.py``) with :mod:`programs` into
+copies). Both are built by name and pinned version (``kubedl_py/local/pins.py``) with :mod:`programs` into
 ``~/.cache/kubedl-py``; their CRDs are read from Go's module cache at run time. Nothing of theirs is committed.
 Each runs as a subprocess against a kubeconfig, logging into a file; :func:`peer_kubeconfig` gives each its own
 client certificate (user ``training-operator`` / ``kubedl``, group ``system:masters``) so the API server's
@@ -115,7 +115,7 @@ from kubedl_py.local.kubernetes.programs import (
     find_program,
     module_source,
 )
-from kubedl_py.local.kubernetes.release import KUBEDL_VERSION, TRAINING_OPERATOR_VERSION
+from kubedl_py.local.pins import KUBEDL_VERSION, TRAINING_OPERATOR_VERSION
 
 log = logging.getLogger(__name__)
 

@@ -56,9 +56,9 @@ from kubedl_py.local.kubernetes.binaries import (
     _stamp,
     _stderr,
     _write_tools,
-    cache_root,
     find_go,
 )
+from kubedl_py.local.pins import cache_root
 
 
 @dataclass(frozen=True)

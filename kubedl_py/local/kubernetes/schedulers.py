@@ -3,7 +3,7 @@
 Why: the controller's gang step (``controllers/gang.py``) only makes PodGroups and points pods at them; that a
 job then gets all of its pods or none is the scheduler's promise, and only the real scheduler can show it
 keeps that promise for the PodGroups we make. Both are built from their published Go modules at the versions
-pinned in ``release.py`` (``programs.py``; nothing of theirs is committed), their CRDs are installed from the
+pinned in ``local/pins.py`` (``programs.py``; nothing of theirs is committed), their CRDs are installed from the
 module's own files, and they run as subprocesses against a kubeconfig, logging into a file:
 
 - scheduler-plugins runs as a second scheduler named ``scheduler-plugins-scheduler`` (a kube-scheduler
@@ -50,7 +50,7 @@ from kubedl_py.local.kubernetes.binaries import BuildError, Progress, _duration,
 from kubedl_py.local.kubernetes.controlplane import log_tail, start_process, stop_process
 from kubedl_py.local.kubernetes.install import FIELD_MANAGER
 from kubedl_py.local.kubernetes.programs import BuiltProgram, GoProgram, ensure_program, find_program, module_source
-from kubedl_py.local.kubernetes.release import SCHEDULER_PLUGINS_VERSION, VOLCANO_VERSION
+from kubedl_py.local.pins import SCHEDULER_PLUGINS_VERSION, VOLCANO_VERSION
 
 log = logging.getLogger(__name__)
 

@@ -35,8 +35,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from kubedl_py.local.kubernetes.binaries import cache_root
-from kubedl_py.local.kubernetes.release import STAGING_VERSION
+from kubedl_py.local.pins import STAGING_VERSION, cache_root
 
 #: bump when the table's layout changes: an older cached table is then rebuilt
 FORMAT = 4

@@ -43,16 +43,16 @@ from kubedl_py.local.kubernetes.binaries import (
     _scratch,
     _stamp,
     _stderr,
-    cache_root,
     find_go,
 )
 from kubedl_py.local.kubernetes.programs import GoProgram, SourcePatch, ensure_program, find_program
-from kubedl_py.local.kubernetes.release import (
+from kubedl_py.local.pins import (
     CONTAINERD_VERSION,
     COREDNS_VERSION,
     KUBERNETES_VERSION,
     NODE_COMPONENTS,
     STAGING_VERSION,
+    cache_root,
 )
 
 _CONTAINERD_MODULE = "github.com/containerd/containerd/v2"

