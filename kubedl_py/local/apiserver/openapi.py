@@ -6,10 +6,13 @@ parameters whether the server validates fields itself. A document with paths and
 ``kubectl explain`` with nothing to explain.
 
 Built-in kinds: the real server's documents are published with each release in the ``k8s.io/kubernetes``
-module (``api/openapi-spec/v3``). They are fetched once for the pinned release, from the local Go module
-cache when the real control plane was built here, else from the Go module proxy, and kept under the
-kubedl-py cache directory; nothing of them is committed. Each is served with the paths of the resources
-the embedded server does not serve removed.
+module (``api/openapi-spec/v3``). They are downloaded once for the pinned release from the Go module proxy
+(``$GOPROXY`` honoured) and kept under the kubedl-py cache directory, by ``python -m kubedl_py.local.sources``
+(``make test`` runs it) or on first use. That download is their one source: the local Go module cache is
+never read, so what the server publishes does not change with whether the real control plane was built on
+this machine. Nothing of them is committed: they are Kubernetes' own text (2.5 MB of descriptions), which
+this repository does not copy. Each is served with the paths of the resources the embedded server does not
+serve removed.
 
 Custom resources: each served version gets the document the apiextensions server builds from the CRD
 (``builder.BuildOpenAPIV3``): the version's schema with ``apiVersion``/``kind`` described, ``metadata`` a
@@ -114,8 +117,8 @@ def load_cached() -> dict[str, bytes] | None:
 
 
 def ensure_specs(*, fetch: bool = True) -> dict[str, bytes]:
-    """The built-in documents by path (``api/v1``): cached, else taken from the Go module cache, else
-    downloaded (the ``k8s.io/kubernetes`` module zip, about 20 MB, once)."""
+    """The built-in documents by path (``api/v1``): cached, else downloaded (the ``k8s.io/kubernetes``
+    module zip, about 20 MB, once)."""
     found = load_cached()
     if found is not None:
         return found
@@ -125,14 +128,12 @@ def ensure_specs(*, fetch: bool = True) -> dict[str, bytes]:
         found = load_cached()
         if found is not None:
             return found
-        files = _from_module_cache()
-        if files is None:
-            if not fetch:
-                raise SpecsUnavailable(how_to_get())
-            try:
-                files = _from_zip(_download())
-            except (OSError, urllib.error.URLError, zipfile.BadZipFile, KeyError) as exc:
-                raise SpecsUnavailable(f"{how_to_get()} ({exc})") from exc
+        if not fetch:
+            raise SpecsUnavailable(how_to_get())
+        try:
+            files = _from_zip(_download())
+        except (OSError, urllib.error.URLError, zipfile.BadZipFile, KeyError) as exc:
+            raise SpecsUnavailable(f"{how_to_get()} ({exc})") from exc
         for name, data in files.items():
             fd, tmp = tempfile.mkstemp(dir=target, prefix=".doc-")
             with os.fdopen(fd, "wb") as handle:
@@ -153,27 +154,6 @@ def _locked(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _module_caches() -> list[Path]:
-    roots = [os.environ.get("GOMODCACHE", "")]
-    roots += [str(Path(p) / "pkg" / "mod") for p in os.environ.get("GOPATH", "").split(os.pathsep) if p]
-    roots.append(str(Path.home() / "go" / "pkg" / "mod"))
-    return [Path(r) for r in roots if r]
-
-
-def _from_module_cache() -> dict[str, bytes] | None:
-    for root in _module_caches():
-        extracted = root / _SPEC_DIR
-        if all((extracted / name).is_file() for name in DOCUMENTS.values()):
-            return {name: (extracted / name).read_bytes() for name in DOCUMENTS.values()}
-        archive = root / "cache" / "download" / "k8s.io" / "kubernetes" / "@v" / f"v{KUBERNETES_VERSION}.zip"
-        if archive.is_file():
-            try:
-                return _from_zip(archive.read_bytes())
-            except (zipfile.BadZipFile, KeyError):
-                continue
-    return None
 
 
 def _download() -> bytes:
