@@ -11,18 +11,19 @@ import math
 from decimal import Decimal, InvalidOperation
 from typing import Final
 
-_DECIMAL_SUFFIXES: Final = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-_BINARY_SUFFIXES: Final = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+#: SI suffix -> power of ten, and binary suffix -> power of two (also the exact parser's, local/quantity.py)
+DECIMAL_SUFFIXES: Final = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+BINARY_SUFFIXES: Final = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 
 
 def quantity_value(text: str | int | float) -> Decimal:
     """A Kubernetes quantity (``500m``, ``16Gi``, ``1e3``, ``2``) as a number; ValueError when it is not one."""
     raw = str(text).strip()
-    for suffix, power in _BINARY_SUFFIXES.items():
+    for suffix, power in BINARY_SUFFIXES.items():
         if raw.endswith(suffix):
             return _number(raw[: -len(suffix)], raw) * (Decimal(2) ** power)
-    if raw[-1:] in _DECIMAL_SUFFIXES and raw[-1:]:
-        return _number(raw[:-1], raw).scaleb(_DECIMAL_SUFFIXES[raw[-1]])
+    if raw[-1:] in DECIMAL_SUFFIXES and raw[-1:]:
+        return _number(raw[:-1], raw).scaleb(DECIMAL_SUFFIXES[raw[-1]])
     return _number(raw, raw)
 
 

@@ -1,10 +1,12 @@
-"""The embedded Kubernetes cluster: API server, scheduler and simulated kubelets in one process.
+"""Local clusters: the embedded one (API server, scheduler, controllers and node agents in one process) and
+the launcher of the real control plane built from its Go modules (``local/kubernetes/``).
 
-Nothing here can run a real kube-apiserver, so tests, the local default and the fault injector all stand on
-this. Public names: :class:`LocalCluster`, :func:`run_local_up` / :class:`LocalUpOptions` (with
-:func:`parse_node_resources`, the check of ``--node-resources``), the
-fault-injection types :class:`Faults`, :class:`FaultRule`, :class:`RequestLog`, and the Node label and
-annotation by which ``kubedl-py local node`` talks to the node agents (:data:`POWER_LABEL`, :data:`POWER_STATE`).
+The embedded cluster is the fast tier, the zero-toolchain default of ``local up`` and the fault injector;
+the real control plane is the judge (docs/local-cluster.md). Public names: :class:`LocalCluster`,
+:func:`run_local_up` / :class:`LocalUpOptions` (with :func:`parse_node_resources`, the check of
+``--node-resources``), the fault-injection types :class:`Faults`, :class:`FaultRule`, :class:`RequestLog`,
+and the Node label and annotation by which ``kubedl-py local node`` talks to the node agents
+(:data:`POWER_LABEL`, :data:`POWER_STATE`).
 """
 
 from kubedl_py.local.cluster import CONTEXT, LocalCluster, node_name

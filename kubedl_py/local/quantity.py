@@ -11,11 +11,17 @@ prints without one (``1000E`` is ``"1"``).
 
 ``round_up(q, -3)`` is ``SetDefaults_ResourceList``: every ``ResourceList`` value of core/v1 (requests,
 limits, capacity, quota) is rounded up to milli-units (``0.0001`` is ``"1m"``).
+
+The suffixes are api/quantities.py's, whose ``quantity_value`` is the product's reading of a quantity as a
+number (validation, PodGroup sums); this module is the API server's exact parse and canonical form.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+
+from kubedl_py.api.quantities import BINARY_SUFFIXES as _BINARY
+from kubedl_py.api.quantities import DECIMAL_SUFFIXES as _DECIMAL
 
 ERR_FORMAT = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 ERR_NUMERIC = "unable to parse numeric part of quantity"
@@ -27,8 +33,6 @@ DECIMAL_EXPONENT = "DecimalExponent"
 
 MAX_INT64 = 2**63 - 1
 _NANO = -9
-_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-_BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 _DECIMAL_BY_EXPONENT = {v: k for k, v in _DECIMAL.items()}
 _BINARY_BY_EXPONENT = {v: k for k, v in _BINARY.items()}
 _SUFFIX_CHARS = frozenset("eEinumkKMGTP")
