@@ -27,7 +27,7 @@ from urllib.parse import parse_qsl
 import aiohttp
 from aiohttp import web
 
-from kubedl_py.local.faults import Faults, RequestInfo, RequestLog, RequestRecord
+from kubedl_py.local.faults import Faults, RequestInfo, RequestLog, RequestRecord, verb_of
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +69,7 @@ def request_info(method: str, path: str, query: dict[str, str]) -> RequestInfo:
     subresource = rest[2] if len(rest) > 2 else ""
     if resource == "namespaces" and name:
         namespace = ""
-    if method in ("GET", "HEAD"):
-        verb = ("watch" if query.get("watch") in ("1", "true", "True") else "list") if not name else "get"
-    else:
-        verb = {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
-        if method == "DELETE":
-            verb = "delete" if name else "deletecollection"
+    verb = verb_of(method, named=bool(name), query=query)
     return RequestInfo(method, path, verb, group, resource, subresource, namespace, name)
 
 
@@ -145,19 +140,12 @@ class FaultProxy:
             raise
         finally:
             self.request_log.add(
-                RequestRecord(
-                    request.method,
-                    request.path,
-                    request.query_string,
-                    info.verb,
-                    info.resource,
-                    info.subresource,
-                    info.namespace,
-                    info.name,
-                    status,
-                    time.monotonic() - started,
-                    started,
-                    request.headers.get("User-Agent", ""),
+                RequestRecord.of(
+                    info,
+                    query=request.query_string,
+                    status=status,
+                    started=started,
+                    user_agent=request.headers.get("User-Agent", ""),
                 )
             )
 

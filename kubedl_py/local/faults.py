@@ -13,6 +13,7 @@ import re
 import threading
 import time
 from collections import Counter, deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,18 @@ class RequestInfo:
     name: str = ""
 
 
+def verb_of(method: str, *, named: bool, query: Mapping[str, str]) -> str:
+    """The API server's verb for a request of a resource (the names RBAC and the request log use); shared
+    by the embedded server and the fault proxy in front of a real one, so both logs read the same."""
+    if method in ("GET", "HEAD"):
+        if not named:
+            return "watch" if query.get("watch") in ("1", "true", "True") else "list"
+        return "get"
+    if method == "DELETE":
+        return "delete" if named else "deletecollection"
+    return {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
+
+
 @dataclass
 class RequestRecord:
     method: str
@@ -45,6 +58,25 @@ class RequestRecord:
     latency: float
     started: float
     user_agent: str = ""
+
+    @classmethod
+    def of(cls, info: RequestInfo, *, query: str, status: int, started: float, user_agent: str) -> RequestRecord:
+        """The record of a request that ``info`` classified, answered ``status``, begun at ``started``
+        (``time.monotonic()``)."""
+        return cls(
+            info.method,
+            info.path,
+            query,
+            info.verb,
+            info.resource,
+            info.subresource,
+            info.namespace,
+            info.name,
+            status,
+            time.monotonic() - started,
+            started,
+            user_agent,
+        )
 
 
 class RequestLog:

@@ -50,7 +50,7 @@ from kubedl_py.local.apiserver.registry import RETURN_DELETED, FieldValidation, 
 from kubedl_py.local.apiserver.resources import Catalogue, ResourceType, not_served
 from kubedl_py.local.apiserver.selection import FieldSelector, parse_field_selector, parse_label_selector
 from kubedl_py.local.apiserver.typed import Types
-from kubedl_py.local.faults import Faults, RequestInfo, RequestLog, RequestRecord
+from kubedl_py.local.faults import Faults, RequestInfo, RequestLog, RequestRecord, verb_of
 from kubedl_py.local.storage.store import Event, Obj, Store, Watcher, now_iso, with_disruption
 
 log = logging.getLogger(__name__)
@@ -367,19 +367,12 @@ class ApiServer:
         finally:
             info = seen[-1] if seen else info
             self.request_log.add(
-                RequestRecord(
-                    request.method,
-                    request.path,
-                    request.query_string,
-                    info.verb,
-                    info.resource,
-                    info.subresource,
-                    info.namespace,
-                    info.name,
-                    status,
-                    time.monotonic() - started,
-                    started,
-                    request.headers.get("User-Agent", ""),
+                RequestRecord.of(
+                    info,
+                    query=request.query_string,
+                    status=status,
+                    started=started,
+                    user_agent=request.headers.get("User-Agent", ""),
                 )
             )
 
@@ -524,19 +517,7 @@ class ApiServer:
 
     @staticmethod
     def _verb(method: str, req: Request) -> str:
-        if method in ("GET", "HEAD"):
-            if req.name is None:
-                return "watch" if req.query.get("watch") in ("1", "true", "True") else "list"
-            return "get"
-        if method == "POST":
-            return "create"
-        if method == "PUT":
-            return "update"
-        if method == "PATCH":
-            return "patch"
-        if method == "DELETE":
-            return "delete" if req.name is not None else "deletecollection"
-        return method.lower()
+        return verb_of(method, named=req.name is not None, query=req.query)
 
     async def _body(
         self, request: web.Request, req: Request, *, patch: bool = False, fv: FieldValidation | None = None
