@@ -34,7 +34,7 @@ import contextlib
 import datetime as dt
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,6 +88,36 @@ class AgentSettings:
     event_workers: int = 2
     #: watch every bound pod and filter locally (needed to add nodes later); default: only with several nodes
     watch_all_bound_pods: bool | None = None
+
+
+class SyncQueue:
+    """The pods a runtime must look at again, synced in batches by one task.
+
+    Why: watch events come faster than pods change state; a pod marked twice before the task wakes is
+    synced once, and a failed sync is logged without stopping the others. Both runtimes (simulated and
+    process/container) drain their pods this way."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self._keys: dict[tuple[str, str], None] = {}  # insertion-ordered, deduplicated
+        self._wake = asyncio.Event()
+
+    def add(self, namespace: str, name: str) -> None:
+        self._keys[(namespace, name)] = None
+        self._wake.set()
+
+    async def drain(self, sync: Callable[[tuple[str, str]], None]) -> None:
+        """Call ``sync`` for each queued pod as they come, forever (cancel the task to stop)."""
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            batch = list(self._keys)
+            self._keys.clear()
+            for key in batch:
+                try:
+                    sync(key)
+                except Exception:
+                    log.exception("%s sync of %s/%s failed", self.what, *key)
 
 
 class Runtime:

@@ -55,7 +55,7 @@ from urllib.parse import urlparse
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.informer import Handler, Informer
 from kubedl_py.kube.resources import CONFIGMAPS, SERVICES, Resource
-from kubedl_py.local.node.agent import Runtime, now_iso
+from kubedl_py.local.node.agent import Runtime, SyncQueue, now_iso
 from kubedl_py.local.node.containers import ContainerCreateError, ImageConfig, PodmanRuntime
 from kubedl_py.local.node.devices import PRETEND_EVENT, AdmissionError, DeviceManager, NodeDevices, pretend_message
 from kubedl_py.local.node.env import EnvError, field_ref, process_base_env, resource_field, service_link_env
@@ -709,8 +709,7 @@ class LocalProcessRuntime(Runtime):
         self._api_server = api_server
         self.workers: dict[tuple[str, str], PodWorker] = {}
         self.terminating: dict[str, asyncio.Task[None]] = {}  # uid -> termination in progress
-        self._queue: dict[tuple[str, str], None] = {}
-        self._wake = asyncio.Event()
+        self._queue = SyncQueue("process runtime")
         self._services_dirty = asyncio.Event()
         self._services_wanted = 0  # generation of the Service set asked for / pushed to the node
         self._services_pushed = 0
@@ -817,8 +816,7 @@ class LocalProcessRuntime(Runtime):
 
     def pod_changed(self, pod: Obj) -> None:
         md = pod["metadata"]
-        self._queue[(md["namespace"], md["name"])] = None
-        self._wake.set()
+        self._queue.add(md["namespace"], md["name"])
 
     def pod_deleted(self, pod: Obj) -> None:
         md = pod["metadata"]
@@ -864,16 +862,7 @@ class LocalProcessRuntime(Runtime):
         self.volumes.teardown(uid)
 
     async def _run(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            batch = list(self._queue)
-            self._queue.clear()
-            for key in batch:
-                try:
-                    self._sync(key)
-                except Exception:
-                    log.exception("process runtime sync of %s/%s failed", *key)
+        await self._queue.drain(self._sync)
 
     def _sync(self, key: tuple[str, str]) -> None:
         if self.agent.is_frozen(self.node_name):

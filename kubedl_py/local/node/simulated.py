@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubedl_py.local.node.agent import NodeAgent, Runtime, now_iso
+from kubedl_py.local.node.agent import NodeAgent, Runtime, SyncQueue, now_iso
 from kubedl_py.local.node.logs import LogError, LogStream, MemoryLogs
 from kubedl_py.local.node.spec import SIMULATED_POD_CIDR, IPPool
 from kubedl_py.local.node.status import pod_conditions
@@ -93,8 +93,7 @@ class SimulatedRuntime(Runtime):
         self.max_backoff = max_backoff
         self.termination_seconds = termination_seconds
         self.runs: dict[tuple[str, str], PodRun] = {}
-        self.queue: dict[tuple[str, str], None] = {}
-        self.wake = asyncio.Event()
+        self.queue = SyncQueue("simulated")
         self._task: asyncio.Task[None] | None = None
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
@@ -140,8 +139,7 @@ class SimulatedRuntime(Runtime):
         md = pod["metadata"]
         if not (pod.get("spec") or {}).get("hostNetwork"):
             self.pod_ips.mark((pod.get("status") or {}).get("podIP"))  # after a restart: IPs in use stay taken
-        self.queue[(md["namespace"], md["name"])] = None
-        self.wake.set()
+        self.queue.add(md["namespace"], md["name"])
 
     def pod_deleted(self, pod: Obj) -> None:
         md = pod["metadata"]
@@ -156,16 +154,7 @@ class SimulatedRuntime(Runtime):
             self.logs.forget_pod(*key)
 
     async def _run(self) -> None:
-        while True:
-            await self.wake.wait()
-            self.wake.clear()
-            batch = list(self.queue)
-            self.queue.clear()
-            for key in batch:
-                try:
-                    self._sync(key)
-                except Exception:
-                    log.exception("simulated sync of %s/%s failed", key[0], key[1])
+        await self.queue.drain(self._sync)
 
     # ---- the pod state machine ----------------------------------------------------------------------------
 
