@@ -78,7 +78,7 @@ from kubedl_py.local.node.process import (
     expand_vars,
 )
 from kubedl_py.local.node.process.logs import pump_stream
-from kubedl_py.local.node.process.runner import Watchdog, k8s_time
+from kubedl_py.local.node.process.runner import ContainerInstance, Watchdog
 from kubedl_py.local.node.process.sandbox import NETNS_DIR
 from kubedl_py.local.quantity import QuantityError, parse
 
@@ -372,7 +372,7 @@ def _engine_time(text: str) -> dt.datetime | None:
     return None
 
 
-class PodmanContainer:
+class PodmanContainer(ContainerInstance):
     """One instance of a container run by podman; the kubelet sees it as any ``RunningContainer``."""
 
     def __init__(
@@ -392,43 +392,24 @@ class PodmanContainer:
         termination_log: Path | None,
         fallback_to_logs: bool,
     ) -> None:
+        super().__init__(
+            pod=pod,
+            spec=spec,
+            restart_count=restart_count,
+            log=log,
+            container_id=f"podman://{engine_id}",
+            started_at=started_at,
+            pid=pid,
+        )
         self.runtime = runtime
-        self.pod = pod
-        self.spec = spec
-        self.restart_count = restart_count
         self.name = name
         self.engine_id = engine_id
-        self.container_id = f"podman://{engine_id}"
-        self.log = log
-        self.started_at = started_at
-        self.pid = pid
         self._attach = attach
         self._stop_signal = stop_signal
         self._termination_log = termination_log
         self._fallback_to_logs = fallback_to_logs
-        self._terminated: TerminatedState | None = None
-        self._done: asyncio.Future[TerminatedState] = asyncio.get_running_loop().create_future()
         self._on_exit = runtime.registry.adopt(self)
         self._supervisor = asyncio.create_task(self._supervise(), name=f"container {self.describe()}")
-
-    def describe(self) -> str:
-        return f"{self.pod.namespace}/{self.pod.name}/{self.spec.name}#{self.restart_count}"
-
-    @property
-    def running(self) -> bool:
-        return self._terminated is None
-
-    @property
-    def terminated(self) -> TerminatedState | None:
-        return self._terminated
-
-    def state(self) -> dict[str, Any]:
-        if self._terminated is None:
-            return {"running": {"startedAt": k8s_time(self.started_at)}}
-        return {"terminated": self._terminated.to_dict()}
-
-    async def wait(self) -> TerminatedState:
-        return await asyncio.shield(self._done)
 
     async def exec(self, argv: Sequence[str], time_limit: float) -> tuple[int, str]:
         """``podman exec`` in the container, as its user: what an exec probe runs."""
@@ -493,10 +474,8 @@ class PodmanContainer:
             raise
         await self.runtime.remove(self.name)
         self.log.close()
-        self._terminated = terminated
+        self._finish(terminated)  # before the registry hears of it: it finds the container ended
         self._on_exit(self)
-        log.info("container %s exited: exitCode=%s reason=%s", self.describe(), terminated.exit_code, terminated.reason)
-        self._done.set_result(terminated)
 
     async def _final_state(self) -> TerminatedState:
         state = await self.runtime.inspect_state(self.engine_id)

@@ -260,7 +260,60 @@ async def spawn(argv: Sequence[str], **kwargs: Any) -> tuple[asyncio.subprocess.
     return asyncio.subprocess.Process(transport, protocol, loop), protocol.exited
 
 
-class ContainerProcess:
+class ContainerInstance:
+    """What a running container of either runtime (a process here, podman's in containers.py) keeps and
+    shows the same way: who it is, its ``ContainerState`` as the API shows it, and the wait for its end.
+    A subclass starts it and calls :meth:`_finish` once, when it has ended."""
+
+    def __init__(
+        self,
+        *,
+        pod: PodRef,
+        spec: ContainerSpec,
+        restart_count: int,
+        log: ContainerLog,
+        container_id: str,
+        started_at: dt.datetime,
+        pid: int,
+    ) -> None:
+        self.pod = pod
+        self.spec = spec
+        self.restart_count = restart_count
+        self.log = log
+        self.container_id = container_id
+        self.started_at = started_at
+        self.pid = pid
+        self._terminated: TerminatedState | None = None
+        self._done: asyncio.Future[TerminatedState] = asyncio.get_running_loop().create_future()
+
+    def describe(self) -> str:
+        return f"{self.pod.namespace}/{self.pod.name}/{self.spec.name}#{self.restart_count}"
+
+    @property
+    def running(self) -> bool:
+        return self._terminated is None
+
+    @property
+    def terminated(self) -> TerminatedState | None:
+        return self._terminated
+
+    def state(self) -> dict[str, Any]:
+        """``ContainerState`` as the API shows it: ``{"running": {...}}`` or ``{"terminated": {...}}``."""
+        if self._terminated is None:
+            return {"running": {"startedAt": k8s_time(self.started_at)}}
+        return {"terminated": self._terminated.to_dict()}
+
+    async def wait(self) -> TerminatedState:
+        """Wait for the container to end (and, for a process, its output to be in the log)."""
+        return await asyncio.shield(self._done)
+
+    def _finish(self, terminated: TerminatedState) -> None:
+        self._terminated = terminated
+        log.info("container %s exited: exitCode=%s reason=%s", self.describe(), terminated.exit_code, terminated.reason)
+        self._done.set_result(terminated)
+
+
+class ContainerProcess(ContainerInstance):
     """One running (or finished) instance of a container; created by ``ProcessRuntime.start_container``."""
 
     def __init__(
@@ -278,48 +331,27 @@ class ContainerProcess:
         exec_context: ExecContext | None = None,
         scope: Scope | None = None,
     ) -> None:
-        self.pod = pod
-        self.spec = spec
-        self.restart_count = restart_count
-        self.log = log
-        self.container_id = container_id
-        self.started_at = started_at
-        self.pid: int = proc.pid
+        super().__init__(
+            pod=pod,
+            spec=spec,
+            restart_count=restart_count,
+            log=log,
+            container_id=container_id,
+            started_at=started_at,
+            pid=proc.pid,
+        )
         self._proc = proc
         self._exited = exited
-        self._terminated: TerminatedState | None = None
-        self._done = asyncio.get_running_loop().create_future()
         self._on_exit = on_exit
         self._exec_context = exec_context
         #: the container's cgroup (``cgroup.py``); None where cgroups cannot contain it
         self.scope = scope
         self._supervisor = asyncio.create_task(self._supervise(), name=f"container {self.describe()}")
 
-    def describe(self) -> str:
-        return f"{self.pod.namespace}/{self.pod.name}/{self.spec.name}#{self.restart_count}"
-
     @property
     def exec_context(self) -> ExecContext:
         """Its sandbox, environment and directory, for a command run beside it (exec probes, ``kubectl exec``)."""
         return self._exec_context or ExecContext(env=dict(os.environ), cwd=os.getcwd())
-
-    @property
-    def running(self) -> bool:
-        return self._terminated is None
-
-    @property
-    def terminated(self) -> TerminatedState | None:
-        return self._terminated
-
-    def state(self) -> dict[str, Any]:
-        """``ContainerState`` as the API shows it: ``{"running": {...}}`` or ``{"terminated": {...}}``."""
-        if self._terminated is None:
-            return {"running": {"startedAt": k8s_time(self.started_at)}}
-        return {"terminated": self._terminated.to_dict()}
-
-    async def wait(self) -> TerminatedState:
-        """Wait for the process to exit and its output to be in the log."""
-        return await asyncio.shield(self._done)
 
     def send_signal(self, sig: int, *, group: bool = False) -> None:
         """Signal the main process (like ``kill -9`` of a pod's process) or its whole process group."""
@@ -405,16 +437,9 @@ class ContainerProcess:
         finally:
             self.log.close()
             self._on_exit(self)
-        self._terminated = TerminatedState.from_returncode(
-            returncode, started_at=self.started_at, container_id=self.container_id
+        self._finish(
+            TerminatedState.from_returncode(returncode, started_at=self.started_at, container_id=self.container_id)
         )
-        log.info(
-            "container %s exited: exitCode=%s reason=%s",
-            self.describe(),
-            self._terminated.exit_code,
-            self._terminated.reason,
-        )
-        self._done.set_result(self._terminated)
 
 
 class Watchdog:
