@@ -32,6 +32,8 @@ RUN /opt/kubedl-py/bin/python -c 'import tomllib; p = tomllib.load(open("pyproje
         /opt/kubedl-py/bin/pip install 'torch==2.13.0' --index-url https://download.pytorch.org/whl/cpu; fi
 COPY README.md ./
 COPY kubedl_py ./kubedl_py
+# The product only: the wheel of `.` leaves out kubedl_py/local/ (the `local` extra, packaging/kubedl-py-local) and
+# its dependencies (docs/architecture.md, Packaging).
 # The controller never installs anything: the build tools (pip, setuptools, wheel: 24 MB) stay behind.
 RUN /opt/kubedl-py/bin/pip install --no-build-isolation . \
     && /opt/kubedl-py/bin/pip uninstall --yes setuptools wheel pip \

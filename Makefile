@@ -6,6 +6,9 @@ VENV_STAMP := $(VENV)/.created
 STAMP := $(VENV)/.installed-test
 DEMO_STAMP := $(VENV)/.installed-demo
 KINDS_STAMP := $(VENV)/.installed-kinds
+# The local clusters are the `local` extra, the distribution kubedl-py-local built from packaging/: installed
+# editable in the same pip command as the package, so pip's resolver takes this checkout's copy for the extra.
+LOCAL := packaging/kubedl-py-local
 
 .PHONY: test lint demo manifests bench soak e2e e2e-kind clean venv kube-binaries kube-sources image node-binaries \
 	test-node
@@ -15,13 +18,14 @@ $(VENV_STAMP):
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	touch $@
 
-$(STAMP): pyproject.toml $(VENV_STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+$(STAMP): pyproject.toml $(LOCAL)/pyproject.toml $(VENV_STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,local]' -e $(LOCAL)
 	touch $@
 
-# The package and torch only: `make demo` installs none of the test tools (tests/test_packaging.py).
-$(DEMO_STAMP): pyproject.toml $(VENV_STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[demo]'
+# The package, its local clusters and torch only: `make demo` installs none of the test tools
+# (tests/test_packaging.py).
+$(DEMO_STAMP): pyproject.toml $(LOCAL)/pyproject.toml $(VENV_STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[demo,local]' -e $(LOCAL)
 	touch $@
 
 # XGBoost, JAX and PaddlePaddle (CPU builds) for the e2e scenarios of their job kinds.

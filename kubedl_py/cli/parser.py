@@ -2,7 +2,9 @@
 
 Why apart from the handlers: ``--help`` and a bad flag must answer at once, so building the parser imports
 nothing heavy (no controller, no HTTP stack). A command names its handler as (module of this package,
-function); :class:`Handler` imports that module only when the command runs.
+function); :class:`Handler` imports that module only when the command runs. That is also what keeps the
+local clusters an extra: only the ``local`` commands import :mod:`kubedl_py.local`, and where the ``local``
+extra is not installed they say how to get it instead of failing on an import.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Final, TypeAlias, cast
 from kubedl_py._version import __version__
 from kubedl_py.api.constants import LOCAL_KUBECONFIG
 from kubedl_py.api.kinds import all_kinds
+from kubedl_py.cli.errors import UsageError
 from kubedl_py.templates.render import DEFAULT_IMAGE, DEFAULT_NAMESPACE
 
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -24,6 +27,9 @@ Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 #: ``--gang-scheduler`` choices: ``kubedl_py.controllers.gang.GANG_SCHEDULERS`` (a test keeps them equal),
 #: spelled out here so that building the parser (``--help``, ``manifests``) does not import the controller
 GANG_SCHEDULERS: Final = ("volcano", "scheduler-plugins")
+#: the modules of the optional parts of the package (top-level name, or the package's own subpackage), each with
+#: the extra that installs it
+EXTRAS: Final = {"kubedl_py.local": "local", "celpy": "local"}
 #: ``--kueue-workloads`` choices: ``kubedl_py.controllers.kueue.KUEUE_MODES`` (a test keeps them equal)
 KUEUE_MODES: Final = ("off", "kubedl", "all")
 
@@ -55,9 +61,27 @@ class Handler:
     function: str
 
     def __call__(self, args: argparse.Namespace) -> int:
-        loaded = importlib.import_module(f"kubedl_py.cli.{self.module}")
+        try:
+            loaded = importlib.import_module(f"kubedl_py.cli.{self.module}")
+        except ModuleNotFoundError as exc:
+            extra = _extra_of(exc.name or "")
+            if extra is None:
+                raise
+            command = " ".join(str(v) for v in (args.command, getattr(args, "local_command", None)) if v)
+            raise UsageError(
+                f"`kubedl-py {command}` needs the {extra!r} extra, which this installation lacks ({exc.name} is "
+                f"missing): pip install 'kubedl-py[{extra}]' (from a checkout of kubedl-py: make venv)"
+            ) from exc
         run = cast(Callable[[argparse.Namespace], int], getattr(loaded, self.function))
         return run(args)
+
+
+def _extra_of(missing: str) -> str | None:
+    """The extra that installs the module ``missing`` (or its parent), or None when no extra does."""
+    for module, extra in EXTRAS.items():
+        if missing == module or missing.startswith(module + "."):
+            return extra
+    return None
 
 
 @dataclass(frozen=True)
