@@ -62,10 +62,10 @@ kube-sources: $(STAMP)
 # (tests/kueue; docs/kueue.md), and Helm (tests/test_chart.py; docs/install.md).
 test: $(STAMP) kube-sources
 	$(BIN)/python -m kubedl_py.local.kubernetes
-	$(BIN)/python -m kubedl_py.local.kubernetes.schedulers
-	$(BIN)/python -m kubedl_py.local.kubernetes.kueue
+	$(BIN)/python -m harness.schedulers
+	$(BIN)/python -m harness.kueue
 	$(BIN)/python -m kubedl_py.local.kubernetes.helm
-	$(BIN)/python -m kubedl_py.local.kubernetes.peers
+	$(BIN)/python -m harness.peers
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 # The node tier (tests/node, opt-in: KUBEDL_TEST_TIERS=node): a real node on this machine (root; one per
@@ -77,8 +77,8 @@ test-node: $(STAMP) $(DEMO_STAMP)
 	KUBEDL_TEST_TIERS=node $(BIN)/python -m pytest -q -p no:cacheprovider tests/node
 
 lint: $(STAMP)
-	$(BIN)/ruff check kubedl_py tests e2e bench examples
-	$(BIN)/ruff format --check kubedl_py tests e2e bench examples
+	$(BIN)/ruff check kubedl_py harness tests e2e bench examples
+	$(BIN)/ruff format --check kubedl_py harness tests e2e bench examples
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
@@ -121,7 +121,7 @@ e2e-kind: $(STAMP)
 bench: CONTROL_PLANE ?= all
 bench: $(STAMP)
 	$(if $(filter embedded,$(CONTROL_PLANE)),,$(BIN)/python -m kubedl_py.local.kubernetes)
-	$(if $(filter embedded,$(CONTROL_PLANE)),,$(BIN)/python -m kubedl_py.local.kubernetes.peers)
+	$(if $(filter embedded,$(CONTROL_PLANE)),,$(BIN)/python -m harness.peers)
 	$(BIN)/python -m bench --control-plane $(CONTROL_PLANE)
 
 clean:

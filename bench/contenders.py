@@ -3,7 +3,7 @@
 Every contender reconciles the same PyTorchJobs (Master + Workers, 8 replicas unless told) in its own API
 group on a fresh real cluster with the same nodes: kubedl-py as installed (its ServiceAccount, its shipped
 defaults), the Kubeflow Training Operator v1.9 and KubeDL v0.5, each built from its published Go module
-(``kubedl_py/local/kubernetes/peers.py``), at the settings they ship with and again with their client rate
+(``harness/peers.py``), at the settings they ship with and again with their client rate
 limits raised (``-raised``). ``bare-client`` is not a controller: it creates the same pods and Services
 itself, as fast as a client can, and so measures the API server's own limit.
 """
@@ -23,10 +23,10 @@ from typing import Any
 from bench.bench_controller import services_per_job
 from bench.harness import controller
 from bench.realplane import KUBEDL_PY_USER, RealCluster, real_cluster
+from harness import peers
 from kubedl_py.api import constants as c
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.resources import Resource
-from kubedl_py.local.kubernetes import peers
 
 PYTORCHJOBS = Resource(c.GROUP, c.VERSION, c.PYTORCH_PLURAL, c.PYTORCH_KIND)
 #: the raised client rate limits of the peers: high enough never to bind (kubedl-py has no client-side limit at

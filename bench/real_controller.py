@@ -39,10 +39,10 @@ from bench.bench_controller import Arrivals, same_objects, services_per_job
 from bench.contenders import BARE, CONTENDERS, Contender, chosen, job_phase_running
 from bench.harness import bounded, environment
 from bench.realplane import RealCluster, real_cluster
+from harness import peers
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import NotFound
 from kubedl_py.kube.resources import PODS, SERVICES, Resource
-from kubedl_py.local.kubernetes import peers
 from kubedl_py.local.kubernetes.cluster import create_namespace
 
 CONCURRENCY = 32

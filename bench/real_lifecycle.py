@@ -28,10 +28,10 @@ from bench.contenders import Contender, chosen, each_on_a_fresh_cluster
 from bench.harness import bounded, environment, percentile
 from bench.real_controller import warm_up
 from bench.realplane import RealCluster
+from harness import peers
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import NotFound
 from kubedl_py.kube.resources import PODS, SERVICES
-from kubedl_py.local.kubernetes import peers
 from kubedl_py.local.kubernetes.cluster import create_namespace
 
 NS = "life"

@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 import yaml
 
+from harness.schedulers import install_scheduler_crds
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import Invalid, NotFound
 from kubedl_py.local.kubernetes.helm import run_helm
 from kubedl_py.local.kubernetes.monitoring import monitor_crds
-from kubedl_py.local.kubernetes.schedulers import install_scheduler_crds
 from kubedl_py.templates import ManifestOptions, render_manifests
 from kubedl_py.templates.chart import chart_files, chart_values, split_image
 from tests.conftest import CRDS, RealCluster

@@ -1,5 +1,5 @@
 """Fixtures of the gang tests: the real control plane's cluster (integration fixtures), a real gang scheduler
-beside it (``kubedl_py.local.kubernetes.schedulers``), and the controller under the ClusterRole an operator
+beside it (``harness.schedulers``), and the controller under the ClusterRole an operator
 renders for that scheduler.
 
 The layout every test uses is tight on purpose: two simulated nodes with 2 CPUs each (4 in all) and jobs of
@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
+from harness.schedulers import SCHEDULERS, GangSchedulerProcess
 from kubedl_py.api import constants as c
 from kubedl_py.controllers.gang import GangSchedulerKind
 from kubedl_py.kube.resources import PODS
 from kubedl_py.local.kubernetes.install import apply, manifest_documents
-from kubedl_py.local.kubernetes.schedulers import SCHEDULERS, GangSchedulerProcess
 from kubedl_py.local.node.simulated import EXIT_CODE
 from tests.conftest import SESSION_MANIFESTS
 from tests.integration.conftest import Env, Kube, RunningController, cluster, fast_options, kube, pods_of

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kubedl_py.local.kubernetes.schedulers import SchedulerPlugins
+from harness.schedulers import SchedulerPlugins
 from tests.gang.conftest import (
     GANG_SIZE,
     all_bound,

@@ -87,7 +87,6 @@ NAMING_KINDS = {
     "kubedl_py/sdk/__init__.py": "the SDK's public names (docs/sdk.md)",
     "kubedl_py/sdk/shortcuts.py": "pytorch_job and tf_job, the generic builder under the names users know",
     "kubedl_py/sdk/kubeflow/": "the Kubeflow training SDK's own constants and messages, as its scripts read them",
-    "kubedl_py/local/kubernetes/peers.py": "builds and drives the peer controllers for benches",
 }
 #: assignments a generic module keeps (module -> names): the resource names of the first two kinds, which tests
 #: and benchmarks address

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kubedl_py.local.kubernetes.kueue import DEFAULT_INTEGRATIONS, Kueue, KueueOptions
+from harness.kueue import DEFAULT_INTEGRATIONS, Kueue, KueueOptions
 from tests.conftest import RealCluster
 from tests.integration.conftest import cluster, kube, kubeflow_controller  # noqa: F401 - shared fixtures
 from tests.tiers import EMBEDDED, TIERS, require_tier

@@ -11,10 +11,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from kubedl_py.api import constants as c
-from kubedl_py.kube.errors import NotFound
-from kubedl_py.kube.resources import PODS, Resource
-from kubedl_py.local.kubernetes.kueue import (
+from harness.kueue import (
     CLUSTER_QUEUES,
     GROUP,
     LOCAL_QUEUES,
@@ -23,6 +20,9 @@ from kubedl_py.local.kubernetes.kueue import (
     WORKLOAD_PRIORITY_CLASSES,
     WORKLOADS,
 )
+from kubedl_py.api import constants as c
+from kubedl_py.kube.errors import NotFound
+from kubedl_py.kube.resources import PODS, Resource
 from tests.integration.conftest import Kube, eventually
 
 #: every job kind the tests of this directory create

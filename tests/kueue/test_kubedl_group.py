@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from harness.kueue import QUEUE_LABEL, WORKLOADS, Kueue
 from kubedl_py.api import constants as c
 from kubedl_py.kube.resources import PODS, Resource
-from kubedl_py.local.kubernetes.kueue import QUEUE_LABEL, WORKLOADS, Kueue
 from tests.integration.conftest import Kube, RunningController, condition, eventually, job_state
 from tests.kueue.queues import delete_queues, make_queues
 from tests.kueue.test_kubeflow_queueing import (

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from harness.kueue import PRIORITY_CLASS_LABEL, QUEUE_LABEL, WORKLOADS, Kueue
 from kubedl_py.api.groups import KUBEFLOW
 from kubedl_py.kube.resources import PODS, Resource
-from kubedl_py.local.kubernetes.kueue import PRIORITY_CLASS_LABEL, QUEUE_LABEL, WORKLOADS, Kueue
 from tests.integration.conftest import Kube, RunningController, condition, eventually, job_state
 from tests.kueue.queues import delete_queues, make_queues
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from kubedl_py.local.kubernetes.kueue import (
+from harness.kueue import (
     MUTATING,
     MUTATING_WEBHOOKS,
     NAMESPACE,

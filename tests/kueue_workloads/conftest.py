@@ -12,10 +12,10 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
+from harness.kueue import Kueue, KueueOptions
 from kubedl_py.api import all_kinds
 from kubedl_py.api.groups import GROUPS
 from kubedl_py.controllers.setup import served_resources
-from kubedl_py.local.kubernetes.kueue import Kueue, KueueOptions
 from tests.conftest import RealCluster
 from tests.integration.conftest import Env, RunningController, cluster, fast_options, kube  # noqa: F401
 from tests.kueue.conftest import tier  # noqa: F401 - the real tier only, with the reason

@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
+from harness.kueue import PRIORITY_CLASS_LABEL, QUEUE_LABEL, WORKLOADS, Kueue
 from kubedl_py.api import constants as c
 from kubedl_py.api.groups import KUBEFLOW
 from kubedl_py.controllers.kueue import JOB_UID_LABEL, PODSET_LABEL
 from kubedl_py.kube.errors import NotFound
 from kubedl_py.kube.resources import NODES, PODS, Resource
-from kubedl_py.local.kubernetes.kueue import PRIORITY_CLASS_LABEL, QUEUE_LABEL, WORKLOADS, Kueue
 from tests.integration.conftest import Env, Kube, RunningController, condition, eventually, job_state
 from tests.kueue.queues import delete_queues, make_queues
 

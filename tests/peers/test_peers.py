@@ -1,4 +1,4 @@
-"""The peer controllers of the benchmark (kubedl_py/local/kubernetes/peers.py) on the real control plane.
+"""The peer controllers of the benchmark (harness/peers.py) on the real control plane.
 
 Each peer is built from its pinned Go module, runs as its own user against a fresh cluster of simulated nodes,
 and must do the work the benchmark times: an 8-replica PyTorchJob of its API becomes 8 running pods, its
@@ -15,12 +15,7 @@ from typing import Any
 
 import pytest
 
-from kubedl_py.kube.client import KubeClient
-from kubedl_py.kube.errors import NotFound
-from kubedl_py.kube.resources import PODS, SERVICES
-from kubedl_py.local.kubernetes.cluster import KubernetesCluster, create_namespace
-from kubedl_py.local.kubernetes.controlplane import log_tail
-from kubedl_py.local.kubernetes.peers import (
+from harness.peers import (
     TRAINING_OPERATOR_CERT_DIR,
     PeerName,
     PeerProcess,
@@ -32,6 +27,11 @@ from kubedl_py.local.kubernetes.peers import (
     peer_pytorchjob,
     run_peer,
 )
+from kubedl_py.kube.client import KubeClient
+from kubedl_py.kube.errors import NotFound
+from kubedl_py.kube.resources import PODS, SERVICES
+from kubedl_py.local.kubernetes.cluster import KubernetesCluster, create_namespace
+from kubedl_py.local.kubernetes.controlplane import log_tail
 from tests.integration.conftest import eventually
 
 # The first test may build a peer (minutes cold, one Go build at a time).

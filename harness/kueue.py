@@ -3,8 +3,8 @@
 Why: Kueue is the quota and queueing layer most users put in front of training operators. It admits a
 Kubeflow job by flipping ``spec.runPolicy.suspend`` and evicts it by flipping it back, so whether kubedl-py
 works under Kueue is decided by how our controller handles suspend/resume, and only a real Kueue (a peer
-under test, not our code) can judge that. It is built by name and pinned version (``kubedl_py/local/pins.py``) with
-:mod:`programs`, like the control plane; nothing of Kueue is committed.
+under test, not our code) can judge that. It is built by name and pinned version (``kubedl_py/local/pins.py``)
+with :mod:`kubedl_py.local.kubernetes.programs`, like the control plane; nothing of Kueue is committed.
 
 How it is installed, from the module's own files: its CRDs (``config/components/crd/bases``, with the
 conversion webhooks its kustomization patches in), its webhook configurations (``config/components/webhook``)
@@ -485,7 +485,7 @@ async def _install_webhook_endpoint(kube: KubeClient, port: int) -> str:
 
 
 def main() -> int:
-    """``python -m kubedl_py.local.kubernetes.kueue``: build (or find) the pinned Kueue; print where it is."""
+    """``python -m harness.kueue``: build (or find) the pinned Kueue; print where it is."""
     try:
         built = ensure_program(KUEUE)
     except BuildError as exc:

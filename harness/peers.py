@@ -3,12 +3,13 @@
 Why: kubedl-py is measured against the controllers it is an alternative to, on the same real Kubernetes control
 plane, doing the same work: the Kubeflow Training Operator (``kubeflow.org/v1`` PyTorchJobs) and KubeDL
 (``training.kubedl.io/v1alpha1`` PyTorchJobs, the API kubedl-py follows, and the host-network mode it
-copies). Both are built by name and pinned version (``kubedl_py/local/pins.py``) with :mod:`programs` into
-``~/.cache/kubedl-py``; their CRDs are read from Go's module cache at run time. Nothing of theirs is committed.
-Each runs as a subprocess against a kubeconfig, logging into a file; :func:`peer_kubeconfig` gives each its own
-client certificate (user ``training-operator`` / ``kubedl``, group ``system:masters``) so the API server's
-audit log counts each controller's requests by user. KubeDL's CRDs are in ``training.kubedl.io``, kubedl-py's
-own group: a KubeDL run needs a cluster without kubedl-py's CRDs (the benchmark starts one per contender).
+copies). Both are built by name and pinned version (``kubedl_py/local/pins.py``) with
+:mod:`kubedl_py.local.kubernetes.programs` into ``~/.cache/kubedl-py``; their CRDs are read from Go's module
+cache at run time. Nothing of theirs is committed. Each runs as a subprocess against a kubeconfig, logging into
+a file; :func:`peer_kubeconfig` gives each its own client certificate (user ``training-operator`` /
+``kubedl``, group ``system:masters``) so the API server's audit log counts each controller's requests by user.
+KubeDL's CRDs are in ``training.kubedl.io``, kubedl-py's own group: a KubeDL run needs a cluster without
+kubedl-py's CRDs (the benchmark starts one per contender).
 
 Client-side rate limits at shipped settings (read in the module cache; the benchmark also runs each peer with
 them raised to match kubedl-py):
@@ -26,8 +27,8 @@ them raised to match kubedl-py):
   bucket for every REST client (``rest/config.go`` RESTClientFor), and controller-runtime v0.10 makes one REST
   client per resource type, for its cache and its client (``pkg/client/client_cache.go:62``,
   ``pkg/cache/internal/informers_map.go:264``): 20 QPS, burst 30 per resource type. KubeDL has no flag for it,
-  so it is built with one patch: in a copy of its ``main.go`` (:mod:`programs`: Go refuses to overlay the
-  module cache), ``ctrl.NewManager(ctrl.GetConfigOrDie(),`` becomes
+  so it is built with one patch: in a copy of its ``main.go`` (:mod:`kubedl_py.local.kubernetes.programs`: Go
+  refuses to overlay the module cache), ``ctrl.NewManager(ctrl.GetConfigOrDie(),`` becomes
   ``ctrl.NewManager(kubedlPyRateLimits(ctrl.GetConfigOrDie()),``, a function of ours (:data:`KUBEDL_RATE_LIMITS_GO`)
   that sets QPS/Burst from ``KUBEDL_PY_PEER_QPS`` / ``KUBEDL_PY_PEER_BURST`` only when they are set: unset,
   the binary behaves exactly as shipped. (Its discovery client in ``pkg/util/workloadgate`` keeps the shipped
@@ -73,7 +74,7 @@ and the reconcile that creates it then re-points the Service's targetPort at it
 Service follows the new pod rather than preceding it). Only ``ExitCode`` replicas are replaced (the Master's
 default), and only the Master has a Service to re-point.
 
-``python -m kubedl_py.local.kubernetes.peers`` builds both (``make bench`` runs it).
+``python -m harness.peers`` builds both (``make bench`` runs it).
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 Why: the controller's gang step (``controllers/gang.py``) only makes PodGroups and points pods at them; that a
 job then gets all of its pods or none is the scheduler's promise, and only the real scheduler can show it
 keeps that promise for the PodGroups we make. Both are built from their published Go modules at the versions
-pinned in ``local/pins.py`` (``programs.py``; nothing of theirs is committed), their CRDs are installed from the
-module's own files, and they run as subprocesses against a kubeconfig, logging into a file:
+pinned in ``kubedl_py/local/pins.py`` (built by ``kubedl_py/local/kubernetes/programs.py``; nothing of theirs is
+committed), their CRDs are installed from the module's own files, and they run as subprocesses against a
+kubeconfig, logging into a file:
 
 - scheduler-plugins runs as a second scheduler named ``scheduler-plugins-scheduler`` (a kube-scheduler
   profile with the Coscheduling plugin as its queue sort and on every extension point); ready when its
@@ -23,7 +24,7 @@ Leader election is off for both (each test starts its own). ``node_selector`` co
 (its ``--node-selector``): it counts every node it sees into the cluster's capacity when it decides whether
 a PodGroup may be enqueued, and a shared test cluster has nodes that are not the test's.
 
-``python -m kubedl_py.local.kubernetes.schedulers`` builds both (``make test`` runs it before pytest).
+``python -m harness.schedulers`` builds both (``make test`` runs it before pytest).
 """
 
 from __future__ import annotations
