@@ -1,0 +1,88 @@
+"""The import-linter contracts (pyproject.toml, ``make lint``) cover every package, as the tree has it today.
+
+Why derived from the tree: a contract that lists packages by hand silently stops covering a package added after
+it was written (the cycle contract once left out four packages of local/ while its comment said every package
+was listed). Here the packages are found on disk and each contract that claims to cover them all is checked
+against that list, and every name a contract uses must still exist.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG: dict[str, Any] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+ROOTS: list[str] = CONFIG["root_packages"]
+
+
+def _contract(name_starts: str) -> dict[str, Any]:
+    (found,) = [c for c in CONFIG["contracts"] if c["name"].startswith(name_starts)]
+    return found
+
+
+def packages() -> set[str]:
+    """Every package (a folder with ``__init__.py``) under the root packages."""
+    return {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for root in ROOTS
+        for init in (ROOT / root).rglob("__init__.py")
+        if "__pycache__" not in init.parts
+    }
+
+
+def modules() -> set[str]:
+    """Every module and package under the root packages."""
+    found = packages()
+    for root in ROOTS:
+        for path in (ROOT / root).rglob("*.py"):
+            if "__pycache__" not in path.parts and path.name != "__init__.py":
+                found.add(".".join(path.with_suffix("").relative_to(ROOT).parts))
+    return found
+
+
+def children(package: str) -> set[str]:
+    return {m for m in modules() if m.rpartition(".")[0] == package}
+
+
+def _layer_names(layers: list[str]) -> set[str]:
+    return {name.strip() for layer in layers for name in layer.split("|")}
+
+
+def test_the_roots_are_the_packages_of_this_checkout() -> None:
+    assert set(ROOTS) == {"kubedl_py", "harness"}
+    assert {"kubedl_py", "harness", "kubedl_py.local.apiserver", "kubedl_py.local.storage"} <= packages()
+
+
+def test_the_cycle_contract_covers_every_package() -> None:
+    ancestors = set(_contract("no import cycles")["ancestors"])
+    assert packages() - ancestors == set(), "add these packages to the acyclic_siblings contract"
+    assert ancestors - packages() == set(), "these are no packages any more"
+
+
+def test_the_package_layers_name_every_top_level_module() -> None:
+    """The top-level layering places every child of kubedl_py, and the harness above them all."""
+    layers = _contract("the package is layered")["layers"]
+    named = _layer_names(layers)
+    assert children("kubedl_py") - named == set(), "place these in the package's layers contract"
+    assert layers[0] == "harness"
+
+
+def test_the_cli_contract_keeps_every_internal_of_the_local_clusters_out() -> None:
+    """Only ``kubedl_py.local`` itself is the command line's way in: every other module of local/ is forbidden,
+    directly or through a forbidden package above it (a package forbids its descendants too)."""
+    forbidden = set(_contract("cli uses the local clusters")["forbidden_modules"])
+    internal = {m for m in modules() if m.startswith("kubedl_py.local.")}
+    uncovered = {m for m in internal if not any(m == f or m.startswith(f + ".") for f in forbidden)}
+    assert uncovered == set(), "forbid these to the command line"
+
+
+def test_every_module_a_contract_names_exists() -> None:
+    existing = modules()
+    named: set[str] = set()
+    for contract in CONFIG["contracts"]:
+        for key in ("source_modules", "forbidden_modules", "modules", "ancestors"):
+            named |= set(contract.get(key, []))
+        named |= _layer_names(contract.get("layers", []))
+    assert named - existing == set(), "contracts name modules that are gone"
