@@ -215,6 +215,24 @@ def test_installed_package_is_the_checkout(engine: Engine, image: str) -> None:
     assert manifests.stdout == render_manifests()
 
 
+def test_the_image_carries_the_product_only(engine: Engine, image: str) -> None:
+    """No local cluster in the controller's image (the ``local`` extra), nor what only it needs; the controller's
+    own modules are there, and ``local up`` says how to get the extra instead of failing on an import."""
+    found = _run(
+        engine,
+        "--entrypoint",
+        "python",
+        image,
+        "-c",
+        "import importlib.util as u; print([m for m in ('kubedl_py.local', 'celpy', 'jsonschema') if u.find_spec(m)],"
+        " [m for m in ('kubedl_py.controllers.setup', 'kubedl_py.sdk') if u.find_spec(m)])",
+    )
+    assert found.stdout.strip() == "[] ['kubedl_py.controllers.setup', 'kubedl_py.sdk']", found
+    local_up = _run(engine, *_locked_down(engine), image, "local", "up")
+    assert local_up.returncode == 2, local_up
+    assert "pip install 'kubedl-py[local]'" in local_up.stderr and "Traceback" not in local_up.stderr, local_up
+
+
 async def test_controller_in_the_image_runs_jobs_on_a_real_api_server(
     engine: Engine, image: str, real_cluster: RealCluster, tmp_path: Path
 ) -> None:
