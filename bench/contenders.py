@@ -3,9 +3,11 @@
 Every contender reconciles the same PyTorchJobs (Master + Workers, 8 replicas unless told) in its own API
 group on a fresh real cluster with the same nodes: kubedl-py as installed (its ServiceAccount, its shipped
 defaults), the Kubeflow Training Operator v1.9 and KubeDL v0.5, each built from its published Go module
-(``harness/peers.py``), at the settings they ship with and again with their client rate
-limits raised (``-raised``). ``bare-client`` is not a controller: it creates the same pods and Services
-itself, as fast as a client can, and so measures the API server's own limit.
+(``harness/peers.py``), at the settings they ship with, again with their client rate limits raised
+(``-raised``), and tuned as a user would tune them (``-tuned``: limits raised and as many concurrent
+reconciles as kubedl-py runs, ``ControllerOptions.workers``). ``bare-client`` is not a controller: it
+creates the same pods and Services itself, as fast as a client can, and so measures the API server's own
+limit.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from bench.harness import controller
 from bench.realplane import KUBEDL_PY_USER, RealCluster, real_cluster
 from harness import peers
 from kubedl_py.api import constants as c
+from kubedl_py.controllers.setup import ControllerOptions
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.resources import Resource
 
@@ -34,6 +37,8 @@ PYTORCHJOBS = Resource(c.GROUP, c.VERSION, c.PYTORCH_PLURAL, c.PYTORCH_KIND)
 #: numbers, so no "-1 = off" for it; the same figure for both.
 RAISED_QPS = 1_000_000.0
 RAISED_BURST = 1_000_000
+#: the peers' concurrent reconciles when tuned: kubedl-py's own default, so every contender runs as many
+TUNED_WORKERS = ControllerOptions().workers
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -70,6 +75,8 @@ class Contender:
     #: which peer (None: kubedl-py or the bare client)
     peer: peers.PeerName | None = None
     raised: bool = False
+    #: concurrent reconciles (None: as shipped, 1 for both peers)
+    workers: int | None = None
     #: needs kubedl-py's CRDs and controller identity installed (a KubeDL cluster must not have them: same group)
     install: bool = True
 
@@ -120,6 +127,8 @@ class Contender:
         async with KubeClient(kubeconfig=cluster.admin) as kube:
             await peers.install_peer_crds(kube, self.peer)
         limits: dict[str, Any] = {"qps": RAISED_QPS, "burst": RAISED_BURST} if self.raised else {}
+        if self.workers is not None:
+            limits["workers"] = self.workers
         async with contextlib.AsyncExitStack() as stack:
             for attempt in range(3):
                 try:
@@ -150,8 +159,17 @@ CONTENDERS: dict[str, Contender] = {
         Contender(
             "training-operator-raised", "training-operator", TRAINING_OPERATOR.job, "training-operator", raised=True
         ),
+        Contender(
+            "training-operator-tuned",
+            "training-operator",
+            TRAINING_OPERATOR.job,
+            "training-operator",
+            raised=True,
+            workers=TUNED_WORKERS,
+        ),
         Contender("kubedl", "kubedl", KUBEDL.job, "kubedl", install=False),
         Contender("kubedl-raised", "kubedl", KUBEDL.job, "kubedl", raised=True, install=False),
+        Contender("kubedl-tuned", "kubedl", KUBEDL.job, "kubedl", raised=True, workers=TUNED_WORKERS, install=False),
     )
 }
 
