@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from kubedl_py.local.quantity import QuantityError, canonical
+from kubedl_py.api.quantities import QuantityError, canonical
 from tests.fidelity.conftest import Server
 
 CANONICAL = [

@@ -13,7 +13,7 @@ import re
 from fractions import Fraction
 from typing import Any
 
-from kubedl_py.local import quantity
+from kubedl_py.api import quantities as quantity
 from kubedl_py.local.apiserver import validation
 from kubedl_py.local.apiserver.errors import FieldError
 

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubedl_py.local import quantity
+from kubedl_py.api import quantities as quantity
 from kubedl_py.local.apiserver.patch import deepcopy_json
 from kubedl_py.local.apiserver.protobuf.decode import (
     DURATION,

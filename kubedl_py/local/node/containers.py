@@ -64,6 +64,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from kubedl_py.api.quantities import QuantityError, parse
 from kubedl_py.local.image import Engine
 from kubedl_py.local.node.process import (
     ContainerConfigError,
@@ -80,7 +81,6 @@ from kubedl_py.local.node.process import (
 from kubedl_py.local.node.process.logs import pump_stream
 from kubedl_py.local.node.process.runner import ContainerInstance, Watchdog
 from kubedl_py.local.node.process.sandbox import NETNS_DIR
-from kubedl_py.local.quantity import QuantityError, parse
 
 log = logging.getLogger(__name__)
 

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubedl_py.local.quantity import Quantity, QuantityError, parse
+from kubedl_py.api.quantities import Quantity, QuantityError, parse
 
 log = logging.getLogger(__name__)
 
