@@ -259,8 +259,9 @@ async def test_the_dashboard_queries_series_the_controller_exports(
     await kube.create(PYTORCHJOBS, pytorchjob("crashy", replicas=failing, backoffLimit=2), namespace=kube.ns)
     await wait_condition(kube, PYTORCHJOBS, "done", "Succeeded", within=60)
     await wait_condition(kube, PYTORCHJOBS, "moved", "Running", within=60)
-    old = next(p for p in await pods_of(kube, "moved") if p["metadata"]["name"] == "moved-worker-0")
-    await kube.delete(PODS, "moved-worker-0", namespace=kube.ns, grace_period_seconds=0)
+    # the Master's pod: its Service (the address its peers dial) is what a failover re-points
+    old = next(p for p in await pods_of(kube, "moved") if p["metadata"]["name"] == "moved-master-0")
+    await kube.delete(PODS, "moved-master-0", namespace=kube.ns, grace_period_seconds=0)
 
     def value(name: str, **labels: str) -> float:
         found = manager.metrics.value(name, labels)
@@ -279,9 +280,9 @@ async def test_the_dashboard_queries_series_the_controller_exports(
 
     async def replaced() -> bool:
         pods = {p["metadata"]["name"]: p["metadata"]["uid"] for p in await pods_of(kube, "moved")}
-        return pods.get("moved-worker-0") not in (None, old["metadata"]["uid"])
+        return pods.get("moved-master-0") not in (None, old["metadata"]["uid"])
 
-    await eventually(replaced, within=60, what="the failed-over worker's replacement")
+    await eventually(replaced, within=60, what="the failed-over master's replacement")
     # the node evicts a pod (pressure): an infrastructure failure, not the program's
     await evict(cluster, kube.ns, "moved-worker-1")
     await eventually(
