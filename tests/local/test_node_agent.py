@@ -60,8 +60,18 @@ async def test_nodes_register_with_addresses_endpoint_and_renewed_leases(fast: L
         return bool((await fhttp.get(path)).body["spec"]["renewTime"] != first)
 
     await eventually(renewed, timeout=5)
-    agent_writes = [r for r in fast.request_log.records if r.user_agent == USER_AGENT and r.verb == "patch"]
-    assert {(r.resource, r.subresource) for r in agent_writes} >= {("leases", ""), ("nodes", "status")}
+
+    # A heartbeat renews the Lease and then re-posts the node's status: under load the test can look between
+    # the two writes, so it waits for both.
+    async def agent_wrote_both() -> bool:
+        writes = {
+            (r.resource, r.subresource)
+            for r in fast.request_log.records
+            if r.user_agent == USER_AGENT and r.verb == "patch"
+        }
+        return writes >= {("leases", ""), ("nodes", "status")}
+
+    await eventually(agent_wrote_both, timeout=5)
 
     # A lost node stops renewing; a restored one renews again.
     await fast.lose_node("local-node-1")
