@@ -114,7 +114,10 @@ async def run(kubeconfig: Path) -> int:
     if losses:
         print(f"loss: {losses[0][1]:.4f} at step {losses[0][0]} -> {losses[-1][1]:.4f} at step {losses[-1][0]}")
     for p in (shown[0] if shown else final).pods:
-        print(f"port: {p.name} listened on host port {p.host_port}; Service {p.service}:23456 -> {p.target_port}")
+        if p.service is None:  # only the replicas their peers dial get a Service (the Master's, for DDP)
+            print(f"port: {p.name} listened on host port {p.host_port}; no Service (no peer dials it)")
+        else:
+            print(f"port: {p.name} listened on host port {p.host_port}; Service {p.service}:23456 -> {p.target_port}")
     return 0 if state == "Succeeded" else 1
 
 
