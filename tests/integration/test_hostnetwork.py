@@ -430,11 +430,12 @@ async def test_pods_no_node_can_take_are_named_on_the_job(kube: Kube, controller
     async def named() -> dict[str, Any] | None:
         found = await job_state(kube, PYTORCHJOBS, "huge")
         for cond in ((found or {}).get("status") or {}).get("conditions") or []:
-            if cond["type"] == "Running" and cond["reason"] == "Unschedulable":
+            # both Workers: the scheduler marks them one at a time, so the first condition may name one only
+            if cond["type"] == "Running" and cond["reason"] == "Unschedulable" and "1 more pod" in cond["message"]:
                 return cond
         return None
 
-    cond = await eventually(named, within=30, what="the Unschedulable condition")
+    cond = await eventually(named, within=30, what="the Unschedulable condition naming both Workers")
     assert cond["status"] == "False"
     assert cond["message"].startswith("Worker ") and "cannot be scheduled (and 1 more pods)" in cond["message"]
     assert "Insufficient cpu" in cond["message"]
