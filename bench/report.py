@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,16 @@ HERE = Path(__file__).resolve().parent
 SETTINGS = frozenset(
     {"jobs", "replicas", "cpus", "idle_seconds", "runs", "failovers", "background_jobs", "wall_seconds"}
 )
-ORDER = ["bare-client", "kubedl-py", "training-operator", "training-operator-raised", "kubedl", "kubedl-raised"]
+ORDER = [
+    "bare-client",
+    "kubedl-py",
+    "training-operator",
+    "training-operator-raised",
+    "training-operator-tuned",
+    "kubedl",
+    "kubedl-raised",
+    "kubedl-tuned",
+]
 
 
 def _ordered(summary: dict[str, Any]) -> list[str]:
@@ -24,9 +34,10 @@ def _ordered(summary: dict[str, Any]) -> list[str]:
 
 def throughput(results: dict[str, Any], keys: list[str]) -> list[str]:
     lines = [
-        "| N jobs x 8 | contender | runs | time to all pods + Services, median (min-max) | ratio to bare client, "
-        "median (min-max) | until all jobs Running | requests until settled | controller CPU s | peak RSS MiB |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| benchmark | N jobs x 8 | contender | runs | time to all pods + Services, median (min-max) "
+        "| ratio to bare client, median (min-max) | until all jobs Running | requests until settled "
+        "| controller CPU s | peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key in keys:
         if key not in results:
@@ -40,7 +51,7 @@ def throughput(results: dict[str, Any], keys: list[str]) -> list[str]:
                 else ""
             )
             lines.append(
-                f"| {entry['jobs']} | {name} | {s['runs']} | {s['exist_seconds_median']} s "
+                f"| `{key}` | {entry['jobs']} | {name} | {s['runs']} | {s['exist_seconds_median']} s "
                 f"({s['exist_seconds_min']}-{s['exist_seconds_max']}) | {ratio} | "
                 f"{_get(s, 'settle_seconds_median', ' s')} | {_get(s, 'requests_until_settled_median')} | "
                 f"{_get(s, 'cpu_seconds_median')} | {_get(s, 'peak_rss_mib_median')} |"
@@ -74,6 +85,33 @@ def cost(results: dict[str, Any], keys: list[str]) -> list[str]:
     return lines
 
 
+def running(results: dict[str, Any], keys: list[str]) -> list[str]:
+    """Until every pod runs, per round (runs that measured it): median (min-max), and the requests until then."""
+    lines = [
+        "| benchmark | N jobs x 8 | contender | runs | until every pod Running, median (min-max) | x kubedl-py, "
+        "median (min-max) | requests until then | controller CPU s until then |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for key in keys:
+        entry = results.get(key)
+        if not entry:
+            continue
+        ours = [run.get("all_pods_running_seconds") for run in entry["runs"].get("kubedl-py", [])]
+        for name in _ordered(entry["summary"]):
+            times = [run.get("all_pods_running_seconds") for run in entry["runs"][name]]
+            if not times or None in times:
+                continue
+            spread = f"{statistics.median(times):.2f} s ({min(times):.2f}-{max(times):.2f})"
+            ratios = [t / o for t, o in zip(times, ours, strict=False) if o]
+            versus = f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})" if ratios else "-"
+            s = entry["summary"][name]
+            lines.append(
+                f"| `{key}` | {entry['jobs']} | {name} | {len(times)} | {spread} | {versus} | "
+                f"{_get(s, 'requests_until_all_running_median')} | {_get(s, 'cpu_seconds_all_running_median')} |"
+            )
+    return lines
+
+
 def idle(results: dict[str, Any], key: str) -> list[str]:
     entry = results.get(key)
     if not entry:
@@ -87,21 +125,25 @@ def idle(results: dict[str, Any], key: str) -> list[str]:
 
 
 def lifecycle(results: dict[str, Any]) -> list[str]:
-    entry = results.get("real_lifecycle")
-    if not entry:
-        return []
     lines = [
-        "| controller | submit -> all 64 pods Running p50 | p99 | max | requests per 8-replica job's life | "
+        "| run | controller | submit -> all 64 pods Running p50 | p99 | max | requests per 8-replica job's life | "
         "of which writes | by verb |",
-        "|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for name in _ordered({k: v for k, v in entry.items() if isinstance(v, dict) and "lifecycle" in v}):
-        lat, life = entry[name]["submit_to_all_running"], entry[name]["lifecycle"]
-        verbs = ", ".join(f"{verb} {count}" for verb, count in sorted(life["by_verb"].items()))
-        lines.append(
-            f"| {name} | {lat['p50_ms']} ms | {lat['p99_ms']} ms | {lat['max_ms']} ms | {life['requests_per_job']} | "
-            f"{life['writes_per_job']} | {verbs} (for {life['jobs']} jobs) |"
-        )
+    for key, label in (
+        ("real_lifecycle_before_dialed_services", "2026-11-24, a Service per replica"),
+        ("real_lifecycle", "the Services dialed only"),
+    ):
+        entry = results.get(key)
+        if not entry:
+            continue
+        for name in _ordered({k: v for k, v in entry.items() if isinstance(v, dict) and "lifecycle" in v}):
+            lat, life = entry[name]["submit_to_all_running"], entry[name]["lifecycle"]
+            verbs = ", ".join(f"{verb} {count}" for verb, count in sorted(life["by_verb"].items()))
+            lines.append(
+                f"| {label} | {name} | {lat['p50_ms']} ms | {lat['p99_ms']} ms | {lat['max_ms']} ms | "
+                f"{life['requests_per_job']} | {life['writes_per_job']} | {verbs} (for {life['jobs']} jobs) |"
+            )
     return lines
 
 
@@ -144,6 +186,7 @@ def failover(results: dict[str, Any]) -> list[str]:
             "real_failover_under_load_before_repair_window",
             "200 jobs being created, the run of 2026-11-24 11:15, before the repair window",
         ),
+        ("real_failover_under_load_at_1124", "200 jobs being created, the run of 2026-11-24 14:07"),
         ("real_failover_under_load", "200 jobs being created"),
     ):
         entry = results.get(key) or {}
@@ -205,8 +248,17 @@ def main(argv: list[str] | None = None) -> int:
     path = Path(args[0]) if args else HERE / "results.json"
     results = json.loads(path.read_text())
     sections = {
-        "Throughput": throughput(results, ["real_n50", "real_n200", "real_n1000", "real_pods10000"]),
-        "Cost of the whole work": cost(results, ["real_n1000", "real_pods10000", "real_idle"]),
+        "Throughput": throughput(
+            results, ["real_n200", "real_n200_scheduler500", "real_n1000", "real_controller_tuned_preliminary"]
+        ),
+        "Throughput, before the dialed Services (a Service per replica)": throughput(
+            results,
+            ["real_n50", "real_n200_before_dialed_services", "real_n1000_before_dialed_services", "real_pods10000"],
+        ),
+        "Until every pod runs": running(results, ["real_n200_scheduler500", "real_n1000", "real_n200"]),
+        "Cost of the whole work": cost(
+            results, ["real_n200", "real_n200_scheduler500", "real_n1000", "real_pods10000", "real_idle"]
+        ),
         "Idle (real_n200)": idle(results, "real_n200"),
         "Idle, after every pod runs (real_idle)": idle(results, "real_idle"),
         "Lifecycle": lifecycle(results),
