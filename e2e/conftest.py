@@ -40,6 +40,10 @@ import pytest
 
 from tests.tiers import EMBEDDED, KUBERNETES, TIERS, require_tier
 
+# Every job parse a controller serves from its cache is checked against a fresh parse (controllers/job.py,
+# VERIFY_PARSE_CACHE), in this process and in every controller process the tests start.
+os.environ["KUBEDL_PY_VERIFY_PARSE_CACHE"] = "1"
+
 REPO = Path(__file__).resolve().parent.parent
 
 

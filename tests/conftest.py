@@ -12,6 +12,7 @@ exec, and Python then installs no KeyboardInterrupt handler, so ``kubedl-py get 
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -24,6 +25,10 @@ from kubedl_py.local.faultproxy import FaultProxy
 from kubedl_py.local.kubernetes.cluster import KubernetesCluster, KubernetesClusterOptions
 from kubedl_py.templates import ManifestOptions
 from tests.tiers import KUBERNETES, LoopThread, require_tier
+
+# Every job parse a controller serves from its cache is checked against a fresh parse (controllers/job.py,
+# VERIFY_PARSE_CACHE), in this process and in every controller process the tests start.
+os.environ["KUBEDL_PY_VERIFY_PARSE_CACHE"] = "1"
 
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False)
 

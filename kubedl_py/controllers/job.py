@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -148,6 +149,15 @@ STATUS_BATCH_PERIOD = 1.0
 #: the longest an urgent reconcile waits for the cache to show the job's last status write (``_caught_up``)
 CATCH_UP_SECONDS = 1.0
 
+#: metadata a job's own status writes change on every write, and which no parse reads: ignored when deciding
+#: whether the job's document changed since it was last parsed (``_parse``)
+VOLATILE_METADATA = ("resourceVersion", "managedFields")
+
+#: an environment variable the test suites set to 1 (inherited by the controllers they start): every parse
+#: served from the cache is then checked against a fresh one, so that code which edits a parsed job in place
+#: (the cache shares it between reconciles) fails a test instead of corrupting the cache unseen
+VERIFY_PARSE_CACHE = "KUBEDL_PY_VERIFY_PARSE_CACHE"
+
 #: pod/Service writes in flight per job kind, shared by its reconciles (default of ``--write-concurrency``)
 WRITE_CONCURRENCY = 32
 #: writes in flight per job kind for replacing pods of running jobs, beside WRITE_CONCURRENCY
@@ -212,6 +222,9 @@ class JobReconciler:
         self._services_checked: dict[str, dict[str, str]] = {}
         #: per job: its uid and the (plural, name) of its extra objects found to be its own (``_take_over``)
         self._owned: dict[str, tuple[str, set[tuple[str, str]]]] = {}
+        #: per job: its document as last parsed (status and VOLATILE_METADATA left out) and what the parse gave
+        self._parsed: dict[str, tuple[Object, Job | None, list[str]]] = {}
+        self._verify_parses = os.environ.get(VERIFY_PARSE_CACHE) == "1"
         #: nodes read for pods that look lost (recovery.py), and the log checks of progressDeadlineSeconds
         self.nodes = recovery.NodeHealth(client)
         self.progress = recovery.Progress(client)
@@ -237,6 +250,7 @@ class JobReconciler:
             self._owned.pop(key, None)
             self._services_checked.pop(key, None)
             self._waiting_said.pop(key, None)
+            self._parsed.pop(key, None)
             self.progress.forget(key)
             return Result()
         if self._cache_behind(key, raw):
@@ -249,7 +263,7 @@ class JobReconciler:
         now = datetime.now(UTC)
         status = st.with_changes(raw.get("status"))
 
-        job, problems = self._parse(raw)
+        job, problems = self._parse(key, raw)
         if job is None:
             await self._fail_invalid(raw, status, problems)
             return Result()
@@ -282,8 +296,28 @@ class JobReconciler:
 
     # -------------------------------------------------------------------------------------------- observe
 
-    def _parse(self, raw: Object) -> tuple[Job | None, list[str]]:
+    def _parse(self, key: str, raw: Object) -> tuple[Job | None, list[str]]:
+        """The job validated and defaulted, or the problems that make it invalid.
+
+        A job is reconciled once per event of each of its pods, and its spec almost never changes between two
+        of them: validating and defaulting it every time was a tenth of the controller's CPU while 200 jobs
+        were created (py-spy, bench/real_controller.py). So the result is kept per job and reused while the
+        document, less its status and VOLATILE_METADATA, is the same; the parsed job is shared between
+        reconciles and never edited (VERIFY_PARSE_CACHE checks that in the tests)."""
         document = {k: v for k, v in raw.items() if k != "status"}
+        metadata = document.get("metadata")
+        if isinstance(metadata, dict) and any(field in metadata for field in VOLATILE_METADATA):
+            document["metadata"] = {k: v for k, v in metadata.items() if k not in VOLATILE_METADATA}
+        cached = self._parsed.get(key)
+        if cached is not None and cached[0] == document:
+            if self._verify_parses and _dumped(self._parse_document(document)) != _dumped((cached[1], cached[2])):
+                raise RuntimeError(f"{key}: a parsed job was edited in place; the parse cache would serve it")
+            return cached[1], cached[2]
+        job, problems = self._parse_document(document)
+        self._parsed[key] = (document, job, problems)
+        return job, problems
+
+    def _parse_document(self, document: Object) -> tuple[Job | None, list[str]]:
         try:
             job = parse_job(document)
         except JobValidationError as exc:
@@ -1362,3 +1396,9 @@ class JobReconciler:
     async def _delete_service(self, namespace: str, name: str) -> None:
         with contextlib.suppress(errors.NotFound):
             await self.client.delete(SERVICES, name, namespace=namespace)
+
+
+def _dumped(parsed: tuple[Job | None, list[str]]) -> tuple[Any, list[str]]:
+    """A parse's result as plain data, to compare two (VERIFY_PARSE_CACHE)."""
+    job, problems = parsed
+    return (None if job is None else job.model_dump(mode="json")), problems
