@@ -38,8 +38,8 @@ from kubernetes_asyncio import client as k8s
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_controller import Arrivals, same_objects, services_per_job
-from bench.contenders import BARE, CONTENDERS, Contender, chosen, job_phase_running
-from bench.harness import bounded, environment
+from bench.contenders import BARE, CONTENDERS, Contender, Usage, chosen, job_phase_running
+from bench.harness import bounded, environment, metric_sum
 from bench.realplane import RealCluster, real_cluster
 from harness import peers
 from kubedl_py.kube.client import KubeClient
@@ -128,6 +128,7 @@ async def controller_run(
             # what the controller used while the objects were being created: its CPU competes with the API server's
             cpu_until_exist = round(usage.cpu_since_start(), 2)
             requests_until_exist = dict(cluster.requests(contender.user, mark))
+            reconciles_until_exist = await reconciles(usage)
             deadline = time.monotonic() + 600 + jobs
             while True:
                 listed = await kube.list(resource, namespace=NS)
@@ -142,6 +143,7 @@ async def controller_run(
                 "submit_seconds": submitted - started,
                 "cpu_seconds_until_exist": cpu_until_exist,
                 "requests_until_exist": requests_until_exist,
+                **({"reconciles_until_exist": reconciles_until_exist} if reconciles_until_exist is not None else {}),
                 "settle_seconds": settled - started,
                 "cpu_seconds": round(usage.cpu_since_start(), 2),
                 "requests_until_settled": dict(cluster.requests(contender.user, mark)),
@@ -167,7 +169,17 @@ async def controller_run(
                 figures["idle_seconds"] = idle_seconds
                 figures["idle_requests"] = dict(cluster.requests(contender.user, idle_mark))
             figures["peak_rss_mib"] = round(usage.peak_rss_mib(), 1)
+            done = await reconciles(usage)
+            if done is not None:
+                figures["reconciles"] = done
     return figures
+
+
+async def reconciles(usage: Usage) -> int | None:
+    """kubedl-py's reconciles of jobs so far, from its /metrics (None for the peers: they are not counted)."""
+    if usage.metrics_url is None:
+        return None
+    return int(await metric_sum(usage.metrics_url, "kubedl_reconcile_total"))
 
 
 def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
