@@ -47,6 +47,8 @@ def controller_options(args: argparse.Namespace) -> ControllerOptions:
         raise UsageError(f"--urgent-write-hold must be 0 (never hold) or more seconds, not {args.urgent_write_hold}")
     if not args.repair_window >= 0:
         raise UsageError(f"--repair-window must be 0 (never) or more seconds, not {args.repair_window}")
+    if not args.pod_event_batch >= 0:
+        raise UsageError(f"--pod-event-batch must be 0 (at once) or more seconds, not {args.pod_event_batch}")
     if not args.host_port_retry_after > 0:
         raise UsageError(f"--host-port-retry-after must be more than 0 seconds, not {args.host_port_retry_after}")
     if args.max_host_ports_per_pod < 1:
@@ -70,6 +72,7 @@ def controller_options(args: argparse.Namespace) -> ControllerOptions:
         urgent_write_hold=args.urgent_write_hold,
         repair_window=args.repair_window,
         repair_workers=args.repair_workers,
+        pod_event_batch=args.pod_event_batch,
         write_concurrency=args.write_concurrency,
         metrics_addr=args.metrics_addr,
         metrics_secure=args.metrics_secure,

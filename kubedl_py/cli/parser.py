@@ -266,6 +266,14 @@ def _add_controller(sub: Subcommands) -> None:
         help="reconciles of new and changed jobs at once per kind during the repair window (default 2)",
     )
     p.add_argument(
+        "--pod-event-batch",
+        type=float,
+        default=0.05,
+        metavar="SECONDS",
+        help="a pod added or changed (not failed, stopping or deleted) reconciles its job within this long, so"
+        " the events of a job's pods meanwhile are one reconcile (default 0.05; 0: each at once)",
+    )
+    p.add_argument(
         "--metrics-addr",
         default=None,
         help="HOST:PORT for /metrics (and /healthz, /readyz unless --health-addr is given or it is secure)",

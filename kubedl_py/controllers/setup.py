@@ -69,6 +69,10 @@ class ControllerOptions:
     #: changed jobs run at once per kind (0: never; kubedl_py.kube.priority)
     repair_window: float = 5.0
     repair_workers: int = 2
+    #: ``--pod-event-batch``: a pod added or changed (not failed, stopping or deleted: those go at once, urgent)
+    #: reconciles its job within this many seconds, so that the events of a job's pods meanwhile are one
+    #: reconcile (0: each at once)
+    pod_event_batch: float = 0.05
     #: pod/Service writes in flight per job kind for new and changed jobs (the urgent lane has 8 of its own)
     write_concurrency: int = WRITE_CONCURRENCY
     metrics_addr: str | None = None
@@ -231,7 +235,9 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
             # A pod or Service of a job deleted, a pod stopping or failed: that job goes to the front of the
             # queue (its peers are stalled until it is replaced), ahead of jobs merely being created.
             to_owner = owner_key(framework.kind, api_version=resource.api_version)
-            controller.watch(pods, map=to_owner, urgent=pod_in_trouble, urgent_delete=True)
+            controller.watch(
+                pods, map=to_owner, urgent=pod_in_trouble, urgent_delete=True, batch=options.pod_event_batch
+            )
             controller.watch(services, map=to_owner, urgent_delete=True)
             for informer in steps.watches():
                 controller.watch(informer, map=to_owner)

@@ -158,17 +158,26 @@ class Controller:
         map: Mapper = own_key,
         urgent: Callable[[Object], bool] | None = None,
         urgent_delete: bool = False,
+        batch: float = 0.0,
     ) -> None:
         """Enqueue the keys ``map`` gives for every added, updated (and resynced) or deleted object.
 
         On an update both the old and the new object are mapped, so moving an object from one owner to
         another wakes both owners. An update whose new object ``urgent`` says so, and with ``urgent_delete``
         a deletion, puts the keys at the front of the queue (:meth:`WorkQueue.add`): recovery before new work.
+        ``batch`` (seconds): an addition or an ordinary update enqueues its keys within that long
+        (:meth:`WorkQueue.add_soon`), so that the events of one owner's objects in that time are one reconcile.
         """
+
+        def soon(key: str) -> None:
+            if batch > 0:
+                self.queue.add_soon(key, batch)
+            else:
+                self.queue.add(key)
 
         def on_add(obj: Object) -> None:
             for key in map(obj):
-                self.queue.add(key)
+                soon(key)
 
         def on_update(old: Object, new: Object) -> None:
             keys = set(map(new))
@@ -176,7 +185,10 @@ class Controller:
                 keys.update(map(old))
             hurry = urgent is not None and urgent(new)
             for key in keys:
-                self.queue.add(key, urgent=hurry)
+                if hurry:
+                    self.queue.add(key, urgent=True)
+                else:
+                    soon(key)
 
         def on_delete(obj: Object) -> None:
             for key in map(obj):

@@ -168,6 +168,14 @@ class WorkQueue(Generic[K]):
         handle = loop.call_at(due, self._fire, key)
         self._waiting[key] = (due, handle)
 
+    def add_soon(self, key: K, delay: float) -> None:
+        """Add ``key`` within ``delay`` seconds, so that whatever else comes for it meanwhile is one processing:
+        nothing when it already waits to be handed out (or to be re-queued when its processing ends), since it
+        will be processed after this call anyway; otherwise :meth:`add_after`."""
+        if key in self._dirty:
+            return
+        self.add_after(key, delay)
+
     def add_rate_limited(self, key: K) -> None:
         """Add ``key`` after its per-key backoff delay (call after a failed reconcile)."""
         if self._metrics is not None:
