@@ -230,6 +230,42 @@ async def test_a_deleted_or_troubled_object_puts_its_owner_first() -> None:
     assert [await controller.queue.get() for _ in range(3)] == ["ns/c", "ns/b", "ns/a"]
 
 
+async def test_ordinary_events_within_the_batch_are_one_reconcile_and_trouble_is_not_batched() -> None:
+    """``batch``: the additions and ordinary updates of one owner's objects within it enqueue the owner once, after
+    it; an urgent update goes at once."""
+    from kubedl_py.kube.informer import Handler
+    from kubedl_py.kube.manager import Controller
+    from kubedl_py.kube.metrics import Metrics
+
+    handlers: list[Handler] = []
+
+    class Informer:
+        def add_handler(self, handler: Handler) -> None:
+            handlers.append(handler)
+
+    controller = Controller("c", Reconciles(), workers=1, metrics=Metrics())
+    controller.watch(
+        cast(Any, Informer()),
+        map=owner_key("PyTorchJob"),
+        urgent=lambda o: o["metadata"].get("deletionTimestamp") is not None,
+        batch=0.05,
+    )
+    (handler,) = handlers
+    assert handler.on_add and handler.on_update
+    for index in range(8):  # a job's eight pods created at once, then each scheduled
+        handler.on_add(obj(f"a-worker-{index}", owner="a"))
+    for index in range(8):
+        handler.on_update(obj(f"a-worker-{index}", owner="a"), obj(f"a-worker-{index}", owner="a"))
+    assert len(controller.queue) == 0 and controller.queue.delayed == {"ns/a"}
+    stopping = obj("b-worker-0", owner="b")
+    stopping["metadata"]["deletionTimestamp"] = "2026-11-23T00:00:00Z"
+    handler.on_update(obj("b-worker-0", owner="b"), stopping)
+    assert len(controller.queue) == 1  # the troubled job's owner at once
+    async with asyncio.timeout(2):
+        assert [await controller.queue.get() for _ in range(2)] == ["ns/b", "ns/a"]
+    assert len(controller.queue) == 0 and controller.queue.delayed == frozenset()
+
+
 async def test_a_reconcile_of_an_urgent_key_holds_the_other_writes_of_the_process() -> None:
     """A key from the urgent lane is reconciled inside the manager's write gate (kubedl_py.kube.priority), an
     ordinary one is not; the gate is the client's too, so every write of the process is held by it."""

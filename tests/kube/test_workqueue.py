@@ -286,3 +286,17 @@ async def test_an_urgent_add_during_processing_requeues_at_the_front_when_done()
     assert len(queue) == 1  # still one worker per key
     queue.done(busy)
     assert [await take(queue), await take(queue)] == ["ns/busy", "ns/other"]
+
+
+async def test_add_soon_gathers_what_comes_meanwhile_and_never_delays_a_waiting_key() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add_soon("a", 0.05)
+    queue.add_soon("a", 0.05)  # within the window: the same single add
+    assert len(queue) == 0 and queue.delayed == {"a"}
+    assert await take(queue) == "a"
+    queue.add_soon("a", 30)  # being processed: comes back after it, within 30 s
+    assert queue.delayed == {"a"}
+    queue.done("a")
+    queue.add("b")
+    queue.add_soon("b", 30)  # already waiting to be handed out: nothing to add, and it is not held back
+    assert queue.delayed == {"a"} and await take(queue) == "b"
