@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import statistics
 import sys
@@ -49,6 +50,52 @@ from kubedl_py.local.kubernetes.cluster import create_namespace
 
 CONCURRENCY = 32
 NS = "bench"
+
+
+class RunningPods:
+    """Watches the namespace's pods and notes when ``target`` of them are Running at once (seen on the watch, not
+    by polling: a list every few seconds would both load the API server and round the time to its period)."""
+
+    def __init__(self, kube: KubeClient, namespace: str, target: int) -> None:
+        self.kube, self.namespace, self.target = kube, namespace, target
+        self.done: float | None = None
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        listed = await self.kube.list(PODS, namespace=self.namespace)
+        self.task = asyncio.create_task(self._follow(listed.resource_version))
+
+    async def _follow(self, since: str) -> None:
+        running: set[str] = set()
+        version = since
+        while True:
+            async with contextlib.aclosing(
+                self.kube.watch(PODS, namespace=self.namespace, resource_version=version, timeout_seconds=300)
+            ) as events:
+                async for event in events:
+                    metadata = event.object.get("metadata", {})
+                    version = metadata.get("resourceVersion", version)
+                    name = metadata.get("name", "")
+                    if event.type != "DELETED" and event.object.get("status", {}).get("phase") == "Running":
+                        running.add(name)
+                    else:
+                        running.discard(name)
+                    if len(running) >= self.target:
+                        self.done = time.monotonic()
+                        return
+
+    async def wait(self, deadline: float) -> float:
+        assert self.task is not None
+        async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+            await asyncio.shield(self.task)
+        assert self.done is not None
+        return self.done
+
+    async def stop(self) -> None:
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
 
 
 async def warm_up(kube: KubeClient, resource: Resource, body: dict[str, Any], namespace: str = NS) -> None:
@@ -119,6 +166,8 @@ async def controller_run(
         async with contender.run(cluster, tmp) as usage:
             arrivals = Arrivals(kube, NS, jobs * replicas, services)
             await arrivals.start()
+            running = RunningPods(kube, NS, jobs * replicas)
+            await running.start()
             documents = [contender.job(f"job-{j}", NS, replicas) for j in range(jobs)]
             mark = cluster.audit_mark()
             started = time.monotonic()
@@ -151,15 +200,13 @@ async def controller_run(
             # A job's Running condition does not mean all its pods run (KubeDL sets it once the Master runs,
             # and starts the Workers after that): the idle window and the whole-work figures start only once
             # every pod runs, so no contender's tail of work is counted as idle.
-            while True:
-                # every 2 s: a list of 10,000 pods is itself work for the API server all contenders share
-                pods = await kube.list(PODS, namespace=NS)
-                if sum(1 for pod in pods.items if pod.get("status", {}).get("phase") == "Running") >= jobs * replicas:
-                    break
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{contender.name}: the pods did not all reach Running")
-                await asyncio.sleep(2.0)
-            figures["all_pods_running_seconds"] = time.monotonic() - started
+            try:
+                all_running = await running.wait(deadline)
+            except TimeoutError:
+                raise RuntimeError(f"{contender.name}: the pods did not all reach Running") from None
+            finally:
+                await running.stop()
+            figures["all_pods_running_seconds"] = all_running - started
             await asyncio.sleep(2.0)  # the status writes that follow the last pod's start land before counting
             figures["cpu_seconds_all_running"] = round(usage.cpu_since_start(), 2)
             figures["requests_until_all_running"] = dict(cluster.requests(contender.user, mark))
