@@ -411,6 +411,22 @@ def test_repair_flags_reach_the_controllers_and_a_bad_value_names_the_flag() -> 
         options("--repair-workers", "0")
 
 
+def test_pod_event_batch_flag_and_a_bad_value_names_the_flag() -> None:
+    from kubedl_py.cli.controller import controller_options
+    from kubedl_py.cli.errors import UsageError
+    from kubedl_py.cli.parser import build_parser
+
+    def batch(*flags: str) -> float:
+        return controller_options(build_parser().parse_args(["controller", *flags])).pod_event_batch
+
+    assert batch() == 0.05
+    assert batch("--pod-event-batch", "0") == 0.0
+    assert batch("--pod-event-batch", "0.2") == 0.2
+    for bad in ("-1", "nan"):
+        with pytest.raises(UsageError, match=r"--pod-event-batch must be 0 \(at once\) or more seconds"):
+            batch("--pod-event-batch", bad)
+
+
 def test_write_concurrency_flag_reaches_the_reconcilers_and_a_bad_value_names_the_flag() -> None:
     from kubedl_py.cli.controller import controller_options
     from kubedl_py.cli.errors import UsageError
