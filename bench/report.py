@@ -62,9 +62,9 @@ def throughput(results: dict[str, Any], keys: list[str]) -> list[str]:
 def cost(results: dict[str, Any], keys: list[str]) -> list[str]:
     """Whole work: until every pod runs (runs that measured it)."""
     lines = [
-        "| N jobs x 8 | contender | until all pods Running | requests | per job | controller CPU s | per 1,000 pods "
-        "| peak RSS MiB |",
-        "|---|---|---|---|---|---|---|---|",
+        "| benchmark | N jobs x 8 | contender | until all pods Running | requests | per job | controller CPU s "
+        "| per 1,000 pods | peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for key in keys:
         entry = results.get(key)
@@ -78,7 +78,7 @@ def cost(results: dict[str, Any], keys: list[str]) -> list[str]:
             requests = s["requests_until_all_running_median"]
             cpu = s["cpu_seconds_all_running_median"]
             lines.append(
-                f"| {entry['jobs']} | {name} | {s['all_pods_running_seconds_median']} s | {requests} | "
+                f"| `{key}` | {entry['jobs']} | {name} | {s['all_pods_running_seconds_median']} s | {requests} | "
                 f"{round(requests / entry['jobs'], 1)} | {cpu} | {round(cpu / pods * 1000, 2)} | "
                 f"{s['peak_rss_mib_median']} |"
             )
@@ -109,6 +109,37 @@ def running(results: dict[str, Any], keys: list[str]) -> list[str]:
                 f"| `{key}` | {entry['jobs']} | {name} | {len(times)} | {spread} | {versus} | "
                 f"{_get(s, 'requests_until_all_running_median')} | {_get(s, 'cpu_seconds_all_running_median')} |"
             )
+    return lines
+
+
+def fixes(results: dict[str, Any]) -> list[str]:
+    """kubedl-py before and after the profile's fixes, each configuration one run of a few rounds."""
+    entry = results.get("real_n200_profile_fixes_ab")
+    if not entry:
+        return []
+    lines = [
+        "| configuration | rounds | x bare client, median (min-max) | controller CPU s until every object exists "
+        "| reconciles until then | controller CPU s until settled | reconciles in all | requests until all Running |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name in ("before", "parse_cache", "parse_cache_and_batch"):
+        run = entry.get(name)
+        if not run:
+            continue
+        s, rounds = run["summary"]["kubedl-py"], run["runs"]["kubedl-py"]
+
+        def spread(field: str, rounds: list[dict[str, Any]] = rounds) -> str:
+            values = [r[field] for r in rounds if field in r]
+            if not values:
+                return "-"
+            return f"{statistics.median(values):g} ({min(values):g}-{max(values):g})"
+
+        lines.append(
+            f"| {entry['configurations'][name]} | {s['runs']} | {s['ratio_to_bare_median']} "
+            f"({s['ratio_to_bare_min']}-{s['ratio_to_bare_max']}) | {spread('cpu_seconds_until_exist')} | "
+            f"{spread('reconciles_until_exist')} | {spread('cpu_seconds')} | {spread('reconciles')} | "
+            f"{_get(s, 'requests_until_all_running_median')} |"
+        )
     return lines
 
 
@@ -249,16 +280,26 @@ def main(argv: list[str] | None = None) -> int:
     results = json.loads(path.read_text())
     sections = {
         "Throughput": throughput(
-            results, ["real_n200", "real_n200_scheduler500", "real_n1000", "real_controller_tuned_preliminary"]
+            results,
+            [
+                "real_n200",
+                "real_n200_scheduler500",
+                "real_n200_scheduler500_polled",
+                "real_n1000",
+                "real_controller_tuned_preliminary",
+            ],
         ),
         "Throughput, before the dialed Services (a Service per replica)": throughput(
             results,
             ["real_n50", "real_n200_before_dialed_services", "real_n1000_before_dialed_services", "real_pods10000"],
         ),
-        "Until every pod runs": running(results, ["real_n200_scheduler500", "real_n1000", "real_n200"]),
+        "Until every pod runs": running(
+            results, ["real_n200_scheduler500", "real_n200_scheduler500_polled", "real_n1000", "real_n200"]
+        ),
         "Cost of the whole work": cost(
             results, ["real_n200", "real_n200_scheduler500", "real_n1000", "real_pods10000", "real_idle"]
         ),
+        "The profile's fixes, before and after (real_n200_profile_fixes_ab)": fixes(results),
         "Idle (real_n200)": idle(results, "real_n200"),
         "Idle, after every pod runs (real_idle)": idle(results, "real_idle"),
         "Lifecycle": lifecycle(results),
