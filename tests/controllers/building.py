@@ -10,6 +10,7 @@ from kubedl_py.api import TrainingJob
 from kubedl_py.api.common import RdmaSpec
 from kubedl_py.controllers.addressing import Addressing
 from kubedl_py.controllers.gang import Gang, PodGroups
+from kubedl_py.controllers.job import JobReconciler, ReconcilerOptions
 from kubedl_py.controllers.observation import Observation, Replica
 from kubedl_py.controllers.pods import build_pod
 from kubedl_py.controllers.rdma import RdmaAndPlacement
@@ -32,3 +33,19 @@ def built_pod(
     seen = Observation(raw={}, job=job, status={}, pods=[], services={}, replicas={}, surplus=[], now=datetime.now(UTC))
     Steps(tuple(steps)).build_pod(seen, Replica(replica_type, index), pod)
     return pod
+
+
+def bare_reconciler(options: ReconcilerOptions | None = None) -> JobReconciler:
+    """A reconciler with no client, informers or recorder: for tests of its own bookkeeping (write slots, the
+    parse cache) that never reach the API."""
+    nothing = cast(Any, None)
+    return JobReconciler(
+        client=nothing,
+        framework=nothing,
+        resource=nothing,
+        jobs=nothing,
+        pods=nothing,
+        services=nothing,
+        recorder=nothing,
+        options=options,
+    )

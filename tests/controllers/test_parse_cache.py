@@ -5,28 +5,16 @@ from __future__ import annotations
 
 import copy
 import os
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
 from kubedl_py.api import constants as c
 from kubedl_py.controllers import job as job_module
-from kubedl_py.controllers.job import VERIFY_PARSE_CACHE, JobReconciler
+from kubedl_py.controllers.job import VERIFY_PARSE_CACHE
+from tests.controllers.building import bare_reconciler
 
 KEY = "team/train"
-
-
-def reconciler() -> JobReconciler:
-    nothing = cast(Any, None)
-    return JobReconciler(
-        client=nothing,
-        framework=nothing,
-        resource=nothing,
-        jobs=nothing,
-        pods=nothing,
-        services=nothing,
-        recorder=nothing,
-    )
 
 
 def document(workers: int = 3, resource_version: str = "10") -> dict[str, Any]:
@@ -68,7 +56,7 @@ def parses(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
 def test_a_status_write_does_not_parse_the_job_again(parses: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(VERIFY_PARSE_CACHE)  # the suite's check parses again on purpose
-    reconciler_ = reconciler()
+    reconciler_ = bare_reconciler()
     first, problems = reconciler_._parse(KEY, document(resource_version="10"))
     # our own status write: a new resourceVersion, managedFields and status, the same spec
     again, _ = reconciler_._parse(KEY, document(resource_version="11"))
@@ -80,7 +68,7 @@ def test_a_status_write_does_not_parse_the_job_again(parses: list[Any], monkeypa
 
 def test_a_changed_spec_or_label_is_parsed_again(parses: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(VERIFY_PARSE_CACHE)
-    reconciler_ = reconciler()
+    reconciler_ = bare_reconciler()
     reconciler_._parse(KEY, document(workers=3))
     scaled, _ = reconciler_._parse(KEY, document(workers=5, resource_version="12"))
     assert scaled is not None and scaled.replica_specs["Worker"].replicas == 5
@@ -93,7 +81,7 @@ def test_a_changed_spec_or_label_is_parsed_again(parses: list[Any], monkeypatch:
 
 def test_an_invalid_job_keeps_its_problems_until_it_changes(parses: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(VERIFY_PARSE_CACHE)
-    reconciler_ = reconciler()
+    reconciler_ = bare_reconciler()
     broken = document()
     broken["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = -1
     job, problems = reconciler_._parse(KEY, broken)
@@ -105,7 +93,7 @@ def test_an_invalid_job_keeps_its_problems_until_it_changes(parses: list[Any], m
 
 def test_the_suite_check_catches_a_parsed_job_edited_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(VERIFY_PARSE_CACHE, "1")
-    reconciler_ = reconciler()
+    reconciler_ = bare_reconciler()
     job, _ = reconciler_._parse(KEY, document())
     assert job is not None
     reconciler_._parse(KEY, document(resource_version="11"))  # unchanged: served from the cache, and checked

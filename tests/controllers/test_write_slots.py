@@ -4,30 +4,17 @@ never waits for the slots shared with new jobs, which may all be held by writes 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, cast
+from typing import Any
 
-from kubedl_py.controllers.job import WRITE_CONCURRENCY, JobReconciler, ReconcilerOptions
+from kubedl_py.controllers.job import WRITE_CONCURRENCY, ReconcilerOptions
 from kubedl_py.kube.priority import WriteGate
+from tests.controllers.building import bare_reconciler
 from tests.kube.support import eventually
-
-
-def reconciler(options: ReconcilerOptions | None = None) -> JobReconciler:
-    nothing = cast(Any, None)
-    return JobReconciler(
-        client=nothing,
-        framework=nothing,
-        resource=nothing,
-        jobs=nothing,
-        pods=nothing,
-        services=nothing,
-        recorder=nothing,
-        options=options,
-    )
 
 
 async def test_an_urgent_reconcile_writes_while_every_shared_slot_waits_at_the_gate() -> None:
     gate = WriteGate(60.0)
-    job = reconciler()
+    job = bare_reconciler()
     sent: list[str] = []
 
     async def write(name: str) -> str:
@@ -58,7 +45,7 @@ async def test_an_urgent_reconcile_writes_while_every_shared_slot_waits_at_the_g
 
 
 async def test_write_concurrency_caps_the_writes_in_flight() -> None:
-    job = reconciler(ReconcilerOptions(write_concurrency=3))
+    job = bare_reconciler(ReconcilerOptions(write_concurrency=3))
     in_flight, most = 0, 0
     release = asyncio.Event()
 

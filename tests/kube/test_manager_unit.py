@@ -9,8 +9,9 @@ from typing import Any, cast
 import aiohttp
 
 from kubedl_py.kube.client import KubeClient, ObjectList
-from kubedl_py.kube.informer import InformerSettings
-from kubedl_py.kube.manager import Manager, ManagerSettings, Result, label_key, owner_key
+from kubedl_py.kube.informer import Handler, InformerSettings
+from kubedl_py.kube.manager import Controller, Manager, ManagerSettings, Result, label_key, owner_key
+from kubedl_py.kube.metrics import Metrics
 from kubedl_py.kube.resources import PODS, Resource
 from kubedl_py.kube.retry import RetrySettings
 from kubedl_py.kube.workqueue import BackoffSettings
@@ -198,13 +199,9 @@ async def test_two_managers_in_one_process_have_separate_registries() -> None:
     assert b.metrics.value("kubedl_jobs_failed_total") == 0
 
 
-async def test_a_deleted_or_troubled_object_puts_its_owner_first() -> None:
-    """``urgent``/``urgent_delete``: the owner of a deleted pod, or of one the predicate flags, jumps the queue;
-    ordinary events keep their order."""
-    from kubedl_py.kube.informer import Handler
-    from kubedl_py.kube.manager import Controller
-    from kubedl_py.kube.metrics import Metrics
-
+def watched_pods(**watch: Any) -> tuple[Controller, Handler]:
+    """A one-worker controller watching a fake pod informer (owners: PyTorchJobs; urgent: a pod stopping), and the
+    handler it registered, to feed events to by hand."""
     handlers: list[Handler] = []
 
     class Informer:
@@ -216,9 +213,16 @@ async def test_a_deleted_or_troubled_object_puts_its_owner_first() -> None:
         cast(Any, Informer()),
         map=owner_key("PyTorchJob"),
         urgent=lambda o: o["metadata"].get("deletionTimestamp") is not None,
-        urgent_delete=True,
+        **watch,
     )
     (handler,) = handlers
+    return controller, handler
+
+
+async def test_a_deleted_or_troubled_object_puts_its_owner_first() -> None:
+    """``urgent``/``urgent_delete``: the owner of a deleted pod, or of one the predicate flags, jumps the queue;
+    ordinary events keep their order."""
+    controller, handler = watched_pods(urgent_delete=True)
     assert handler.on_add and handler.on_update and handler.on_delete
     for job in ("a", "b", "c"):
         handler.on_add(obj(f"{job}-worker-0", owner=job))
@@ -233,24 +237,7 @@ async def test_a_deleted_or_troubled_object_puts_its_owner_first() -> None:
 async def test_ordinary_events_within_the_batch_are_one_reconcile_and_trouble_is_not_batched() -> None:
     """``batch``: the additions and ordinary updates of one owner's objects within it enqueue the owner once, after
     it; an urgent update goes at once."""
-    from kubedl_py.kube.informer import Handler
-    from kubedl_py.kube.manager import Controller
-    from kubedl_py.kube.metrics import Metrics
-
-    handlers: list[Handler] = []
-
-    class Informer:
-        def add_handler(self, handler: Handler) -> None:
-            handlers.append(handler)
-
-    controller = Controller("c", Reconciles(), workers=1, metrics=Metrics())
-    controller.watch(
-        cast(Any, Informer()),
-        map=owner_key("PyTorchJob"),
-        urgent=lambda o: o["metadata"].get("deletionTimestamp") is not None,
-        batch=0.05,
-    )
-    (handler,) = handlers
+    controller, handler = watched_pods(batch=0.05)
     assert handler.on_add and handler.on_update
     for index in range(8):  # a job's eight pods created at once, then each scheduled
         handler.on_add(obj(f"a-worker-{index}", owner="a"))
