@@ -39,8 +39,7 @@ KUBERNETES: dict[str, list[str]] = {
     "real_n50": ["real_controller.py", "--jobs", "50", "--runs", "5"],
     "real_n200": ["real_controller.py", "--jobs", "200", "--runs", "5", "--idle-seconds", "60"],
     # the same with kube-scheduler's client limit raised (it binds ~50 pods/s by default), so that the time until
-    # every pod is Running measures the controllers; against KubeDL tuned, the closest peer (the Training Operator
-    # tuned took twice as long in real_n200_scheduler500_polled, where that time was still polled every 2 s)
+    # every pod is Running measures the controllers; against both peers tuned (their best settings)
     "real_n200_scheduler500": [
         "real_controller.py",
         "--jobs",
@@ -52,7 +51,7 @@ KUBERNETES: dict[str, list[str]] = {
         "--scheduler-qps",
         "500",
         "--contenders",
-        "bare-client,kubedl-py,kubedl-tuned",
+        "bare-client,kubedl-py,kubedl-tuned,training-operator-tuned",
     ],
     # 8,000 pods: one round (each contender waits until its 8,000 pods run), against KubeDL tuned, the scheduler
     # raised so that a round ends in minutes rather than the ~7 the default's 50 binds/s take

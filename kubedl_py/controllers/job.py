@@ -92,6 +92,7 @@ from kubedl_py.controllers.policies import (
 )
 from kubedl_py.controllers.refusals import Outcome, Refusal, classify_refusal, in_template
 from kubedl_py.controllers.rendezvous import service_slots
+from kubedl_py.controllers.status_yield import StatusYield
 from kubedl_py.controllers.steps import Steps
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
@@ -212,6 +213,9 @@ class JobReconciler:
         # Replacements of a running job's pods (and their Services) do not queue behind the writes of jobs
         # being created: a few slots of their own.
         self._urgent_writes = asyncio.Semaphore(URGENT_WRITE_CONCURRENCY)
+        #: a new job's first status write waits while pods are being created (``status_yield.py``); its ``wake``
+        #: is the controller's work queue, set by ``setup.build_manager`` (unset: nothing is held)
+        self.status_yield = StatusYield()
         #: resourceVersion of each job after our last status write (read-your-writes on a lagging cache)
         self._written: dict[str, str] = {}
         #: when each job's status was last written (monotonic), for STATUS_BATCH_PERIOD
@@ -251,6 +255,7 @@ class JobReconciler:
             self._services_checked.pop(key, None)
             self._waiting_said.pop(key, None)
             self._parsed.pop(key, None)
+            self.status_yield.forget(key)
             self.progress.forget(key)
             return Result()
         if self._cache_behind(key, raw):
@@ -1230,11 +1235,17 @@ class JobReconciler:
         The resourceVersion in the patch makes the server refuse (Conflict) a write based on a stale
         copy; the reconcile is then retried on the newer version the watch brings. A change of replica
         counts alone waits until STATUS_BATCH_PERIOD after the last write (the reconcile comes back then and
-        writes the counts of that moment); any other change goes out at once, with the counts.
+        writes the counts of that moment). A new job's first report (Created) may wait while other jobs' pods
+        are being created (``status_yield.py``); any other change goes out at once, with the counts.
         """
         current = seen.raw.get("status") or {}
         if seen.status == current:
+            self.status_yield.forget(seen.key)
             return
+        if not st.is_first_report(current, seen.status):
+            self.status_yield.forget(seen.key)
+        elif self.status_yield.holds(seen.key):
+            return  # the job is woken when the creations stop (or after status_yield.LONGEST)
         last = self._status_written_at.get(seen.key)
         if last is not None and st.only_counts_changed(current, seen.status):
             wait = last + STATUS_BATCH_PERIOD - time.monotonic()
@@ -1293,8 +1304,9 @@ class JobReconciler:
         slots = self._urgent_writes if urgent or WriteGate.passing() else self._writes
 
         async def bounded(call: Awaitable[Any]) -> Any:
-            async with slots:
-                return await call
+            with self.status_yield.writing():
+                async with slots:
+                    return await call
 
         # Every call runs to its end (no half-cancelled batch); then the first failure is raised.
         results = await asyncio.gather(*(bounded(call) for call in calls), return_exceptions=True)

@@ -231,6 +231,7 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
             # ``pytorchjobs`` as before (the metrics' controller label), ``pytorchjobs.kubeflow.org`` beside it
             name = framework.plural if group is KUBEDL else f"{framework.plural}.{group.group}"
             controller = manager.add_controller(name, reconciler)
+            reconciler.status_yield.wake = controller.queue.add
             controller.watch(jobs)
             # A pod or Service of a job deleted, a pod stopping or failed: that job goes to the front of the
             # queue (its peers are stalled until it is replaced), ahead of jobs merely being created.

@@ -155,3 +155,21 @@ def only_counts_changed(old: dict[str, Any], new: dict[str, Any]) -> bool:
         if {k: v for k, v in before.items() if k not in COUNTS} != {k: v for k, v in entry.items() if k not in COUNTS}:
             return False
     return True
+
+
+#: what a job's first report may hold beside its Created condition (``is_first_report``)
+FIRST_REPORT = ("replicaStatuses", "startTime")
+
+
+def is_first_report(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """True when ``new`` is the job's first report over ``old``: the Created condition added, with replica
+    counts and the start time, and nothing else (no other condition, no reason to wait). Such a write may
+    yield to other jobs' pod creations (``status_yield.py``)."""
+    if get_condition(old, CREATED) is not None or get_condition(new, CREATED) is None:
+        return False
+
+    def rest(status: dict[str, Any]) -> dict[str, Any]:
+        others = [cond for cond in status.get("conditions") or [] if cond.get("type") != CREATED]
+        return {**{k: v for k, v in status.items() if k not in (*FIRST_REPORT, "conditions")}, "conditions": others}
+
+    return rest(old) == rest(new)
