@@ -2,8 +2,8 @@
 
 When hundreds of jobs arrive at once (a sweep, a queue admitting a backlog), the API server serves one create
 per pod and Service, and one status write per job that says only ``Created``. No rank waits for that write,
-but it costs the API server what a pod's create costs it, in the window in which every pod is still waiting to
-be made: at 200 jobs it was about one request in nine (bench/real_controller.py, ``requests_until_exist``).
+but the API server serves it in the window in which pods are still waiting to be made: at 200 jobs it was
+about one request in nine of that window (bench/real_controller.py, ``requests_until_exist``).
 So a job's *first* report (its ``Created`` condition, the replica counts and the start time, nothing else:
 ``status.is_first_report``) waits while writes of this kind's reconciler are in flight, and goes out once they
 have stopped for ``settle`` seconds, or after ``longest`` seconds whatever happens. A job whose pods all run by
