@@ -36,6 +36,14 @@ class Woken:
         return await asyncio.wait_for(self.keys.get(), within)
 
 
+def woken_yield(**timing: float) -> tuple[StatusYield, Woken]:
+    """A yield whose wake records the keys, as the work queue would take them."""
+    held = StatusYield(**timing)
+    woken = Woken()
+    held.wake = woken
+    return held, woken
+
+
 def test_first_report_is_created_with_counts_and_start_time_only() -> None:
     counts = {"Worker": {"active": 0}}
     assert st.is_first_report({}, created())
@@ -60,9 +68,7 @@ async def test_nothing_is_held_without_a_queue_to_wake_the_job() -> None:
 
 
 async def test_held_while_writes_are_in_flight_and_woken_once_they_stop() -> None:
-    held = StatusYield(settle=0.02)
-    woken = Woken()
-    held.wake = woken
+    held, woken = woken_yield(settle=0.02)
     assert not held.holds("ns/idle")  # no write in flight: written at once
     with held.writing():
         assert held.holds("ns/a")
@@ -79,9 +85,7 @@ async def test_held_while_writes_are_in_flight_and_woken_once_they_stop() -> Non
 
 
 async def test_a_write_that_resumes_within_the_settle_time_keeps_the_job_held() -> None:
-    held = StatusYield(settle=0.2)
-    woken = Woken()
-    held.wake = woken
+    held, woken = woken_yield(settle=0.2)
     with held.writing():
         assert held.holds("ns/a")
     # the next job's creations begin before the settle time is over
@@ -91,9 +95,7 @@ async def test_a_write_that_resumes_within_the_settle_time_keeps_the_job_held() 
 
 
 async def test_never_held_longer_than_the_longest_wait() -> None:
-    held = StatusYield(longest=0.2, settle=0.01)
-    woken = Woken()
-    held.wake = woken
+    held, woken = woken_yield(longest=0.2, settle=0.01)
     with held.writing():  # creations that never stop
         started = time.monotonic()
         assert held.holds("ns/a")
@@ -105,9 +107,7 @@ async def test_never_held_longer_than_the_longest_wait() -> None:
 
 
 async def test_the_longest_wait_counts_from_the_first_hold() -> None:
-    held = StatusYield(longest=0.3, settle=0.01)
-    woken = Woken()
-    held.wake = woken
+    held, woken = woken_yield(longest=0.3, settle=0.01)
     with held.writing():
         assert held.holds("ns/a")
     assert await woken.next(1.0) == "ns/a"  # woken by a pause between bursts...
@@ -118,9 +118,7 @@ async def test_the_longest_wait_counts_from_the_first_hold() -> None:
 
 
 async def test_a_forgotten_job_is_not_woken() -> None:
-    held = StatusYield(settle=0.01)
-    woken = Woken()
-    held.wake = woken
+    held, woken = woken_yield(settle=0.01)
     with held.writing():
         assert held.holds("ns/gone")
         held.forget("ns/gone")
@@ -151,9 +149,7 @@ async def test_the_reconciler_holds_a_first_report_while_other_jobs_pods_are_cre
     reconciler = bare_reconciler()
     client = Patches()
     reconciler.client = cast(Any, client)
-    reconciler.status_yield = StatusYield(settle=0.01)
-    woken = Woken()
-    reconciler.status_yield.wake = woken
+    reconciler.status_yield, woken = woken_yield(settle=0.01)
     creating = asyncio.Event()
     release = asyncio.Event()
 
