@@ -157,19 +157,26 @@ def only_counts_changed(old: dict[str, Any], new: dict[str, Any]) -> bool:
     return True
 
 
-#: what a job's first report may hold beside its Created condition (``is_first_report``)
-FIRST_REPORT = ("replicaStatuses", "startTime")
+#: what a type's entry of ``replicaStatuses`` may hold in a job's first report (``is_first_report``): its counts
+#: and the selector of its pods; a restart count or a ``lastFailure`` is news
+FIRST_REPORT_REPLICA_KEYS = (*COUNTS, "labelSelector", "selector")
 
 
 def is_first_report(old: dict[str, Any], new: dict[str, Any]) -> bool:
-    """True when ``new`` is the job's first report over ``old``: the Created condition added, with replica
-    counts and the start time, and nothing else (no other condition, no reason to wait). Such a write may
-    yield to other jobs' pod creations (``status_yield.py``)."""
+    """True when ``new`` is the job's first report over ``old``: the Created condition added, with the start
+    time and each type's counts and selector, and nothing else (no other condition, no reason to wait, no
+    failure or restart). Such a write may yield to other jobs' pod creations (``status_yield.py``)."""
     if get_condition(old, CREATED) is not None or get_condition(new, CREATED) is None:
         return False
 
     def rest(status: dict[str, Any]) -> dict[str, Any]:
         others = [cond for cond in status.get("conditions") or [] if cond.get("type") != CREATED]
-        return {**{k: v for k, v in status.items() if k not in (*FIRST_REPORT, "conditions")}, "conditions": others}
+        replicas = {
+            replica_type: news
+            for replica_type, entry in (status.get("replicaStatuses") or {}).items()
+            if (news := {k: v for k, v in (entry or {}).items() if k not in FIRST_REPORT_REPLICA_KEYS})
+        }
+        kept = {k: v for k, v in status.items() if k not in ("replicaStatuses", "startTime", "conditions")}
+        return {**kept, "conditions": others, "replicaStatuses": replicas}
 
     return rest(old) == rest(new)

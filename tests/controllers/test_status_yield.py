@@ -54,6 +54,11 @@ def test_first_report_is_created_with_counts_and_start_time_only() -> None:
     # a reason to wait (Running False, Unschedulable) is news for the user
     waiting = {**running, "status": "False", "reason": "Unschedulable"}
     assert not st.is_first_report({}, {"conditions": [dict(CREATED), waiting]})
+    # a selector beside the counts is part of it; a restart or a failure is news, written at once
+    selected = {"Worker": {"active": 0, "labelSelector": {"matchLabels": {"a": "b"}}, "selector": "a=b"}}
+    assert st.is_first_report({}, created(replicaStatuses=selected))
+    assert not st.is_first_report({}, created(replicaStatuses={"Worker": {"active": 0, "restarts": 1}}))
+    assert not st.is_first_report({}, created(replicaStatuses={"Worker": {"lastFailure": {"reason": "Error"}}}))
     # a later write is never a first report, even of counts alone
     assert not st.is_first_report(created(), created(replicaStatuses=counts))
     assert not st.is_first_report({}, {"replicaStatuses": counts})
