@@ -62,6 +62,7 @@ from kubedl_py.controllers.observation import (
     JobFailure,
     Observation,
     Replica,
+    StaleDecision,
     in_place_restarts,
     is_active,
     is_crashing,
@@ -280,10 +281,14 @@ class JobReconciler:
             return Result()
         seen = self._observe(raw, job, status, now)
         steps = self.steps.begin(seen)
-        if st.is_finished(status):
-            await self._finish(seen, steps)
-        else:
-            await self._run(seen, steps)
+        try:
+            if st.is_finished(status):
+                await self._finish(seen, steps)
+            else:
+                await self._run(seen, steps)
+        except StaleDecision as stale:
+            logger.debug("%s; deciding again on the newer copy", stale)
+            return Result(requeue_after=0.05)
         await self._report(seen)
         if seen.requeue_after is not None:
             return Result(requeue_after=max(seen.requeue_after, 0.05))
@@ -646,6 +651,7 @@ class JobReconciler:
         status (its evidence) and charged to the budget of its class (failures.py) before its pod goes."""
         job = seen.job
         completion = completion_of(job)
+        doomed: list[Replica] = []
         for replica in seen.replicas.values():
             if replica.pod is None or replica.phase != "Failed":
                 continue
@@ -686,7 +692,12 @@ class JobReconciler:
             st.set_condition(seen.status, st.RESTARTING, reason=_reason(job, "Restarting"), message=message)
             self._on_transition(job.kind, st.RESTARTING, job.namespace)
             await self.recorder.normal(seen.raw, "JobRestarting", message)
-            await self._delete_pod(replica.pod)
+            doomed.append(replica)
+        if not doomed:
+            return
+        await self._persist(seen)  # the records and charges above, before the pods that prove them go
+        await self._gather(self._delete_pod(replica.pod) for replica in doomed if replica.pod is not None)
+        for replica in doomed:
             replica.pod, replica.terminating = None, True
 
     def _check_budget(self, seen: Observation, replica: Replica, failure: Failure) -> None:
@@ -797,25 +808,34 @@ class JobReconciler:
                 self._on_transition(job.kind, st.RESTARTING, job.namespace)
             return
         charged: list[tuple[Replica, Failure, Object]] = []
-        for item in due:
-            failure = recovery.lost_failure(item)
+        failures = [recovery.lost_failure(item) for item in due]
+        for item, lost_as in zip(due, failures, strict=True):
+            if self._record(seen, item.replica, item.pod, lost_as, node=item.node.name):
+                charged.append((item.replica, lost_as, item.pod))
+        whole = whole_job_restart(job)
+        refused: JobFailure | None = None
+        try:
+            for replica, charge, pod in charged[: 1 if whole else None]:
+                self._check_budget(seen, replica, charge)
+                self._count_restart(seen, replica, charge, pod=pod)
+        except JobFailure as exc:
+            refused = exc  # the job fails; its lost pods are deleted all the same, as nothing else will end them
+            self._set_failed(seen, exc.reason, exc.message)
+        # Recorded and charged (or failed) before the pods go: once they are gone nothing shows they were lost.
+        await self._persist(seen)
+        for item, lost_as in zip(due, failures, strict=True):
             name = replica_name(job.name, *slot_of(item.replica))
-            new = self._record(seen, item.replica, item.pod, failure, node=item.node.name)
             await self._force_delete_pod(item.pod)
             item.replica.pod, item.replica.leaving, item.replica.terminating = None, None, True
             seen.unavailable.pop(slot_of(item.replica), None)
             who = f"{item.replica.replica_type} {item.replica.index}"
-            event = f"{who}: pod {name} deleted (grace period 0): {failure.description}"
+            event = f"{who}: pod {name} deleted (grace period 0): {lost_as.description}"
             logger.info("%s: %s", seen.key, event)
             await self.recorder.warning(seen.raw, recovery.NODE_LOST, event)
-            if new:
-                charged.append((item.replica, failure, item.pod))
+        if refused is not None:
+            raise refused
         if not charged:
             return
-        whole = whole_job_restart(job)
-        for replica, failure, pod in charged[: 1 if whole else None]:
-            self._check_budget(seen, replica, failure)
-            self._count_restart(seen, replica, failure, pod=pod)
         replica, failure, _ = charged[0]
         who = f"{replica.replica_type} {replica.index}"
         if whole:
@@ -862,6 +882,7 @@ class JobReconciler:
         st.set_condition(seen.status, st.RESTARTING, reason=_reason(job, "Restarting"), message=message)
         self._on_transition(job.kind, st.RESTARTING, job.namespace)
         await self.recorder.normal(seen.raw, "JobRestarting", message)
+        await self._persist(seen)
         doomed = [(r, r.pod) for r in seen.replicas.values() if r.pod is not None]
         await self._gather(self._delete_pod(pod) for _, pod in doomed)
         for replica, _ in doomed:
@@ -1252,21 +1273,41 @@ class JobReconciler:
             if wait > 0:
                 seen.want_requeue(wait)
                 return
-        meta = seen.raw.get("metadata") or {}
-        patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": seen.status}
         try:
-            written = await self.client.patch_status(self.resource, seen.job.name, patch, namespace=seen.job.namespace)
+            await self._patch_status(seen)
         except errors.NotFound:
             logger.debug("%s: deleted before its status was written", seen.key)
-            return
         except errors.Conflict:
             logger.debug("%s: status computed from a stale copy; retrying on the newer one", seen.key)
             seen.want_requeue(0.05)
-            return
+
+    async def _patch_status(self, seen: Observation) -> None:
+        """Write ``seen.status`` over the version it was computed from; ``seen.raw`` becomes what the server
+        returned, so a later write in the same reconcile diffs against it and goes over its version."""
+        meta = seen.raw.get("metadata") or {}
+        patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": seen.status}
+        written = await self.client.patch_status(self.resource, seen.job.name, patch, namespace=seen.job.namespace)
         self._status_written_at[seen.key] = time.monotonic()
         version = str((written.get("metadata") or {}).get("resourceVersion") or "")
         if version:
             self._written[seen.key] = version
+        if isinstance(written.get("status"), dict):
+            seen.raw = written
+
+    async def _persist(self, seen: Observation) -> None:
+        """Write what this reconcile decided so far, before an act that destroys its evidence: a failed pod's
+        deletion. Once the pod is gone the next reconcile cannot decide again (a restart count, a failure's
+        record, a job's failure), so a status write lost after it (a Conflict, or an error on the way) would
+        lose them: the budget would not be charged and a failed job's pods would be made again. When the
+        write is refused nothing is deleted: the reconcile ends (StaleDecision) and runs again on the newer
+        copy, where the pod still is."""
+        if seen.status == (seen.raw.get("status") or {}):
+            return
+        self.status_yield.forget(seen.key)
+        try:
+            await self._patch_status(seen)
+        except (errors.Conflict, errors.NotFound) as exc:
+            raise StaleDecision(f"{seen.key}: its status could not be written before a pod's deletion: {exc}") from exc
 
     async def _fail_invalid(self, raw: Object, status: Object, problems: list[str]) -> None:
         meta = raw.get("metadata") or {}
@@ -1403,7 +1444,10 @@ class JobReconciler:
         (:func:`keeps_pods_after_failure`)."""
         if keeps_pods_after_failure(seen.raw):
             return
-        await self._gather(self._delete_pod(r.pod) for r in seen.replicas.values() if r.pod and is_active(r.pod))
+        active = [r.pod for r in seen.replicas.values() if r.pod and is_active(r.pod)]
+        if active:
+            await self._persist(seen)  # the failure first: a job whose pods went must not look like a new one
+        await self._gather(self._delete_pod(pod) for pod in active)
 
     async def _delete_service(self, namespace: str, name: str) -> None:
         with contextlib.suppress(errors.NotFound):

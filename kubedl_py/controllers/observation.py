@@ -130,6 +130,12 @@ class JobFailure(Exception):
         self.event = event or message
 
 
+class StaleDecision(Exception):
+    """The status a reconcile decided could not be written before an act that needs it written first (a
+    failed pod's deletion): the copy it was computed from is stale, or the job is gone. The reconcile ends
+    without acting and runs again on the newer copy."""
+
+
 def trim_pod(pod: Object) -> Object:
     """The fields of a pod the reconcilers read; everything else is dropped from the cache."""
     meta = pod.get("metadata") or {}

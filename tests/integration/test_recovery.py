@@ -198,6 +198,13 @@ async def test_a_frozen_node_under_20_jobs_is_recovered_within_the_timeout(
 
     await eventually(all_running_on_doomed, within=120, interval=0.5, what=f"20 jobs Running on {doomed}")
     await cordon(kube, *others, off=False)
+    # A third of the jobs' status writes are refused (Conflict) while they recover: each lost pod's charge must
+    # still be there, exactly once (checked below, job by job). The code before the status was written ahead of
+    # the deletion passed this too, as a retry could still see the pod; test_status.py's
+    # test_a_failures_record_survives_a_write_that_fails_around_its_pods_deletion is the one that failed on it.
+    refused = cluster.faults.fail(
+        409, verb="patch", resource="pytorchjobs", subresource="status", probability=0.34, times=12
+    )
     async with rank_watch(kube) as problems:
         await lose_node(cluster, doomed)
 
@@ -232,6 +239,8 @@ async def test_a_frozen_node_under_20_jobs_is_recovered_within_the_timeout(
 
         await eventually(recovered_all, within=LOST_AFTER + 30 + 30, interval=0.5, what="every job Running again")
     assert not problems, problems
+    assert refused.hits > 0, "no status write was refused: the test proved nothing about refused writes"
+    cluster.faults.remove(refused)
     times = sorted(recovered.values())
     print(
         f"\n[{cluster.tier}] recovery after {doomed} went NotReady (nodeLostTimeoutSeconds {LOST_AFTER}): "

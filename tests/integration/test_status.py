@@ -9,6 +9,7 @@ import pytest
 
 from kubedl_py.controllers import job as job_module
 from kubedl_py.kube.resources import PODS
+from kubedl_py.kube.retry import RetrySettings
 from tests.integration.conftest import (
     PYTORCHJOBS,
     TFJOBS,
@@ -240,3 +241,53 @@ async def test_replica_counts_changing_together_are_written_together(
     # Created, Running, Succeeded and a few counts (all replicas counted in the end, checked above); without
     # the batching, one write per count change the reconciles see (7-9 in this test on either tier).
     assert batched < unbatched and batched <= 6, (batched, unbatched)
+
+
+@pytest.mark.parametrize("fault", ["status write refused", "service re-point fails"])
+async def test_a_failures_record_survives_a_write_that_fails_around_its_pods_deletion(
+    cluster: Env, kube: Kube, controller: RunningController, fault: str
+) -> None:
+    """Worker 0 fails (exit 137, retried under restartPolicy ExitCode) while the API server refuses a write of
+    that reconcile: the job's status write (Conflict, twice), or in host-network mode the re-pointing of the
+    worker's Service (500 through every retry), which comes after the failed pod's deletion. Once the pod is
+    gone nothing shows that it failed, so the failure must be in the status before it goes: the restart is
+    charged exactly once and its evidence (lastFailure) kept, not lost with the refused write."""
+    worker = replica(1, restart_policy="ExitCode", exit_code=137, run_seconds=4.0)
+    await kube.create(
+        PYTORCHJOBS,
+        pytorchjob("evidence", host=True, services="all", replicas={"Master": replica(1), "Worker": worker}),
+        namespace=kube.ns,
+    )
+    await wait_condition(kube, PYTORCHJOBS, "evidence", "Running")
+    first = await _pod_named(kube, "evidence", "evidence-worker-0")
+    assert first is not None and (first.get("status") or {}).get("phase") == "Running", first
+    # The replacement must run: the failing annotations go from the template before worker 0 fails.
+    await kube.patch(
+        PYTORCHJOBS,
+        "evidence",
+        {"spec": {"pytorchReplicaSpecs": {"Worker": {"template": {"metadata": {"annotations": None}}}}}},
+        namespace=kube.ns,
+    )
+    if fault == "status write refused":
+        rule = cluster.faults.fail(
+            409, verb="patch", resource="pytorchjobs", subresource="status", name="evidence", times=2
+        )
+    else:
+        # 500 on every try of the client's retries: the reconcile fails after the pod was deleted.
+        tries = RetrySettings().attempts
+        rule = cluster.faults.fail(500, verb="patch", resource="services", name="evidence-worker-0", times=tries)
+
+    async def replaced_and_running() -> dict[str, Any] | None:
+        replacement = await _pod_named(kube, "evidence", "evidence-worker-0")
+        if replacement is None or replacement["metadata"]["uid"] == first["metadata"]["uid"]:
+            return None
+        state = await job_state(kube, PYTORCHJOBS, "evidence")
+        up = set((await phases(kube, "evidence")).values()) == {"Running"}
+        return state if up and condition(state, "Running") is not None else None
+
+    state = await eventually(replaced_and_running, within=60, what="worker 0 replaced and the job Running again")
+    assert rule.hits == rule.times, f"the fault fired {rule.hits} of {rule.times} times: it proved nothing"
+    worker_status = state["status"]["replicaStatuses"]["Worker"]
+    assert worker_status.get("restarts") == 1, worker_status
+    last = worker_status.get("lastFailure") or {}
+    assert (last.get("exitCode"), last.get("pod")) == (137, "evidence-worker-0"), worker_status
