@@ -1361,21 +1361,34 @@ class JobReconciler:
         :class:`Conflict` when it is not (``ownership.py``). A refusal of the object (400, 403, 422) is returned
         classified, not raised, so a batch of creates can tell it from a failure a retry may fix."""
         meta = body["metadata"]
-        try:
-            # Strict for pods: a typo in the user's template is refused by name, not dropped (refusals.py).
-            strict = "Strict" if resource == PODS else None
-            await self.client.create(resource, body, namespace=meta["namespace"], field_validation=strict)
-        except errors.AlreadyExists:
-            return await self._take_over(resource, body)
-        except (errors.Invalid, errors.BadRequest, errors.Forbidden, errors.NotFound) as exc:
-            refusal = classify_refusal(exc)
-            if refusal.outcome is not Outcome.GONE:
-                return refusal
-            # The namespace is going away, or the job was deleted: nothing to do.
-            logger.info("%s/%s: not created: %s", meta["namespace"], meta["name"], exc)
-        return None
+        # Strict for pods: a typo in the user's template is refused by name, not dropped (refusals.py).
+        strict = "Strict" if resource == PODS else None
+        for attempt in (1, 2):
+            try:
+                await self.client.create(resource, body, namespace=meta["namespace"], field_validation=strict)
+            except errors.AlreadyExists:
+                taken = await self._take_over(resource, body)
+                if not isinstance(taken, _Vanished):
+                    return taken
+                # The object there went between our create and our read: the name is free, so create again.
+                # Counting it made would let a pod start before its Service (found by a test, 2026-11-28).
+                if attempt == 2:
+                    raise RuntimeError(
+                        f"{resource.kind} {meta['namespace']}/{meta['name']}: the name was taken and freed twice "
+                        "while it was created; trying again later"
+                    ) from None
+                logger.info("%s/%s: freed while it was created; creating it again", meta["namespace"], meta["name"])
+                continue
+            except (errors.Invalid, errors.BadRequest, errors.Forbidden, errors.NotFound) as exc:
+                refusal = classify_refusal(exc)
+                if refusal.outcome is not Outcome.GONE:
+                    return refusal
+                # The namespace is going away, or the job was deleted: nothing to do.
+                logger.info("%s/%s: not created: %s", meta["namespace"], meta["name"], exc)
+            return None
+        return None  # unreachable: the second attempt returns or raises
 
-    async def _take_over(self, resource: Resource, body: Object) -> Conflict | None:
+    async def _take_over(self, resource: Resource, body: Object) -> Conflict | _Vanished | None:
         """An object with the name of one of the job's is there. Usually the job's own (an earlier reconcile, or
         one racing a lagging cache, made it); it may be the job's own made by the controller we replace (KubeDL
         or the Training Operator: same job, so same uid), which our informers do not see for want of our
@@ -1398,7 +1411,7 @@ class JobReconciler:
         try:
             existing = await self.client.get(resource, name, namespace=namespace)
         except errors.NotFound:
-            return None  # gone meanwhile: made on the next reconcile
+            return _VANISHED  # gone since our create was refused: the caller creates again
         conflict = conflict_of(owner, existing, resource.kind)
         if conflict is not None:
             logger.info("%s/%s: %s", namespace, name, conflict.message)
@@ -1452,6 +1465,13 @@ class JobReconciler:
     async def _delete_service(self, namespace: str, name: str) -> None:
         with contextlib.suppress(errors.NotFound):
             await self.client.delete(SERVICES, name, namespace=namespace)
+
+
+class _Vanished:
+    """``_take_over`` found no object: the one that refused our create went meanwhile."""
+
+
+_VANISHED = _Vanished()
 
 
 def _dumped(parsed: tuple[Job | None, list[str]]) -> tuple[Any, list[str]]:

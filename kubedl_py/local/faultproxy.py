@@ -153,7 +153,7 @@ class FaultProxy:
         rule = self.faults.pick(info, "status") if info.verb else None
         if rule is not None:
             headers = {"Retry-After": str(rule.retry_after)} if rule.retry_after is not None else {}
-            return _status(rule.status, rule.message or f"injected fault (HTTP {rule.status})", headers)
+            return _status(rule.status, rule.message or f"injected fault (HTTP {rule.status})", headers, rule.reason)
         resuming = query.get("resourceVersion", "") not in ("", "0") and query.get("sendInitialEvents") != "true"
         if info.verb == "watch" and resuming and self.faults.pick(info, "expire-watch") is not None:
             return await _expired_watch(request, query["resourceVersion"])
@@ -206,7 +206,7 @@ class FaultProxy:
             upstream.release()
 
 
-def _status(code: int, message: str, headers: dict[str, str]) -> web.Response:
+def _status(code: int, message: str, headers: dict[str, str], reason: str | None = None) -> web.Response:
     reasons = {
         400: "BadRequest",
         403: "Forbidden",
@@ -223,7 +223,7 @@ def _status(code: int, message: str, headers: dict[str, str]) -> web.Response:
         "metadata": {},
         "status": "Failure",
         "message": message,
-        "reason": reasons.get(code, ""),
+        "reason": reason if reason is not None else reasons.get(code, ""),
         "code": code,
     }
     if code == 429 and "Retry-After" in headers:

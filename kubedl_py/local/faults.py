@@ -157,6 +157,8 @@ class FaultRule:
     method: str | None = None
     status: int = 500
     message: str | None = None
+    #: the Status's reason (default: the code's usual one), e.g. "AlreadyExists" for a 409 on a create
+    reason: str | None = None
     retry_after: int | None = None
     probability: float = 1.0
     times: int | None = None

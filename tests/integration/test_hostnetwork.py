@@ -15,6 +15,7 @@ import pytest
 from kubedl_py.api import constants as c
 from kubedl_py.kube.errors import Invalid, NotFound
 from kubedl_py.kube.resources import NAMESPACES, PODS, SERVICES
+from kubedl_py.local.faults import FaultRule
 from kubedl_py.local.kubernetes.cluster import create_namespace
 from tests.integration.conftest import (
     PYTORCHJOBS,
@@ -394,6 +395,32 @@ async def test_a_strangers_service_is_never_wired_to_the_job(
         return not [c for c in ((found or {}).get("status") or {}).get("conditions", []) if c["reason"] == "NameInUse"]
 
     await eventually(cleared, what="the NameInUse condition gone")
+
+
+@pytest.mark.parametrize("host", [False, True], ids=["pod-network", "host-network"])
+async def test_a_service_name_freed_while_it_is_created_is_made_before_any_pod(
+    cluster: Env, kube: Kube, controller: RunningController, host: bool
+) -> None:
+    """The Master's Service create is refused with AlreadyExists (as when a stranger's Service of that name is
+    deleted at that moment) and the controller's read then finds no Service: the name is free. The Service is
+    made at once, before any pod, not left to a later reconcile while the ranks start without it (the race
+    behind a failure of test_a_strangers_service_is_never_wired_to_the_job, CI 2026-11-27)."""
+    # A create names its object in the body: the rule matches the namespace's first Service create, the Master's
+    # (a PyTorchJob's only dialed replica).
+    rule = FaultRule(verb="create", resource="services", namespace=kube.ns, status=409, reason="AlreadyExists")
+    rule.times = 1
+    cluster.faults.add(rule)
+    await kube.create(PYTORCHJOBS, pytorchjob("freed", host=host), namespace=kube.ns)
+    await eventually(lambda: _running(kube, "freed", 3), within=60, what="3 pods running")
+    assert rule.hits == 1, "the create was never refused: the test proved nothing"
+    # The log names no object of a create (it is in the body); the job is the namespace's only one.
+    made = [
+        r.resource
+        for r in cluster.request_log.records
+        if r.verb == "create" and r.status == 201 and r.namespace == kube.ns and r.resource in ("pods", "services")
+    ]
+    assert made and made[0] == "services", f"created, in order: {made}"
+    await _service(kube, "freed-master-0")
 
 
 async def test_hand_edits_of_a_jobs_service_are_undone(kube: Kube, controller: RunningController) -> None:

@@ -398,7 +398,8 @@ class ApiServer:
             rule = self.faults.pick(info, "status")
             if rule is not None:
                 headers = {"Retry-After": str(rule.retry_after)} if rule.retry_after is not None else None
-                raise ApiError(rule.status, rule.message or f"injected fault (HTTP {rule.status})", headers=headers)
+                message = rule.message or f"injected fault (HTTP {rule.status})"
+                raise ApiError(rule.status, message, reason=rule.reason, headers=headers)
             return await self._resource(request, req, verb, info), info
         if method not in ("GET", "HEAD"):
             raise method_not_allowed()
