@@ -403,7 +403,7 @@ async def test_a_service_name_freed_while_it_is_created_is_made_before_any_pod(
 ) -> None:
     """The Master's Service create is refused with AlreadyExists (as when a stranger's Service of that name is
     deleted at that moment) and the controller's read then finds no Service: the name is free. The Service is
-    made at once, before any pod, not left to a later reconcile while the ranks start without it (the race
+    made at once, before any pod, not left to a later reconcile while the ranks start without it (likely the race
     behind a failure of test_a_strangers_service_is_never_wired_to_the_job, CI 2026-11-27)."""
     # A create names its object in the body: the rule matches the namespace's first Service create, the Master's
     # (a PyTorchJob's only dialed replica).
