@@ -57,7 +57,9 @@ def test_rbac_has_no_wildcards_and_lists_what_the_controller_needs() -> None:
     rules = [rule for rule in rules if "resources" in rule]
     grants = {(g, r): set(rule["verbs"]) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]}
     # patch: adopting the running pods of a job taken over from KubeDL or the Training Operator
-    assert grants[("", "pods")] == {"get", "list", "watch", "create", "delete", "deletecollection", "patch"}
+    # no deletecollection: cleanup deletes the job's own objects one by one (a selector would take a namesake's)
+    assert grants[("", "pods")] == {"get", "list", "watch", "create", "delete", "patch"}
+    assert "deletecollection" not in grants[("", "services")]
     assert "patch" in grants[("", "services")]
     assert grants[("training.kubedl.io", "pytorchjobs/status")] >= {"patch"}
     assert "update" not in grants[("training.kubedl.io", "pytorchjobs")]

@@ -473,7 +473,7 @@ class JobReconciler:
                 continue
             message = f"Service {name}: {', '.join(drifted)} changed by someone else; "
             if patch is None:
-                await self._delete_service(job.namespace, name)
+                await self._delete_service(live)
                 message += "deleted, to be made again as the job wants it"
             else:
                 with contextlib.suppress(errors.NotFound):
@@ -499,7 +499,7 @@ class JobReconciler:
         for replica in seen.replicas.values():
             if replica.pod is not None:
                 replica.pod, replica.terminating = None, True
-        await self._gather(self._delete_service(job.namespace, name) for name in seen.services)
+        await self._gather(self._delete_service(service) for service in seen.services.values())
         await steps.suspend(seen)
         message = f"{job.kind} {seen.key} is suspended" + (f": {why}" if why else ".")
         if st.is_true(status, st.RUNNING):
@@ -639,8 +639,8 @@ class JobReconciler:
         names = [(pod.get("metadata") or {}).get("name", "") for pod in doomed]
         await self._gather(self._delete_pod(pod) for pod in doomed)
         expected = {replica_name(seen.job.name, t, i) for t, i in seen.replicas}
-        stale = [name for name in seen.services if name not in expected]
-        await self._gather(self._delete_service(seen.job.namespace, name) for name in stale)
+        stale = [service for name, service in seen.services.items() if name not in expected]
+        await self._gather(self._delete_service(service) for service in stale)
         if names:
             logger.info("%s: removed surplus replicas %s", seen.key, ", ".join(sorted(names)))
 
@@ -1046,8 +1046,8 @@ class JobReconciler:
         """A finished job: the steps give back what it held; honour the TTL, else clean pods up by
         cleanPodPolicy (idempotent).
 
-        Cleanup deletes by label selector (one request per kind, not one per pod); when the TTL has
-        already run out, deleting the job is enough — the garbage collector removes what it owns.
+        Cleanup deletes the job's own objects one by one, each on its uid; when the TTL has already run out,
+        deleting the job is enough — the garbage collector removes what it owns.
         """
         await steps.finish(seen)
         ttl = seen.job.run_policy.ttl_seconds_after_finished
@@ -1066,22 +1066,24 @@ class JobReconciler:
             policy = "Running"
         if policy not in ("All", "Running"):
             return
-        live = [pod for pod in seen.pods if not (pod.get("metadata") or {}).get("deletionTimestamp")]
+        live = [
+            pod
+            for pod in seen.pods
+            if not (pod.get("metadata") or {}).get("deletionTimestamp")
+            and not self.expectations.pending_delete(str((pod.get("metadata") or {}).get("uid")))
+        ]
         running = [pod for pod in live if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
         doomed = live if policy == "All" else running
-        selector = f"{c.LABEL_JOB_NAME}={seen.job.name}"
-        if doomed:
-            phases = None if policy == "All" else "status.phase!=Succeeded,status.phase!=Failed"
-            await self.client.delete_collection(
-                PODS, namespace=seen.job.namespace, label_selector=selector, field_selector=phases
-            )
-        if policy == "All" and seen.services:
-            await self.client.delete_collection(SERVICES, namespace=seen.job.namespace, label_selector=selector)
-        elif policy == "Running":
+        # One delete per object, each on its uid: the job's own, found by owner. A delete by label selector
+        # (job-name=<name>) would also take another job's of the same name: a TFJob and a PyTorchJob, or a
+        # kubeflow.org and a training.kubedl.io job, may share a name in one namespace.
+        await self._gather(self._delete_pod(pod) for pod in doomed)
+        if policy == "All":
+            gone = list(seen.services.values())
+        else:
             names = {(pod.get("metadata") or {}).get("name") for pod in running}
-            await self._gather(
-                self._delete_service(seen.job.namespace, name) for name in names if name in seen.services
-            )
+            gone = [service for name, service in seen.services.items() if name in names]
+        await self._gather(self._delete_service(service) for service in gone)
 
     async def _delete_job(self, seen: Observation, ttl: int) -> None:
         try:
@@ -1462,9 +1464,17 @@ class JobReconciler:
             await self._persist(seen)  # the failure first: a job whose pods went must not look like a new one
         await self._gather(self._delete_pod(pod) for pod in active)
 
-    async def _delete_service(self, namespace: str, name: str) -> None:
-        with contextlib.suppress(errors.NotFound):
-            await self.client.delete(SERVICES, name, namespace=namespace)
+    async def _delete_service(self, service: Object) -> None:
+        """Delete one of the job's Services, on its uid: if the name now holds another Service (ours went and a
+        stranger's took the name), that one is not ours to delete."""
+        meta = service.get("metadata") or {}
+        name, namespace = str(meta.get("name")), meta.get("namespace")
+        try:
+            await self.client.delete(SERVICES, name, namespace=namespace, uid=str(meta.get("uid")))
+        except errors.NotFound:
+            pass
+        except errors.Conflict:
+            logger.info("%s/%s: not deleted: the name holds another Service now", namespace, name)
 
 
 class _Vanished:

@@ -10,7 +10,7 @@ from typing import Any
 
 from kubedl_py.api import constants as c
 from kubedl_py.kube.errors import AlreadyExists
-from kubedl_py.kube.resources import NAMESPACES, PODS
+from kubedl_py.kube.resources import NAMESPACES, PODS, SERVICES
 from tests.integration.conftest import (
     PYTORCHJOBS,
     TFJOBS,
@@ -211,6 +211,39 @@ async def test_clean_pod_policy_all_removes_pods_and_services(kube: Kube, contro
         return not await pods_of(kube, "tidy") and not await services_of(kube, "tidy")
 
     await eventually(clean, what="pods and services removed")
+
+
+async def test_cleanup_takes_only_the_jobs_own_objects_not_another_kinds_of_the_same_name(
+    kube: Kube, controller: RunningController
+) -> None:
+    """A PyTorchJob and a TFJob may both be named "twin" in one namespace: their pods and Services have different
+    names (twin-master-0, twin-chief-0) but the same job-name label. The TFJob succeeds with cleanPodPolicy All:
+    its pods and Services go, and the PyTorchJob's running Master and its Service stay, the same objects."""
+    await kube.create(PYTORCHJOBS, pytorchjob("twin", replicas={"Master": replica(1)}), namespace=kube.ns)
+
+    async def master_up() -> tuple[dict[str, Any], dict[str, Any]] | None:
+        pods = {p["metadata"]["name"]: p for p in await pods_of(kube, "twin")}
+        services = {s["metadata"]["name"]: s for s in await services_of(kube, "twin")}
+        pod, service = pods.get("twin-master-0"), services.get("twin-master-0")
+        running = pod is not None and (pod.get("status") or {}).get("phase") == "Running"
+        return (pod, service) if running and pod is not None and service is not None else None
+
+    pod, service = await eventually(master_up, what="the PyTorchJob's Master running, with its Service")
+    chief = replica(1, exit_code=0, run_seconds=0.5, name="tensorflow")
+    await kube.create(TFJOBS, tfjob("twin", cleanPodPolicy="All", replicas={"Chief": chief}), namespace=kube.ns)
+    await wait_condition(kube, TFJOBS, "twin", "Succeeded")
+
+    async def tf_cleaned() -> bool:
+        pods = {p["metadata"]["name"] for p in await pods_of(kube, "twin")}
+        services = {s["metadata"]["name"] for s in await services_of(kube, "twin")}
+        return "twin-chief-0" not in pods and "twin-chief-0" not in services
+
+    await eventually(tf_cleaned, what="the TFJob's pod and Service cleaned up")
+    after = await kube.get(PODS, "twin-master-0", namespace=kube.ns)
+    assert after["metadata"]["uid"] == pod["metadata"]["uid"], "the PyTorchJob's Master was deleted and made again"
+    assert not after["metadata"].get("deletionTimestamp"), "the PyTorchJob's Master is being deleted"
+    kept = await kube.get(SERVICES, "twin-master-0", namespace=kube.ns)
+    assert kept["metadata"]["uid"] == service["metadata"]["uid"], "the PyTorchJob's Service was deleted"
 
 
 async def test_invalid_spec_fails_without_pods_and_others_proceed(kube: Kube, controller: RunningController) -> None:
