@@ -39,6 +39,7 @@ from kubedl_py.sdk.pods import (
     check_container,
     check_replica_index,
     container_status,
+    owned_by,
     pending_reason,
     pod_order,
     replica_selector,
@@ -331,7 +332,7 @@ class AsyncTrainingClient:
             job = last[0] if last else None
             state = job_state(job) if job else "unknown"
             counts = "/".join(str(n) for n in replica_counts(job)) if job else "-"
-            stuck = await self._why_pending(name, ns) if job else ""
+            stuck = await self._why_pending(name, ns, job.metadata.uid) if job else ""
             raise JobTimeoutError(
                 f"timed out after {timeout:g}s waiting for {ns}/{name} to be {' or '.join(sorted(wanted))}; "
                 f"last state {state}, replicas active/succeeded/failed {counts}{stuck}",
@@ -339,13 +340,14 @@ class AsyncTrainingClient:
                 state,
             ) from None
 
-    async def _why_pending(self, name: str, namespace: str) -> str:
+    async def _why_pending(self, name: str, namespace: str, uid: str | None) -> str:
         """``; pod NAME is Pending: <the scheduler's or kubelet's words>`` for the first of the job's pods that
         has not started, so a wait that ran out says what held the job up; empty when none is (or the pods
         cannot be read)."""
         try:
             kube = await self._client()
-            pods = (await kube.list(PODS, namespace=namespace, label_selector=f"{c.LABEL_JOB_NAME}={name}")).items
+            listed = await kube.list(PODS, namespace=namespace, label_selector=f"{c.LABEL_JOB_NAME}={name}")
+            pods = owned_by(listed.items, uid)
         except (kerrors.KubeError, OSError):
             return ""
         pending = [p for p in sorted(pods, key=pod_order) if (p.get("status") or {}).get("phase") == "Pending"]
@@ -418,7 +420,7 @@ class AsyncTrainingClient:
         if not follow:
             kube = await self._client()
             with translated():
-                pods = (await kube.list(PODS, namespace=ns, label_selector=selector)).items
+                pods = owned_by((await kube.list(PODS, namespace=ns, label_selector=selector)).items, job.metadata.uid)
             if not pods and (want_type is not None or job_state(job) == "Failed"):
                 raise JobNotFoundError(_no_pod_message(job, want_type, want_index), status=404)
             for pod in sorted(pods, key=pod_order):
@@ -434,6 +436,7 @@ class AsyncTrainingClient:
             name=name,
             namespace=ns,
             selector=selector,
+            owner_uid=job.metadata.uid,
             container=pick,
             single=single,
         )
@@ -459,7 +462,8 @@ class AsyncTrainingClient:
         want_type, want_index = replica_selector(job, replica, index)
         kube = await self._client()
         with translated():
-            pods = (await kube.list(PODS, namespace=ns, label_selector=f"{c.LABEL_JOB_NAME}={name}")).items
+            listed = await kube.list(PODS, namespace=ns, label_selector=f"{c.LABEL_JOB_NAME}={name}")
+            pods = owned_by(listed.items, job.metadata.uid)
             return await previous_attempts(
                 kube,
                 job,
@@ -536,9 +540,9 @@ class AsyncTrainingClient:
                 kube.list(SERVICES, namespace=ns, label_selector=selector),
                 kube.list(EVENTS, namespace=ns),
             )
-        by_service = {s["metadata"]["name"]: s for s in services.items}
+        by_service = {s["metadata"]["name"]: s for s in owned_by(services.items, job.metadata.uid)}
         infos = []
-        for pod in sorted(pods.items, key=pod_order):
+        for pod in sorted(owned_by(pods.items, job.metadata.uid), key=pod_order):
             meta = pod["metadata"]
             labels = meta.get("labels") or {}
             notes = meta.get("annotations") or {}

@@ -30,7 +30,7 @@ from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.resources import PODS, Resource
 from kubedl_py.kube.retry import RetrySettings
 from kubedl_py.sdk.errors import translate, translated
-from kubedl_py.sdk.pods import container_of, container_status
+from kubedl_py.sdk.pods import container_of, container_status, owned_by
 from kubedl_py.sdk.views import LogLine, PreviousAttempt, is_finished
 from kubedl_py.sdk.watching import list_watch
 
@@ -146,6 +146,7 @@ class LogFollower:
         selector: str,
         container: str,
         single: bool,
+        owner_uid: str | None = None,
     ) -> None:
         self._kube = kube
         self._retry = retry
@@ -153,6 +154,7 @@ class LogFollower:
         self._name = name
         self._namespace = namespace
         self._selector = selector
+        self._owner_uid = owner_uid
         self._container = container
         self._single = single
         self._queue: asyncio.Queue[LogLine | BaseException | None] = asyncio.Queue()
@@ -223,7 +225,9 @@ class LogFollower:
             if event.type == "SYNC":
                 self._synced = True
                 pods.clear()
-                pods.update({p["metadata"]["name"]: p for p in event.object["items"]})
+                pods.update({p["metadata"]["name"]: p for p in owned_by(event.object["items"], self._owner_uid)})
+            elif not owned_by([event.object], self._owner_uid):
+                continue  # a pod of another job of the same name (another kind's)
             elif event.type == "DELETED":
                 gone = event.object["metadata"]["name"]
                 if (pods.get(gone) or {}).get("metadata", {}).get("uid") == event.object["metadata"].get("uid"):

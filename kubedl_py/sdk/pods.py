@@ -101,3 +101,16 @@ def pending_reason(pod: Mapping[str, Any]) -> str:
             message = str(waiting.get("message") or "")
             return f"container {container.get('name')}: {reason}" + (f": {message}" if message else "")
     return ""
+
+
+def owned_by(objects: list[dict[str, Any]], uid: str | None) -> list[dict[str, Any]]:
+    """The objects of the job with ``uid`` (by owner reference; all of them when the uid is unknown). A label
+    selector on the job's name also finds another job's of the same name: a TFJob and a PyTorchJob, or a
+    ``kubeflow.org`` and a ``training.kubedl.io`` job, may share a name in one namespace."""
+    if not uid:
+        return objects
+    return [
+        obj
+        for obj in objects
+        if any(ref.get("uid") == uid for ref in (obj.get("metadata") or {}).get("ownerReferences") or [])
+    ]

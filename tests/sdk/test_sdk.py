@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from kubedl_py.sdk import (
     JobValidationError,
     ResolvedConfig,
     job_state,
+    pytorch_job,
     replica_counts,
     resolve_config,
     tf_job,
@@ -65,6 +67,36 @@ async def test_success_submit_wait_logs_describe_delete(cluster: Env, client: As
     await client.delete("ok", wait=True, timeout=10)
     with pytest.raises(JobNotFoundError, match='"ok" not found'):
         await client.get("ok")
+
+
+async def test_describe_and_logs_show_a_job_only_its_own_pods_beside_a_namesake_of_another_kind(
+    client: AsyncTrainingClient,
+) -> None:
+    """A PyTorchJob and a TFJob both named "pair" in one namespace: their pods carry the same job-name label.
+    Each job is described with, and its logs read from, its own pods (found by owner), not the other's."""
+    await client.submit(pytorch_job("pair", "busybox", ["python", "train.py"], workers=0))
+    await client.submit(tf_job("pair", "busybox", ["python", "t.py"], workers=0, ps=1, chief=True))
+    for kind in ("PyTorchJob", "TFJob"):
+        await client.wait("pair", until=("Running",), kind=kind, timeout=30)
+    torch = await client.describe("pair", kind="PyTorchJob")
+    tf = await client.describe("pair", kind="TFJob")
+    assert [p.name for p in torch.pods] == ["pair-master-0"]
+    assert sorted(p.name for p in tf.pods) == ["pair-chief-0", "pair-ps-0"]
+    assert torch.pods[0].service == "pair-master-0"
+    lines = (await client.logs("pair", replica=None, kind="PyTorchJob")).splitlines()
+    assert lines and {line.split("]")[0] + "]" for line in lines} == {"[pair-master-0]"}, lines
+    # Followed: the first lines of each pod come at once (the simulated containers print as they start).
+    followed: set[str] = set()
+
+    async def follow() -> None:
+        stream = client.stream_logs("pair", kind="PyTorchJob", follow=True)
+        async with contextlib.aclosing(stream) as lines:
+            async for line in lines:
+                followed.add(line.pod)
+
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(follow(), 5)
+    assert followed == {"pair-master-0"}, followed
 
 
 async def test_failed_job_raises_with_reason_and_message(client: AsyncTrainingClient) -> None:
