@@ -657,7 +657,7 @@ class JobReconciler:
                 continue
             spec = job.replica_specs[replica.replica_type]
             failure = classify(replica.pod, self._main_container(replica.pod))
-            self._record(seen, replica, replica.pod, failure)
+            new = self._record(seen, replica, replica.pod, failure)
             who = f"{replica.replica_type} {replica.index}"
             retry = (
                 failure.infrastructure
@@ -681,9 +681,12 @@ class JobReconciler:
                     f"{job.kind} {seen.key} has failed: {who} {failure.description}{why}.",
                     event=f"{who} {failure.description}{why}",
                 )
-            self._check_budget(seen, replica, failure)
-            # Count the replacement before deleting, so a crash in between can only over-count.
-            self._count_restart(seen, replica, failure)
+            if new:
+                # Charged once per failure: the charge is written with the record before the pod goes
+                # (_persist), so a reconcile that finds the failure recorded (the delete failed after the
+                # write) replaces the pod without charging it again.
+                self._check_budget(seen, replica, failure)
+                self._count_restart(seen, replica, failure)
             if whole_job_restart(job):
                 await self._restart_job(seen, f"{who} {failure.description}")
                 return  # one restart of the whole job, however many pods failed with it

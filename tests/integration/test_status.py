@@ -243,15 +243,16 @@ async def test_replica_counts_changing_together_are_written_together(
     assert batched < unbatched and batched <= 6, (batched, unbatched)
 
 
-@pytest.mark.parametrize("fault", ["status write refused", "service re-point fails"])
+@pytest.mark.parametrize("fault", ["status write refused", "service re-point fails", "pod delete fails"])
 async def test_a_failures_record_survives_a_write_that_fails_around_its_pods_deletion(
     cluster: Env, kube: Kube, controller: RunningController, fault: str
 ) -> None:
     """Worker 0 fails (exit 137, retried under restartPolicy ExitCode) while the API server refuses a write of
-    that reconcile: the job's status write (Conflict, twice), or in host-network mode the re-pointing of the
-    worker's Service (500 through every retry), which comes after the failed pod's deletion. Once the pod is
-    gone nothing shows that it failed, so the failure must be in the status before it goes: the restart is
-    charged exactly once and its evidence (lastFailure) kept, not lost with the refused write."""
+    that reconcile: the job's status write (Conflict, twice), in host-network mode the re-pointing of the
+    worker's Service (500 through every retry), which comes after the failed pod's deletion, or that deletion
+    itself. Once the pod is gone nothing shows that it failed, so the failure must be in the status before it
+    goes, and a retry that finds it there must not count it again: the restart is charged exactly once and its
+    evidence (lastFailure) kept."""
     worker = replica(1, restart_policy="ExitCode", exit_code=137, run_seconds=4.0)
     await kube.create(
         PYTORCHJOBS,
@@ -272,10 +273,15 @@ async def test_a_failures_record_survives_a_write_that_fails_around_its_pods_del
         rule = cluster.faults.fail(
             409, verb="patch", resource="pytorchjobs", subresource="status", name="evidence", times=2
         )
-    else:
+    elif fault == "service re-point fails":
         # 500 on every try of the client's retries: the reconcile fails after the pod was deleted.
         tries = RetrySettings().attempts
         rule = cluster.faults.fail(500, verb="patch", resource="services", name="evidence-worker-0", times=tries)
+    else:
+        # The failure is written, then the pod's delete fails through every retry: the next reconcile finds
+        # the failure recorded and must not charge it again.
+        tries = RetrySettings().attempts
+        rule = cluster.faults.fail(500, verb="delete", resource="pods", name="evidence-worker-0", times=tries)
 
     async def replaced_and_running() -> dict[str, Any] | None:
         replacement = await _pod_named(kube, "evidence", "evidence-worker-0")
