@@ -1469,15 +1469,13 @@ class JobReconciler:
 
     async def _delete_service(self, service: Object) -> None:
         """Delete one of the job's Services, on its uid: if the name now holds another Service (ours went and a
-        stranger's took the name), that one is not ours to delete."""
+        stranger's took the name), that one is not ours to delete. That Conflict fails the reconcile, which
+        runs again on what the cache then shows (the stranger's is not the job's, so it is left alone)."""
         meta = service.get("metadata") or {}
-        name, namespace = str(meta.get("name")), meta.get("namespace")
-        try:
-            await self.client.delete(SERVICES, name, namespace=namespace, uid=str(meta.get("uid")))
-        except errors.NotFound:
-            pass
-        except errors.Conflict:
-            logger.info("%s/%s: not deleted: the name holds another Service now", namespace, name)
+        with contextlib.suppress(errors.NotFound):
+            await self.client.delete(
+                SERVICES, str(meta.get("name")), namespace=meta.get("namespace"), uid=str(meta.get("uid"))
+            )
 
 
 class _Vanished:
