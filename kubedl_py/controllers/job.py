@@ -1306,6 +1306,10 @@ class JobReconciler:
         lose them: the budget would not be charged and a failed job's pods would be made again. When the
         write is refused nothing is deleted: the reconcile ends (StaleDecision) and runs again on the newer
         copy, where the pod still is."""
+        if st.is_finished(seen.status):
+            # The job's end goes out with its final counts, as one write (a reader of Failed reads the failed
+            # replica with it); _report would count the same.
+            self._update_replica_statuses(seen, finished=True)
         if seen.status == (seen.raw.get("status") or {}):
             return
         self.status_yield.forget(seen.key)

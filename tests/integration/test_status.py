@@ -43,7 +43,9 @@ async def test_a_failed_job_counts_its_failed_replica(kube: Kube, controller: Ru
         replicas={"Master": replica(1, restart_policy="Never", exit_code=3, run_seconds=0.3), "Worker": replica(1)},
     )
     await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
-    await wait_condition(kube, PYTORCHJOBS, "broken", "Failed")
+    failed = await wait_condition(kube, PYTORCHJOBS, "broken", "Failed")
+    # Failed and the failed replica's count go out in one write: whoever reads Failed reads the count with it.
+    assert counts(failed, "Master")[2] == 1, failed["status"]
 
     async def settled() -> dict[str, Any] | None:
         state = await job_state(kube, PYTORCHJOBS, "broken")
