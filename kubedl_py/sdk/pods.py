@@ -8,6 +8,7 @@ from typing import Any
 from kubedl_py.api import constants as c
 from kubedl_py.api.defaults import DEFAULT_REPLICAS
 from kubedl_py.api.jobs import Job
+from kubedl_py.kube.informer import by_owner_uid
 
 
 def replica_selector(job: Job, replica: str | None, index: int | None) -> tuple[str | None, int | None]:
@@ -109,8 +110,4 @@ def owned_by(objects: list[dict[str, Any]], uid: str | None) -> list[dict[str, A
     ``kubeflow.org`` and a ``training.kubedl.io`` job, may share a name in one namespace."""
     if not uid:
         return objects
-    return [
-        obj
-        for obj in objects
-        if any(ref.get("uid") == uid for ref in (obj.get("metadata") or {}).get("ownerReferences") or [])
-    ]
+    return [obj for obj in objects if uid in by_owner_uid(obj)]
