@@ -18,7 +18,8 @@ Rounds alternate the contenders (bare, kubedl-py, peers...), so drift of the sha
 all of them; the ratios are per round (contender / that round's bare client) and their median.
 
     .venv/bin/python bench/real_controller.py --jobs 200 [--runs 5] [--shipped-runs 1]
-        [--peer-runs R] [--contenders bare-client,kubedl-py,...] [--nodes 100] [--idle-seconds 60] [--smoke]
+        [--peer-runs R] [--runs-of NAME=R,...] [--contenders bare-client,kubedl-py,...] [--nodes 100]
+        [--idle-seconds 60] [--smoke]
 """
 
 from __future__ import annotations
@@ -270,6 +271,17 @@ def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     return summary
 
 
+def rounds_of(spec: str, parser: argparse.ArgumentParser) -> dict[str, int]:
+    """``--runs-of a=1,b=3`` as {name: rounds}; a bad entry is a usage error naming it."""
+    wanted: dict[str, int] = {}
+    for entry in filter(None, (part.strip() for part in spec.split(","))):
+        name, _, count = entry.partition("=")
+        if name not in CONTENDERS or not count.isdigit():
+            parser.error(f"--runs-of: {entry!r} is not NAME=ROUNDS with NAME one of {', '.join(CONTENDERS)}")
+        wanted[name] = int(count)
+    return wanted
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=200)
@@ -288,7 +300,13 @@ def main(argv: list[str] | None = None) -> int:
         help="kube-scheduler's client QPS (default 50, which binds ~50 pods/s: raise it so that time-to-Running "
         "measures the controllers)",
     )
+    parser.add_argument(
+        "--runs-of",
+        default="",
+        help="rounds for named contenders, overriding the above (NAME=R,...: a slow peer given fewer rounds)",
+    )
     args = parser.parse_args(argv)
+    runs_of = rounds_of(args.runs_of, parser)
     if args.smoke:
         args.jobs, args.replicas, args.runs, args.shipped_runs, args.peer_runs, args.idle_seconds = 3, 4, 1, 1, 1, 2.0
     names = [contender.name for contender in chosen(args.contenders, parser)]
@@ -297,12 +315,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         peer_runs = args.runs if args.peer_runs is None else args.peer_runs
-        for round_ in range(max(args.runs, args.shipped_runs, peer_runs)):
+        for round_ in range(max(args.runs, args.shipped_runs, peer_runs, *runs_of.values())):
             for name in names:
                 contender = CONTENDERS[name]
                 wanted = args.runs
                 if contender.peer:
                     wanted = peer_runs if contender.raised else args.shipped_runs
+                wanted = runs_of.get(name, wanted)
                 if round_ >= wanted:
                     continue
                 idle = args.idle_seconds if round_ == 0 else 0.0  # once per contender is enough: idle is idle
