@@ -262,6 +262,125 @@ def _flatten(figures: Any, prefix: str = "") -> list[tuple[str, Any]]:
     return out
 
 
+def dated_run(results: dict[str, Any]) -> list[str]:
+    """The newest named run (``python -m bench issue38``): its entries only, each figure per round as median
+    (min-max), and round by round how often kubedl-py was ahead of each contender."""
+    stamped = [entry["run"] for entry in results.values() if isinstance(entry, dict) and "run" in entry]
+    if not stamped:
+        return []
+    run = max(stamped, key=lambda r: r["started"])
+    keys = [key for key, entry in results.items() if isinstance(entry, dict) and entry.get("run") == run]
+    lines = [f"Run started {run['started']} at commit {run['commit']}; its entries:", ""]
+    for key in keys:
+        entry = results[key]
+        lines.append(f"- `{key}`: from {entry.get('measured_at', '?')}, {entry.get('wall_seconds', '?')} s")
+    for key in keys:
+        entry = results[key]
+        if "summary" in entry:
+            lines += ["", *_rounds(key, entry)]
+        elif "repeats" in entry and "kubedl-py" in entry["runs"][0]:
+            lines += ["", *_failover_runs(key, entry)]
+        elif "kubedl-py" in entry and "lifecycle" in entry["kubedl-py"]:
+            lines += ["", *lifecycle({"real_lifecycle": entry})]
+        elif key.startswith("real_hostnet_scale"):
+            lines += ["", *_hostnet(key, entry)]
+    return lines
+
+
+def _spread(values: list[float], unit: str = "", digits: int = 2) -> str:
+    if not values:
+        return "-"
+    if min(values) == max(values):
+        return f"{values[0]:.{digits}f}{unit}"
+    return f"{statistics.median(values):.{digits}f}{unit} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+
+
+def _rounds(key: str, entry: dict[str, Any]) -> list[str]:
+    jobs = entry["jobs"]
+    lines = [
+        f"`{key}`: {jobs} PyTorchJobs x {entry['replicas']}, {entry['nodes']} nodes",
+        "",
+        "| contender | rounds | every pod and Service exists | x bare client | every pod Running "
+        "| requests until every pod runs (per job) | controller CPU s until then | peak RSS MiB | requests in idle |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    runs = entry["runs"]
+    bare = [run["exist_seconds"] for run in runs.get("bare-client", [])]
+    for name in _ordered(entry["summary"]):
+        rounds = runs[name]
+        exist = [run["exist_seconds"] for run in rounds]
+        ratios = [t / b for t, b in zip(exist, bare, strict=False)] if name != "bare-client" else []
+        running_ = [run["all_pods_running_seconds"] for run in rounds if "all_pods_running_seconds" in run]
+        requests = [run["requests_until_all_running"]["total"] for run in rounds if "requests_until_all_running" in run]
+        if name == "bare-client":
+            requests = [run["requests"]["total"] for run in rounds]
+        cpu = [run["cpu_seconds_all_running"] for run in rounds if "cpu_seconds_all_running" in run]
+        rss = [run["peak_rss_mib"] for run in rounds if "peak_rss_mib" in run]
+        idle_ = [run["idle_requests"].get("total", 0) for run in rounds if "idle_requests" in run]
+        per_job = f" ({statistics.median(requests) / jobs:.1f})" if requests else ""
+        lines.append(
+            f"| {name} | {len(rounds)} | {_spread(exist, ' s')} | {_spread(ratios) if ratios else '1.00'} | "
+            f"{_spread(running_, ' s')} | {_spread(requests, digits=0)}{per_job} | {_spread(cpu)} | "
+            f"{_spread(rss, digits=0)} | {idle_[0] if idle_ else '-'} |"
+        )
+    ours = runs.get("kubedl-py", [])
+    for name in _ordered(entry["summary"]):
+        if name in ("kubedl-py", "bare-client") or not ours:
+            continue
+        pairs = list(zip(ours, runs[name], strict=False))
+        ahead = sum(1 for us, them in pairs if us["exist_seconds"] < them["exist_seconds"])
+        timed = [
+            (us, them) for us, them in pairs if "all_pods_running_seconds" in us and "all_pods_running_seconds" in them
+        ]
+        first = sum(1 for us, them in timed if us["all_pods_running_seconds"] < them["all_pods_running_seconds"])
+        lines.append(
+            f"- against {name}: kubedl-py's objects all existed first in {ahead} of {len(pairs)} rounds, "
+            f"its pods all ran first in {first} of {len(timed)}"
+        )
+    return lines
+
+
+def _failover_runs(key: str, entry: dict[str, Any]) -> list[str]:
+    lines = [
+        f"`{key}`: {entry['repeats']} runs",
+        "",
+        "| controller | p50 per run | p99 per run | runs with p99 under 1 s | slowest failover per run "
+        "| old pod's deletion p99 | controller's part p99 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    names = [name for name in ORDER if name in entry["runs"][0]]
+    for name in names:
+        runs = [run[name] for run in entry["runs"]]
+
+        def each(field: str, runs: list[dict[str, Any]] = runs) -> str:
+            return ", ".join(f"{run[field] / 1000:.2f}" for run in runs) + " s"
+
+        under = sum(1 for run in runs if run["p99_ms"] < 1000)
+        lines.append(
+            f"| {name} | {each('p50_ms')} | {each('p99_ms')} | {under} of {len(runs)} | {each('max_ms')} | "
+            f"{each('deletion_p99_ms')} | {each('controller_p99_ms')} |"
+        )
+    return lines
+
+
+def _hostnet(key: str, entry: dict[str, Any]) -> list[str]:
+    lines = [
+        f"`{key}`",
+        "",
+        "| port range | jobs | pods | nodes used | all Running | port collisions on a node | Services off their pod "
+        "| most pods on one port number | requests per job | CPU s | peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in entry["runs"]:
+        lines.append(
+            f"| {run['port_range']} | {run['jobs']} | {run['pods']} | {run['nodes_used']} | "
+            f"{run['all_running_seconds']} s | {run['port_collisions_on_a_node']} | "
+            f"{run['services_not_on_their_pod']} | "
+            f"{run['most_pods_per_port']} | {run['requests_per_job']} | {run['cpu_seconds']} | {run['peak_rss_mib']} |"
+        )
+    return lines
+
+
 def _get(entry: dict[str, Any], key: str, unit: str = "") -> str:
     """A figure with its unit; one of several runs (``{"median", "min", "max"}``) as ``median (min-max)``."""
     if key not in entry:
@@ -279,6 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     path = Path(args[0]) if args else HERE / "results.json"
     results = json.loads(path.read_text())
     sections = {
+        "The newest dated run": dated_run(results),
         "Throughput": throughput(
             results,
             [
