@@ -21,3 +21,29 @@ def test_ratios_are_per_round_and_a_contender_without_rounds_is_left_out() -> No
     assert summary["kubedl-py"]["ratio_to_bare_min"] == pytest.approx(1.05)
     assert summary["kubedl-py"]["ratio_to_bare_max"] == pytest.approx(1.1)
     assert summary["kubedl-py"]["exist_seconds_median"] == pytest.approx(118.0)
+
+
+def test_the_dated_run_report_shows_only_the_newest_runs_entries_and_counts_rounds_won() -> None:
+    from bench.report import dated_run
+
+    def rounds(*pairs: tuple[float, float]) -> list[dict[str, object]]:
+        return [{"exist_seconds": exist, "all_pods_running_seconds": running} for exist, running in pairs]
+
+    def entry(run: dict[str, str], ours: list[dict[str, object]], theirs: list[dict[str, object]]) -> dict[str, object]:
+        runs = {"bare-client": [{"exist_seconds": 10.0, "requests": {"total": 90}}] * 3, "kubedl-py": ours}
+        runs["kubedl-tuned"] = theirs
+        return {"run": run, "jobs": 10, "replicas": 8, "nodes": 5, "summary": summarise(runs), "runs": runs}
+
+    old = {"started": "2026-11-27T10:00:00+00:00", "commit": "aaa", "benchmarks": []}
+    new = {"started": "2026-11-28T10:00:00+00:00", "commit": "bbb", "benchmarks": []}
+    results = {
+        "real_n200_before": entry(old, rounds((1, 1), (1, 1), (1, 1)), rounds((9, 9), (9, 9), (9, 9))),
+        "real_n200": entry(new, rounds((11, 20), (12, 21), (13, 30)), rounds((14, 19), (10, 22), (15, 31))),
+        "unstamped": {"summary": {}},
+    }
+    text = "\n".join(dated_run(results))
+    assert "commit bbb" in text and "real_n200_before" not in text and "unstamped" not in text
+    # exist: 11<14, 12>10, 13<15 -> 2 of 3; running: 20>19, 21<22, 30<31 -> 2 of 3
+    assert "existed first in 2 of 3 rounds, its pods all ran first in 2 of 3" in text
+    assert "| kubedl-py | 3 | 12.00 s (11.00-13.00) | 1.20 (1.10-1.30) | 21.00 s (20.00-30.00) |" in text
+    assert dated_run({"unstamped": {"summary": {}}}) == []
