@@ -295,15 +295,27 @@ def _spread(values: list[float], unit: str = "", digits: int = 2) -> str:
     return f"{statistics.median(values):.{digits}f}{unit} ({min(values):.{digits}f}-{max(values):.{digits}f})"
 
 
+def _table(title: str, columns: list[str]) -> list[str]:
+    """A titled Markdown table's first lines: the title, its header and the separator its columns make."""
+    return [title, "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+
+
 def _rounds(key: str, entry: dict[str, Any]) -> list[str]:
     jobs = entry["jobs"]
-    lines = [
+    lines = _table(
         f"`{key}`: {jobs} PyTorchJobs x {entry['replicas']}, {entry['nodes']} nodes",
-        "",
-        "| contender | rounds | every pod and Service exists | x bare client | every pod Running "
-        "| requests until every pod runs (per job) | controller CPU s until then | peak RSS MiB | requests in idle |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+        [
+            "contender",
+            "rounds",
+            "every pod and Service exists",
+            "x bare client",
+            "every pod Running",
+            "requests until every pod runs (per job)",
+            "controller CPU s until then",
+            "peak RSS MiB",
+            "requests in idle",
+        ],
+    )
     runs = entry["runs"]
     bare = [run["exist_seconds"] for run in runs.get("bare-client", [])]
     for name in _ordered(entry["summary"]):
@@ -311,9 +323,9 @@ def _rounds(key: str, entry: dict[str, Any]) -> list[str]:
         exist = [run["exist_seconds"] for run in rounds]
         ratios = [t / b for t, b in zip(exist, bare, strict=False)] if name != "bare-client" else []
         running_ = [run["all_pods_running_seconds"] for run in rounds if "all_pods_running_seconds" in run]
-        requests = [run["requests_until_all_running"]["total"] for run in rounds if "requests_until_all_running" in run]
-        if name == "bare-client":
-            requests = [run["requests"]["total"] for run in rounds]
+        # the bare client's requests are its creates; a controller's, all it sent until every pod ran
+        field = "requests" if name == "bare-client" else "requests_until_all_running"
+        requests = [run[field]["total"] for run in rounds if field in run]
         cpu = [run["cpu_seconds_all_running"] for run in rounds if "cpu_seconds_all_running" in run]
         rss = [run["peak_rss_mib"] for run in rounds if "peak_rss_mib" in run]
         idle_ = [run["idle_requests"].get("total", 0) for run in rounds if "idle_requests" in run]
@@ -341,13 +353,18 @@ def _rounds(key: str, entry: dict[str, Any]) -> list[str]:
 
 
 def _failover_runs(key: str, entry: dict[str, Any]) -> list[str]:
-    lines = [
+    lines = _table(
         f"`{key}`: {entry['repeats']} runs",
-        "",
-        "| controller | p50 per run | p99 per run | runs with p99 under 1 s | slowest failover per run "
-        "| old pod's deletion p99 | controller's part p99 |",
-        "|---|---|---|---|---|---|---|",
-    ]
+        [
+            "controller",
+            "p50 per run",
+            "p99 per run",
+            "runs with p99 under 1 s",
+            "slowest failover per run",
+            "old pod's deletion p99",
+            "controller's part p99",
+        ],
+    )
     names = [name for name in ORDER if name in entry["runs"][0]]
     for name in names:
         runs = [run[name] for run in entry["runs"]]
@@ -364,13 +381,22 @@ def _failover_runs(key: str, entry: dict[str, Any]) -> list[str]:
 
 
 def _hostnet(key: str, entry: dict[str, Any]) -> list[str]:
-    lines = [
+    lines = _table(
         f"`{key}`",
-        "",
-        "| port range | jobs | pods | nodes used | all Running | port collisions on a node | Services off their pod "
-        "| most pods on one port number | requests per job | CPU s | peak RSS MiB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+        [
+            "port range",
+            "jobs",
+            "pods",
+            "nodes used",
+            "all Running",
+            "port collisions on a node",
+            "Services off their pod",
+            "most pods on one port number",
+            "requests per job",
+            "CPU s",
+            "peak RSS MiB",
+        ],
+    )
     for run in entry["runs"]:
         lines.append(
             f"| {run['port_range']} | {run['jobs']} | {run['pods']} | {run['nodes_used']} | "
