@@ -6,11 +6,13 @@ VENV_STAMP := $(VENV)/.created
 STAMP := $(VENV)/.installed-test
 DEMO_STAMP := $(VENV)/.installed-demo
 KINDS_STAMP := $(VENV)/.installed-kinds
+# The Go builds of `make test` (harness/builds.py)
+TEST_BUILDS := control-plane schedulers kueue helm
 # The local clusters are the `local` extra, the distribution kubedl-py-local built from packaging/: installed
 # editable in the same pip command as the package, so pip's resolver takes this checkout's copy for the extra.
 LOCAL := packaging/kubedl-py-local
 
-.PHONY: test lint demo manifests bench soak e2e e2e-kind clean venv kube-binaries kube-sources image node-binaries \
+.PHONY: test test-peers lint demo manifests bench soak e2e e2e-kind clean venv kube-binaries kube-sources image node-binaries \
 	test-node
 
 $(VENV_STAMP):
@@ -55,18 +57,23 @@ node-binaries: $(STAMP)
 kube-sources: $(STAMP)
 	$(BIN)/python -m kubedl_py.local.sources
 
-# Both control-plane tiers (KUBEDL_TEST_TIERS=embedded or kubernetes narrows a run to one): the real
-# control plane is built first, visibly (minutes the first time, then reused from ~/.cache/kubedl-py), then
-# what runs beside it, each from its Go module at the version pinned in kubedl_py/local/pins.py:
-# the real gang schedulers of tests/gang (scheduler-plugins and Volcano's; docs/gang-scheduling.md) and Kueue
-# (tests/kueue; docs/kueue.md), and Helm (tests/test_chart.py; docs/install.md).
+# Both control-plane tiers (KUBEDL_TEST_TIERS=embedded or kubernetes narrows a run to one). What runs beside the
+# real control plane is built from its Go module at the version pinned in kubedl_py/local/pins.py, into
+# ~/.cache/kubedl-py (minutes the first time, then reused): the control plane itself, the real gang schedulers of
+# tests/gang (scheduler-plugins and Volcano's; docs/gang-scheduling.md), Kueue (tests/kueue; docs/kueue.md) and
+# Helm (tests/test_chart.py; docs/install.md). They build in the background at nice 19 while the tests that need
+# none of them run, which come first (harness/builds.py, tests/conftest.py); a line says when each is ready.
+# tests/peers (the benchmark's peers, the Training Operator and KubeDL, built from their Go modules) is `make
+# test-peers`, which `make bench` runs first: it proves the benchmark's comparison, not kubedl-py (docs/testing.md).
 test: $(STAMP) kube-sources
+	$(BIN)/python -m harness.builds $(TEST_BUILDS) --wait \
+		$(BIN)/python -m pytest -q -p no:cacheprovider --ignore=tests/peers
+
+# The peers of the benchmark on the real control plane (tests/peers): each does the work the benchmark times.
+test-peers: $(STAMP)
 	$(BIN)/python -m kubedl_py.local.kubernetes
-	$(BIN)/python -m harness.schedulers
-	$(BIN)/python -m harness.kueue
-	$(BIN)/python -m kubedl_py.local.kubernetes.helm
 	$(BIN)/python -m harness.peers
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/peers
 
 # The node tier (tests/node, opt-in: KUBEDL_TEST_TIERS=node): a real node on this machine (root; one per
 # machine), with the controller installed in-cluster from deploy/. It builds what it needs first; the DDP
@@ -120,8 +127,7 @@ e2e-kind: $(STAMP)
 # The default is the bench target's own: a global one would also be `make demo`'s, which takes one plane only.
 bench: CONTROL_PLANE ?= all
 bench: $(STAMP)
-	$(if $(filter embedded,$(CONTROL_PLANE)),,$(BIN)/python -m kubedl_py.local.kubernetes)
-	$(if $(filter embedded,$(CONTROL_PLANE)),,$(BIN)/python -m harness.peers)
+	$(if $(filter embedded,$(CONTROL_PLANE)),,$(MAKE) test-peers)
 	$(BIN)/python -m bench --control-plane $(CONTROL_PLANE)
 
 clean:

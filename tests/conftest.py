@@ -38,6 +38,22 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def on_real_control_plane(item: pytest.Item) -> bool:
+    """Whether a test runs on the real control plane: it uses the session's cluster, or its tier is that one."""
+    if "real_cluster" in getattr(item, "fixturenames", ()):
+        return True
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and KUBERNETES in callspec.params.values()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The real control plane's tests after all the others, each group in its usual order: a cold run builds
+    the control plane and the programs beside it in the background meanwhile (``harness/builds.py``), and
+    every other test runs while they build instead of after."""
+    items.sort(key=on_real_control_plane)
+
+
 @pytest.fixture(autouse=True)
 async def no_leftover_tasks() -> AsyncIterator[None]:
     before = set(asyncio.all_tasks())
