@@ -24,7 +24,8 @@ import json
 import logging
 import os
 import time
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, NamedTuple
@@ -78,6 +79,21 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: set inside :func:`unfenced` (and the tasks started in it): writes skip the client's write fence
+_UNFENCED: ContextVar[bool] = ContextVar("kubedl_write_unfenced", default=False)
+
+
+@contextlib.contextmanager
+def unfenced() -> Iterator[None]:
+    """Writes from inside this block (and the tasks started in it) skip ``KubeClient.write_fence``: the leader
+    election's own writes, which renew or release the Lease the fence judges by."""
+    token = _UNFENCED.set(True)
+    try:
+        yield
+    finally:
+        _UNFENCED.reset(token)
+
 
 try:  # orjson parses a big list several times faster; it is optional, json is always there
     import orjson
@@ -184,6 +200,9 @@ class KubeClient:
         self.metrics = metrics
         #: writes (any request but a GET) wait here first; a Manager sets its own (kubedl_py.kube.priority)
         self.write_gate: WriteGate | None = None
+        #: called just before each write is sent (after the write gate): raises :class:`NotLeader` when this
+        #: process may no longer act; a Manager with leader election sets its elector's (``LeaderElector.fence``)
+        self.write_fence: Callable[[], None] | None = None
         self._kubeconfig = os.fspath(kubeconfig) if kubeconfig is not None else None
         self._context = context
         self._configuration = configuration
@@ -651,6 +670,8 @@ class KubeClient:
             kwargs["proxy_headers"] = rest.proxy_headers
         if rest.server_hostname:
             kwargs["server_hostname"] = rest.server_hostname
+        if method != "GET" and self.write_fence is not None and not _UNFENCED.get():
+            self.write_fence()  # the last moment before the write leaves: after every wait above
         sent = time.monotonic()
         try:
             response = await rest.pool_manager.request(method, url, **kwargs)

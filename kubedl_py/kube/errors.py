@@ -74,6 +74,11 @@ class TransportError(KubeError):
         self.server = server
 
 
+class NotLeader(KubeError):
+    """A write refused by the client itself, before it was sent: this process no longer holds (or may no longer
+    hold) the leader Lease it acts under, so another replica may be acting (``KubeClient.write_fence``)."""
+
+
 class ConnectionRefused(TransportError):
     """Nothing listens at the API server's address: it is not running (yet, or any more), or the kubeconfig
     names the wrong port. Retried like any transport error unless the retry settings say otherwise

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from kubedl_py.kube.client import KubeClient
-from kubedl_py.kube.errors import AlreadyExists, Conflict, KubeError, NotFound
+from kubedl_py.kube.client import KubeClient, unfenced
+from kubedl_py.kube.errors import AlreadyExists, Conflict, KubeError, NotFound, NotLeader
 from kubedl_py.kube.metrics import Metrics
 from kubedl_py.kube.resources import LEASES
 
@@ -113,6 +113,21 @@ class LeaderElector:
     def is_leader(self) -> bool:
         return self.leading.is_set()
 
+    def fence(self) -> None:
+        """The write fence (``KubeClient.write_fence``): raise :class:`NotLeader` unless we lead and our last
+        renewal was sent less than ``renew_deadline`` ago by our clock. No other candidate may take the Lease
+        before ``lease_duration`` has passed since it saw that renewal, so a write that passes here cannot race
+        a successor's, also when this process was paused (SIGSTOP, a stalled VM) past its lease and has not yet
+        run the renewal that would tell it so: the monotonic clock kept going meanwhile."""
+        if not self.leading.is_set():
+            raise NotLeader(f"lease {self.settings.namespace}/{self.settings.name}: {self.identity} is not the leader")
+        since = self._clock() - self._last_renew
+        if since >= self.settings.renew_deadline:
+            raise NotLeader(
+                f"lease {self.settings.namespace}/{self.settings.name}: last renewed {since:.1f}s ago, over the renew "
+                f"deadline ({self.settings.renew_deadline}s): another replica may lead now; the write is not sent"
+            )
+
     @property
     def holder(self) -> str | None:
         """The holder named in the Lease as last observed (None when unknown or free)."""
@@ -160,21 +175,8 @@ class LeaderElector:
             return
         lease: dict[str, Any] | None = dict(self._observed)
         try:
-            for _ in range(3):
-                assert lease is not None
-                spec = dict(lease.get("spec") or {})
-                if spec.get("holderIdentity") != self.identity:
-                    return  # someone else holds it now: nothing of ours to give up
-                spec.update(holderIdentity="", leaseDurationSeconds=1, renewTime=_micro_time(self._now()))
-                lease["spec"] = spec
-                try:
-                    await self.client.replace(LEASES, lease, namespace=self.settings.namespace)
-                except Conflict:
-                    lease = await self.client.get(LEASES, self.settings.name, namespace=self.settings.namespace)
-                    continue
-                logger.info("lease %s/%s released by %s", self.settings.namespace, self.settings.name, self.identity)
-                return
-            logger.warning("lease %s/%s: release kept conflicting; the successor waits it out", *self._where())
+            with unfenced():
+                await self._release(lease)
         except KubeError as exc:
             logger.warning("lease %s/%s: release failed (successor waits out the lease): %s", *self._where(), exc)
         finally:
@@ -182,12 +184,33 @@ class LeaderElector:
             if self.is_leader:
                 self._set_leading(False)
 
+    async def _release(self, lease: dict[str, Any] | None) -> None:
+        for _ in range(3):
+            assert lease is not None
+            spec = dict(lease.get("spec") or {})
+            if spec.get("holderIdentity") != self.identity:
+                return  # someone else holds it now: nothing of ours to give up
+            spec.update(holderIdentity="", leaseDurationSeconds=1, renewTime=_micro_time(self._now()))
+            lease["spec"] = spec
+            try:
+                await self.client.replace(LEASES, lease, namespace=self.settings.namespace)
+            except Conflict:
+                lease = await self.client.get(LEASES, self.settings.name, namespace=self.settings.namespace)
+                continue
+            logger.info("lease %s/%s released by %s", self.settings.namespace, self.settings.name, self.identity)
+            return
+        logger.warning("lease %s/%s: release kept conflicting; the successor waits it out", *self._where())
+
     def _where(self) -> tuple[str, str]:
         return self.settings.namespace, self.settings.name
 
     # --------------------------------------------------------------------------------------------- inner
 
     async def _try_acquire_or_renew(self) -> bool:
+        with unfenced():  # the Lease's own writes are what the fence judges by
+            return await self._acquire_or_renew()
+
+    async def _acquire_or_renew(self) -> bool:
         s = self.settings
         now_wall = _micro_time(self._now())
         try:
@@ -199,6 +222,7 @@ class LeaderElector:
                 "metadata": {"name": s.name, "namespace": s.namespace},
                 "spec": self._spec(acquire_time=now_wall, renew_time=now_wall, transitions=0),
             }
+            sent = self._clock()
             try:
                 created = await self.client.create(LEASES, body, namespace=s.namespace)
             except (AlreadyExists, Conflict):
@@ -207,7 +231,7 @@ class LeaderElector:
                 logger.warning("lease %s/%s: create failed: %s", s.namespace, s.name, exc)
                 return False
             self._observe(created)
-            self._last_renew = self._clock()
+            self._last_renew = sent
             return True
         except KubeError as exc:
             logger.warning("lease %s/%s: read failed: %s", s.namespace, s.name, exc)
@@ -234,6 +258,7 @@ class LeaderElector:
             )
         updated = dict(lease)
         updated["spec"] = new_spec  # metadata.resourceVersion rides along: a racing writer gets Conflict
+        sent = self._clock()  # the lease counts from when the renewal left, not from when its answer came
         try:
             written = await self.client.replace(LEASES, updated, namespace=s.namespace)
         except KubeError as exc:
@@ -241,7 +266,7 @@ class LeaderElector:
                 logger.warning("lease %s/%s: update failed: %s", s.namespace, s.name, exc)
             return False
         self._observe(written)
-        self._last_renew = self._clock()
+        self._last_renew = sent
         return True
 
     def _spec(self, *, acquire_time: str, renew_time: str, transitions: int) -> dict[str, Any]:

@@ -347,6 +347,8 @@ class Manager:
         self.elector: LeaderElector | None = None
         if self.settings.leader_election is not None:
             self.elector = LeaderElector(client, self.settings.leader_election, metrics=self.metrics)
+            # Every write of this process is fenced by the Lease: none leaves once it may have lost it.
+            client.write_fence = self.elector.fence
         #: the plain server of the probes (and of /metrics when not secure)
         self.health: HealthServer | None = None
         #: the HTTPS metrics server (``metrics_secure``)

@@ -6,8 +6,12 @@ import asyncio
 import contextlib
 from typing import Any
 
+import pytest
+
 from kubedl_py.kube.client import LEASES, KubeClient
+from kubedl_py.kube.errors import NotLeader
 from kubedl_py.kube.leader import LeaderElectionSettings, LeaderElector, LeadershipLost
+from kubedl_py.kube.resources import CONFIGMAPS
 from tests.kube.support import eventually
 
 
@@ -95,3 +99,29 @@ async def test_release_succeeds_when_a_renewal_reached_the_server_but_not_us(
     released = await kube.get(LEASES, "kubedl-py", namespace=namespace)
     assert not released["spec"].get("holderIdentity"), released["spec"]
     assert not elector.is_leader
+
+
+async def test_a_leader_past_its_renew_deadline_sends_no_write(cluster: Any, kube: KubeClient, namespace: str) -> None:
+    """The client calls the elector's fence just before each write leaves: once the last renewal is older than
+    the renew deadline by the elector's clock (a process paused past its lease, resumed with writes in flight),
+    no write reaches the server, while reads go on and the Lease's own renewal is sent."""
+    now = [1000.0]
+    elector = LeaderElector(kube, settings("a", namespace), clock=lambda: now[0])
+    kube.write_fence = elector.fence
+    task = asyncio.create_task(elector.run())
+    try:
+        await eventually(lambda: elector.is_leader, what="a leads")
+        config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "written"}, "data": {"a": "1"}}
+        await kube.create(CONFIGMAPS, config, namespace=namespace)  # leading, renewed: sent
+        now[0] += 60  # paused for a minute: the renewal loop has not run yet
+        late = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "late"}, "data": {"a": "1"}}
+        # (over the renew deadline, or stepped down already if the renewal loop ran first: either way refused)
+        with pytest.raises(NotLeader):
+            await kube.create(CONFIGMAPS, late, namespace=namespace)
+        with pytest.raises(NotLeader):
+            await kube.patch(CONFIGMAPS, "written", {"data": {"a": "2"}}, namespace=namespace)
+        names = [item["metadata"]["name"] for item in (await kube.list(CONFIGMAPS, namespace=namespace)).items]
+        assert names == ["written"]  # reads are not fenced; the refused create never reached the server
+        assert (await kube.get(CONFIGMAPS, "written", namespace=namespace))["data"] == {"a": "1"}
+    finally:
+        await cancel(task)

@@ -151,3 +151,23 @@ async def test_dead_leader_is_replaced_after_the_lease_and_steps_down_first() ->
 async def test_settings_must_order_the_durations() -> None:
     with pytest.raises(ValueError, match="retry_period < renew_deadline < lease_duration"):
         LeaderElectionSettings(name="x", namespace="y", lease_duration=5, renew_deadline=10)
+
+
+async def test_the_fence_refuses_writes_once_the_renewal_is_older_than_the_renew_deadline() -> None:
+    """A leader paused past its lease (SIGSTOP, a stalled VM) resumes with its workers mid-write and has not yet
+    run the renewal that would tell it it lost: its clock has moved on, so the fence refuses every write."""
+    api = FakeLeases()
+    now = [100.0]
+    a = LeaderElector(cast(KubeClient, api), settings("a"), clock=lambda: now[0])
+    with pytest.raises(errors.NotLeader, match="is not the leader"):
+        a.fence()  # a candidate writes nothing
+    assert await a._try_acquire_or_renew()
+    a._became_leader()
+    a.fence()  # just renewed
+    now[0] += 0.39
+    a.fence()  # within renew_deadline (0.4)
+    now[0] += 0.02  # the process was paused: no renewal ran
+    with pytest.raises(errors.NotLeader, match="over the renew deadline"):
+        a.fence()
+    assert await a._try_acquire_or_renew()  # the Lease's own writes are not fenced
+    a.fence()
