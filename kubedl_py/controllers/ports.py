@@ -14,9 +14,10 @@ bound holds nothing anywhere, so a Pending pod declaring thousands of ports in a
 nothing for anyone. A reservation (a port chosen for a pod about to be created) counts like a pod until the pod
 is seen or the reservation is given back.
 
-``reserve`` returns a port of least use, never one the caller asks to avoid (the job's other pods' ports, so
-replicas of one job can share a node; the old port of a failover, so the Service is re-pointed to a port no
-stopping process holds; a port no node could take the pod with) unless nothing else is left. It never
+``reserve`` returns a port of least use and, among the ports of that use, never one the caller asks to avoid (the
+job's other pods' ports, so replicas of one job can share a node; the old port of a failover, so the Service is
+re-pointed to a port no stopping process holds) unless nothing else of that use is left; a port no node could
+take the pod with comes after every other. It never
 refuses: with a small range the ports are used on several nodes each, and the scheduler finds the node where
 the chosen one is free; when there is none, the pod is Pending with the scheduler's ``NodePorts`` reason and
 the controller chooses again after a while (``hostnetwork.py``).
@@ -140,28 +141,37 @@ class HostPortAllocator:
         (the job's other ports) nor ``reuse`` nor ``bad``; then a port in ``reuse`` (its own old port: free again
         once the old pod is gone); then an avoided one; a ``bad`` one (no node could take the pod with it) last."""
         avoided, reused, never = set(avoid), set(reuse), set(bad)
-        for excluded in (avoided | reused | never, avoided | never, never, set()):
-            port = self._pick(excluded)
-            if port is not None:
-                break
-        assert port is not None  # the range is never empty
+        port = self._choose(avoided, reused, never)
         self._reserved.setdefault(pod_key, []).append(port)
         self._move(port, +1)
         return port
 
-    def _pick(self, avoid: set[int]) -> int | None:
+    def _choose(self, avoided: set[int], reused: set[int], never: set[int]) -> int:
+        """Least use first, the preferences within one use: a port held on more nodes may be held on every node,
+        so it is never taken over a less used one the caller merely avoids (found by an adversary, 2026-12-01:
+        in a full range the one free slot, a port the job held on another node, was never offered). Only a
+        ``bad`` port waits for every other."""
         for use in sorted(self._buckets):
             bucket = self._buckets[use]
-            if not bucket:
-                continue
-            for _ in range(_DRAWS):
-                port = bucket[self.rng.randrange(len(bucket))]
-                if port not in avoid:
+            for excluded in (avoided | reused | never, avoided | never, never):
+                port = self._pick(bucket, excluded)
+                if port is not None:
                     return port
-            left = [port for port in bucket if port not in avoid]  # a bucket mostly avoided: rare and small
-            if left:
-                return self.rng.choice(left)
-        return None
+        for use in sorted(self._buckets):
+            port = self._pick(self._buckets[use], set())
+            if port is not None:
+                return port
+        raise AssertionError("the range is never empty")
+
+    def _pick(self, bucket: list[int], avoid: set[int]) -> int | None:
+        if not bucket:
+            return None
+        for _ in range(_DRAWS):
+            port = bucket[self.rng.randrange(len(bucket))]
+            if port not in avoid:
+                return port
+        left = [port for port in bucket if port not in avoid]  # a bucket mostly avoided: rare and small
+        return self.rng.choice(left) if left else None
 
     def release(self, pod_key: str, port: int) -> None:
         """Give back a reservation whose pod was not created."""

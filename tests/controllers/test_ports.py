@@ -77,6 +77,22 @@ def test_avoid_is_a_preference_and_reuse_comes_before_the_avoided() -> None:
         allocator.release("ns/r", port)
 
 
+def test_a_less_used_port_the_job_avoids_comes_before_a_more_used_one() -> None:
+    """A full range: 10 ports on 5 nodes, every slot taken but one, port 1006 on one node, while the job holds
+    1006 on another. More used ports may be held on every node: the one free slot must be offered, avoided or
+    not (an adversary's finding: a pod stayed Unschedulable for minutes, offered only full ports)."""
+    allocator = HostPortAllocator(1000, 1009, rng=random.Random(5))
+    for port in range(1000, 1010):
+        for node in range(5 if port != 1006 else 4):
+            allocator.observe_pod(f"uid-{port}-{node}", f"ns/p{port}-{node}", [port])
+    for _ in range(20):
+        port = allocator.reserve("ns/job-worker-4", avoid=[1006, 1001])
+        assert port == 1006
+        allocator.release("ns/job-worker-4", port)
+    # A bad port (no node could take the pod with it) still waits for every other, whatever its use.
+    assert allocator.reserve("ns/job-worker-4", avoid=[1006], bad=[1006]) != 1006
+
+
 def test_least_used_ports_first() -> None:
     allocator = HostPortAllocator(1000, 1003, rng=random.Random(4))
     for uid, port in enumerate((1000, 1000, 1001, 1002, 1002, 1002)):
