@@ -25,6 +25,10 @@ LABEL_JOB_NAME: Final = f"{GROUP}/job-name"
 LABEL_REPLICA_TYPE: Final = f"{GROUP}/replica-type"
 LABEL_REPLICA_INDEX: Final = f"{GROUP}/replica-index"
 LABEL_JOB_ROLE: Final = f"{GROUP}/job-role"
+# The job's uid, on its pods and in its Services' selectors: a Service selects only the pods of its own job, never
+# those of another job of the same name (a kubeflow.org and a training.kubedl.io job, a TFJob and a PyTorchJob)
+# or a pod someone made with the job's names and labels (docs/host-network.md, "Whose objects").
+LABEL_JOB_UID: Final = f"{GROUP}/job-uid"
 # Which controller created the object: lets the informers cache only what is ours.
 LABEL_CONTROLLER: Final = f"{GROUP}/controller"
 CONTROLLER_NAME: Final = "kubedl-py"

@@ -500,7 +500,13 @@ def _mode(seen: Observation) -> tuple[bool, str | None]:
 
 
 def _target_port_patch(service: Object, port: int) -> Object:
+    """The re-point, over the version it was decided on: a Service changed since (by a newer leader, by hand) is
+    not overwritten blindly; the server refuses the patch (Conflict) and the reconcile decides again."""
     ports = [dict(p) for p in (service.get("spec") or {}).get("ports") or []]
     for entry in ports:
         entry["targetPort"] = port
-    return {"spec": {"ports": ports}}
+    patch: Object = {"spec": {"ports": ports}}
+    version = (service.get("metadata") or {}).get("resourceVersion")
+    if version:
+        patch["metadata"] = {"resourceVersion": version}
+    return patch

@@ -160,6 +160,10 @@ VOLATILE_METADATA = ("resourceVersion", "managedFields")
 #: (the cache shares it between reconciles) fails a test instead of corrupting the cache unseen
 VERIFY_PARSE_CACHE = "KUBEDL_PY_VERIFY_PARSE_CACHE"
 
+#: seconds from a job found blocked by a name taken (``ownership.py``) to the first look at that name again; each
+#: look that finds it still taken doubles the wait, up to twice ``wait_requeue``
+BLOCKED_RECHECK_FIRST = 1.0
+
 #: pod/Service writes in flight per job kind, shared by its reconciles (default of ``--write-concurrency``)
 WRITE_CONCURRENCY = 32
 #: writes in flight per job kind for replacing pods of running jobs, beside WRITE_CONCURRENCY
@@ -230,6 +234,10 @@ class JobReconciler:
         #: per job: its document as last parsed (status and VOLATILE_METADATA left out) and what the parse gave
         self._parsed: dict[str, tuple[Object, Job | None, list[str]]] = {}
         self._verify_parses = os.environ.get(VERIFY_PARSE_CACHE) == "1"
+        #: per job: the names that blocked it, found taken (``_blocked``), and when to look at them again
+        self._blocks: dict[str, _Block] = {}
+        #: the resource of each kind a Conflict was found for (``_take_over``), to read it again
+        self._conflict_resources: dict[str, Resource] = {PODS.kind: PODS, SERVICES.kind: SERVICES}
         #: nodes read for pods that look lost (recovery.py), and the log checks of progressDeadlineSeconds
         self.nodes = recovery.NodeHealth(client)
         self.progress = recovery.Progress(client)
@@ -256,6 +264,7 @@ class JobReconciler:
             self._services_checked.pop(key, None)
             self._waiting_said.pop(key, None)
             self._parsed.pop(key, None)
+            self._blocks.pop(key, None)
             self.status_yield.forget(key)
             self.progress.forget(key)
             return Result()
@@ -416,11 +425,12 @@ class JobReconciler:
             # A guard, in this order: the replacement of a terminating pod is prepared now (in host-network mode
             # its Service re-pointed to the new port), then the pods are admitted, then the missing ones made,
             # each replica's Service re-pointed (``reserve``) before its pod is created.
-            await steps.replacing(seen, terminating)
-            if not await steps.admit(seen):
-                return
-            if await self._create_owned(seen, steps):
-                await self._create_missing(seen, steps)
+            if not await self._still_blocked(seen):
+                await steps.replacing(seen, terminating)
+                if not await steps.admit(seen):
+                    return
+                if await self._create_owned(seen, steps):
+                    await self._create_missing(seen, steps)
             await self._repair_services(seen, steps)
             await self._check_progress(seen)
         except JobFailure as failure:
@@ -476,6 +486,9 @@ class JobReconciler:
                 await self._delete_service(live)
                 message += "deleted, to be made again as the job wants it"
             else:
+                version = (live.get("metadata") or {}).get("resourceVersion")
+                if version:
+                    patch["metadata"] = {"resourceVersion": version}  # over the version compared, never blindly
                 with contextlib.suppress(errors.NotFound):
                     await self.client.patch(SERVICES, name, patch, namespace=job.namespace)
                 message += "put back as the job wants it"
@@ -921,6 +934,8 @@ class JobReconciler:
                 self._blocked(seen, [result])
             elif result is not None:
                 await self._refused(seen, [result])
+                if result.outcome is Outcome.GONE:
+                    return False
         return not seen.conflicts
 
     async def _create_missing(self, seen: Observation, steps: Steps) -> None:
@@ -939,6 +954,20 @@ class JobReconciler:
         ]
         # The steps first (host network: each replica's Service re-pointed to its new port), then the pods.
         await steps.reserve(seen, missing)
+        # What was reserved for a pod never tried (an error on the way: a lost API server, a lost Lease) is given
+        # back, as for a pod the API server refused: nothing reserved outlives the reconcile unless its pod exists.
+        untried = list(missing)
+        try:
+            await self._make(seen, steps, missing, untried)
+        except BaseException:
+            for replica in untried:
+                steps.not_created(seen, replica)
+            raise
+
+    async def _make(self, seen: Observation, steps: Steps, missing: list[Replica], untried: list[Replica]) -> None:
+        """The Services and pods of ``missing`` (their steps reserved); each replica leaves ``untried`` once its
+        pod is tried (made, refused, or given back)."""
+        job = seen.job
         addressing = self._addressing(seen, steps)
         # Services first (also for live pods whose Service was deleted): a starting process finds its peers.
         # Only for the replicas peers dial (rendezvous.service_slots); a Service the job has beyond those (made
@@ -964,45 +993,115 @@ class JobReconciler:
         conflicts = [result for result in service_results if isinstance(result, Conflict)]
         if conflicts:
             # A Service of another's in the place of one of ours: a rank would dial it. No pod is made.
-            for replica in missing:
-                steps.not_created(seen, replica)
+            self._give_back(seen, steps, missing, untried)
             self._blocked(seen, conflicts)
             return
         if not missing and not any(isinstance(result, Refusal) for result in service_results):
             return
-        # One pod of each type first: a template the API server refuses is found before the rest is sent.
-        firsts: dict[str, Replica] = {}
-        for replica in missing:
-            firsts.setdefault(replica.replica_type, replica)
-        rest = [r for r in missing if firsts.get(r.replica_type) is not r]
         if any(isinstance(result, Refusal) for result in service_results):
-            firsts, rest = {}, missing  # a refused Service: no pod is made
-        results = await self._gather(
-            (self._create_pod(seen, r, addressing, steps) for r in firsts.values()), urgent=urgent
-        )
-        refusals = [result for result in [*service_results, *results] if isinstance(result, Refusal)]
-        conflicts = [result for result in results if isinstance(result, Conflict)]
-        if refusals or conflicts:
-            for replica in rest:
-                steps.not_created(seen, replica)
-            self._blocked(seen, conflicts)
-            if refusals:
-                await self._refused(seen, refusals)
-            return
-        results = await self._gather((self._create_pod(seen, r, addressing, steps) for r in rest), urgent=urgent)
-        self._blocked(seen, [result for result in results if isinstance(result, Conflict)])
+            self._give_back(seen, steps, missing, untried)
+            await self._refused(seen, [result for result in service_results if isinstance(result, Refusal)])
+            return  # a refused Service: no pod is made
+        # The replicas the others dial first (rendezvous.service_slots: PyTorch's Master), then the rest: no rank
+        # is made while the name of one it dials is held by a pod not the job's. In each wave one pod of each type
+        # first: a template the API server refuses is found before the rest is sent.
+        waves = [[r for r in missing if slot_of(r) in dialed], [r for r in missing if slot_of(r) not in dialed]]
+        waves = [wave for wave in waves if wave]
+        for number, wave in enumerate(waves):
+            firsts: dict[str, Replica] = {}
+            for replica in wave:
+                firsts.setdefault(replica.replica_type, replica)
+            rest = [r for r in wave if firsts.get(r.replica_type) is not r]
+            later = [r for w in waves[number + 1 :] for r in w]
+            for batch, after in ((list(firsts.values()), rest + later), (rest, later)):
+                if not batch:
+                    continue
+                for replica in batch:
+                    untried.remove(replica)  # _create_pod gives back what it does not make, whatever happens
+                results = await self._gather(
+                    (self._create_pod(seen, r, addressing, steps) for r in batch), urgent=urgent
+                )
+                refusals = [result for result in results if isinstance(result, Refusal)]
+                conflicts = [result for result in results if isinstance(result, Conflict)]
+                if refusals or conflicts:
+                    self._give_back(seen, steps, after, untried)
+                    self._blocked(seen, conflicts)
+                    if refusals:
+                        await self._refused(seen, refusals)
+                    return
+
+    @staticmethod
+    def _give_back(seen: Observation, steps: Steps, replicas: list[Replica], untried: list[Replica]) -> None:
+        """Pods that will not be made in this reconcile: the steps give back what they reserved for them."""
+        for replica in replicas:
+            if replica in untried:
+                untried.remove(replica)
+            steps.not_created(seen, replica)
 
     def _blocked(self, seen: Observation, conflicts: list[Conflict]) -> None:
-        """Names the job needs are taken (``ownership.py``): reported by ``_report``, tried again after
-        ``wait_requeue`` (a stranger's object sends us no event when it goes; a predecessor's pod does)."""
-        if conflicts:
-            seen.conflicts.extend(conflicts)
-            seen.want_requeue(self.options.wait_requeue)
+        """Names the job needs are taken (``ownership.py``): reported by ``_report``, and remembered: until the
+        names are free the job makes nothing (``_still_blocked``)."""
+        if not conflicts:
+            return
+        seen.conflicts.extend(conflicts)
+        memo = self._blocks.get(seen.key)
+        if memo is None or memo.uid != seen.job.metadata.uid:
+            memo = _Block(seen.job.metadata.uid or "", conflicts, 0, time.monotonic() + self._recheck_after(0))
+            self._blocks[seen.key] = memo
+        seen.want_requeue(max(memo.next_check - time.monotonic(), 0.05))
+
+    def _recheck_after(self, checks: int) -> float:
+        """Seconds to the next look at the names that block a job, after ``checks`` looks that found them taken:
+        BLOCKED_RECHECK_FIRST, doubling, at most twice ``wait_requeue``."""
+        first = min(BLOCKED_RECHECK_FIRST, self.options.wait_requeue)
+        return float(min(first * 2**checks, 2 * self.options.wait_requeue))
+
+    async def _still_blocked(self, seen: Observation) -> bool:
+        """Whether the names that blocked the job are still taken. A blocked job costs no write: until its next
+        look (backed off: ``_recheck_after``) it only says why it waits; the look is one read of each object in
+        the way. Nothing the job does (re-pointing a Service, reserving a host port) may wake it sooner, so a
+        stranger's Service cannot make it write in a loop."""
+        memo = self._blocks.get(seen.key)
+        if memo is None:
+            return False
+        if memo.uid != seen.job.metadata.uid:
+            del self._blocks[seen.key]
+            return False
+        now = time.monotonic()
+        if now < memo.next_check:
+            seen.conflicts.extend(memo.conflicts)
+            seen.want_requeue(memo.next_check - now)
+            return True
+        owner = owner_reference(seen.job)
+        still: list[Conflict] = []
+        for conflict in memo.conflicts:
+            resource = self._conflict_resources.get(conflict.kind)
+            if resource is None:
+                continue
+            try:
+                found = await self.client.get(resource, conflict.name, namespace=conflict.namespace)
+            except errors.NotFound:
+                continue
+            again = conflict_of(owner, found, conflict.kind)
+            if again is not None:
+                still.append(again)
+        if not still:
+            del self._blocks[seen.key]
+            logger.info("%s: the names that blocked it are free; making its objects", seen.key)
+            return False
+        memo.conflicts, memo.checks = still, memo.checks + 1
+        memo.next_check = time.monotonic() + self._recheck_after(memo.checks)
+        seen.conflicts.extend(still)
+        seen.want_requeue(memo.next_check - time.monotonic())
+        return True
 
     async def _refused(self, seen: Observation, refusals: list[Refusal]) -> None:
         """The API server refused one of the job's objects (see refusals.py): the job fails (JobFailure) when
         it cannot run as written, else a Warning event says why and it is retried with backoff. Never a
         silent retry loop."""
+        refusals = [r for r in refusals if r.outcome is not Outcome.GONE]  # nothing to say or retry: going away
+        if not refusals:
+            return
         final = next((r for r in refusals if r.outcome is Outcome.FAIL), None)
         if final is not None:
             message = f"{seen.job.kind} {seen.key}: the API server refused a pod or Service: {final}"
@@ -1390,10 +1489,11 @@ class JobReconciler:
                 continue
             except (errors.Invalid, errors.BadRequest, errors.Forbidden, errors.NotFound) as exc:
                 refusal = classify_refusal(exc)
-                if refusal.outcome is not Outcome.GONE:
-                    return refusal
-                # The namespace is going away, or the job was deleted: nothing to do.
-                logger.info("%s/%s: not created: %s", meta["namespace"], meta["name"], exc)
+                if refusal.outcome is Outcome.GONE:
+                    # The namespace is going away, or the job was deleted: nothing to do, but it was not made
+                    # (what was reserved for it is given back: a port of a host-network pod).
+                    logger.info("%s/%s: not created: %s", meta["namespace"], meta["name"], exc)
+                return refusal
             return None
         return None  # unreachable: the second attempt returns or raises
 
@@ -1423,6 +1523,7 @@ class JobReconciler:
             return _VANISHED  # gone since our create was refused: the caller creates again
         conflict = conflict_of(owner, existing, resource.kind)
         if conflict is not None:
+            self._conflict_resources[resource.kind] = resource
             logger.info("%s/%s: %s", namespace, name, conflict.message)
             return conflict
         labels = (existing.get("metadata") or {}).get("labels") or {}
@@ -1484,6 +1585,18 @@ class JobReconciler:
 
 class _Vanished:
     """``_take_over`` found no object: the one that refused our create went meanwhile."""
+
+
+@dataclass
+class _Block:
+    """The names that block one incarnation (uid) of a job, and when to look at them again."""
+
+    uid: str
+    conflicts: list[Conflict]
+    #: looks that found them still taken
+    checks: int
+    #: when (monotonic) the next look is due
+    next_check: float
 
 
 _VANISHED = _Vanished()

@@ -38,6 +38,8 @@ def replica_labels(job: TrainingJob, replica_type: str, index: int) -> dict[str,
         c.LABEL_REPLICA_TYPE: replica_type.lower(),
         c.LABEL_REPLICA_INDEX: str(index),
     }
+    if job.metadata.uid:
+        labels[c.LABEL_JOB_UID] = job.metadata.uid
     if master:
         labels[c.LABEL_JOB_ROLE] = "master"
     labels.update(peer_labels(job.api_group, job.kind, job.name, replica_type, index, master=master))
@@ -239,9 +241,14 @@ def service_drift(live: dict[str, Any], desired: dict[str, Any]) -> tuple[dict[s
     patch: dict[str, Any] = {}
     drifted: list[str] = []
     selector = spec.get("selector") or {}
-    if selector != want["selector"]:
+    wanted = want["selector"]
+    if c.LABEL_JOB_UID not in selector and {**selector, c.LABEL_JOB_UID: wanted.get(c.LABEL_JOB_UID)} == wanted:
+        # Made before Services selected by uid, for pods that may not carry the label: left as it is (a patch
+        # would take every endpoint out of it until the pods are made again).
+        wanted = selector
+    if selector != wanted:
         drifted.append("selector")
-        patch["selector"] = {**{key: None for key in selector if key not in want["selector"]}, **want["selector"]}
+        patch["selector"] = {**{key: None for key in selector if key not in wanted}, **wanted}
     if [_port_shape(p) for p in spec.get("ports") or []] != [_port_shape(p) for p in want["ports"]]:
         drifted.append("ports")
         patch["ports"] = [{key: p[key] for key in _SERVICE_PORT_FIELDS if key in p} for p in want["ports"]]

@@ -66,6 +66,7 @@ def test_normal_mode_service_is_headless_with_the_container_ports() -> None:
         c.LABEL_JOB_NAME: "t",
         c.LABEL_REPLICA_TYPE: "ps",
         c.LABEL_REPLICA_INDEX: "0",
+        c.LABEL_JOB_UID: job.metadata.uid,  # only the job's own pods, never another job's of this name
     }
 
 

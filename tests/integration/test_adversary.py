@@ -1,0 +1,272 @@
+"""What an adversary found on the real control plane (issue 47), each as a test on both tiers: a job blocked by
+a name it needs costs nothing but backed-off reads; no rank is made while a name it dials is held by a
+stranger, and a job's Services select only its own pods; the host ports a namespace's deletion frees are
+offered again at once.
+
+The controller runs under its own ServiceAccount on the real tier (RBAC enforced), its requests seen by the
+fault proxy's request log; on the embedded tier by the server's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from kubedl_py.api import constants as c
+from kubedl_py.controllers.hostnetwork import HostNetwork
+from kubedl_py.kube.resources import NAMESPACES, PODS, SERVICES
+from kubedl_py.local.faults import RequestRecord
+from kubedl_py.local.kubernetes.cluster import create_namespace
+from tests.integration.conftest import (
+    PYTORCHJOBS,
+    TFJOBS,
+    Env,
+    Kube,
+    RunningController,
+    eventually,
+    fast_options,
+    job_state,
+    pytorchjob,
+    replica,
+    tfjob,
+)
+
+KUBEFLOW_PYTORCHJOBS = PYTORCHJOBS.__class__("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
+
+
+def _blocked_reason(job: dict[str, Any] | None) -> str | None:
+    for cond in ((job or {}).get("status") or {}).get("conditions") or []:
+        if cond["type"] == "Running" and cond["status"] == "False":
+            return str(cond.get("reason"))
+    return None
+
+
+def _writes(records: list[RequestRecord], namespace: str, since: float) -> dict[str, int]:
+    """Successful writes in ``namespace`` from ``since`` (monotonic), by resource."""
+    counts: dict[str, int] = {}
+    for record in records:
+        if record.started < since or record.namespace != namespace or record.status >= 400:
+            continue
+        if record.verb in ("create", "update", "patch", "delete"):
+            counts[record.resource] = counts.get(record.resource, 0) + 1
+    return counts
+
+
+async def _owned_pods(kube: Kube, uid: str) -> list[dict[str, Any]]:
+    listed = await kube.list(PODS, namespace=kube.ns)
+    return [
+        pod
+        for pod in listed.items
+        if any(ref.get("uid") == uid for ref in pod["metadata"].get("ownerReferences") or [])
+    ]
+
+
+async def _watch_window(cluster: Env, kube: Kube, seconds: float, *, bound: dict[str, int]) -> dict[str, int]:
+    """Watch the request log for ``seconds`` (a deadline, failing as soon as a bound is passed): the writes the
+    namespace got meanwhile."""
+    since = time.monotonic()
+    deadline = since + seconds
+    writes: dict[str, int] = {}
+    while time.monotonic() < deadline:
+        writes = _writes(cluster.request_log.records, kube.ns, since)
+        over = {resource: n for resource, n in writes.items() if n > bound.get(resource, 0)}
+        assert not over, f"writes over the bound {bound} within {time.monotonic() - since:.1f}s: {writes}"
+        await asyncio.sleep(0.2)
+    return writes
+
+
+@pytest.mark.nodes(3)
+async def test_a_host_network_job_blocked_by_a_strangers_service_makes_no_writes(
+    cluster: Env, kube: Kube, controller: RunningController
+) -> None:
+    """A TFJob facing a stranger's Service ``t-ps-0`` (docs/host-network.md): it said once why it waits, then
+    makes no write at all (no Service re-pointed, no Event) while the name stays taken, only a backed-off read
+    of the stranger's Service; it starts once the name is free. It re-pointed its Services 530 times in 10 s."""
+    stranger = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "t-ps-0"},
+        "spec": {"selector": {"app": "someone-else"}, "ports": [{"port": 2222}]},
+    }
+    await kube.create(SERVICES, stranger, namespace=kube.ns)
+    job = tfjob("t", host=True, replicas={"PS": replica(1, name="tensorflow"), "Worker": replica(2, name="tensorflow")})
+    await kube.create(TFJOBS, job, namespace=kube.ns)
+
+    async def blocked() -> bool:
+        return _blocked_reason(await job_state(kube, TFJOBS, "t")) == "NameInUse"
+
+    await eventually(blocked, what="the NameInUse condition")
+    # Let the reconciles the job's own first writes woke run out, then watch.
+    await eventually(lambda: _quiet(cluster, kube.ns, 1.0), within=15, what="the namespace quiet for a second")
+    since = time.monotonic()
+    writes = await _watch_window(cluster, kube, 12.0, bound={})
+    assert writes == {}, f"a blocked job wrote: {writes}"
+    looks = [
+        r
+        for r in cluster.request_log.records
+        if r.started >= since and r.verb == "get" and r.resource == "services" and r.name == "t-ps-0"
+    ]
+    # Looks at 1, 2, 4, 8 s after the block at most (BLOCKED_RECHECK_FIRST doubling), some before the window.
+    assert len(looks) <= 4, f"{len(looks)} reads of the stranger's Service in 12 s"
+    assert await _owned_pods(kube, (await kube.get(TFJOBS, "t", namespace=kube.ns))["metadata"]["uid"]) == []
+
+    await kube.delete(SERVICES, "t-ps-0", namespace=kube.ns)
+
+    async def running() -> bool:
+        found = await job_state(kube, TFJOBS, "t")
+        return len(await _owned_pods(kube, (found or {}).get("metadata", {}).get("uid", ""))) == 3
+
+    await eventually(running, within=30, what="the job's 3 pods once the name is free")
+
+
+async def _quiet(cluster: Env, namespace: str, seconds: float) -> bool:
+    now = time.monotonic()
+    return not _writes(cluster.request_log.records, namespace, now - seconds)
+
+
+@pytest.mark.parametrize("host", [False, True], ids=["pod-network", "host-network"])
+async def test_no_rank_is_made_while_a_stranger_pod_holds_the_masters_name(
+    cluster: Env, kube: Kube, controller: RunningController, host: bool
+) -> None:
+    """A pod ``d-master-0`` of no one's, made before job ``d``, with the labels the job's Service would select
+    by name: the job makes no pod at all (its Workers would dial a Master that is not the job's), and its
+    Service selects only pods of its own uid, so the squatter gets none of the job's traffic."""
+    squatter = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "d-master-0",
+            "labels": {
+                c.LABEL_CONTROLLER: c.CONTROLLER_NAME,
+                c.LABEL_JOB_NAME: "d",
+                c.LABEL_REPLICA_TYPE: "master",
+                c.LABEL_REPLICA_INDEX: "0",
+            },
+        },
+        "spec": {"containers": [{"name": "squat", "image": "busybox", "command": ["listen"]}]},
+    }
+    await kube.create(PODS, squatter, namespace=kube.ns)
+    await kube.create(PYTORCHJOBS, pytorchjob("d", host=host), namespace=kube.ns)
+
+    async def blocked() -> dict[str, Any] | None:
+        found = await job_state(kube, PYTORCHJOBS, "d")
+        return found if _blocked_reason(found) == "NameInUse" else None
+
+    job = await eventually(blocked, what="the NameInUse condition")
+    uid = job["metadata"]["uid"]
+    # Give any wrongly made Worker time to show: the block is told after the Master's create was refused.
+    await eventually(lambda: _quiet(cluster, kube.ns, 1.0), within=15, what="the namespace quiet for a second")
+    assert await _owned_pods(kube, uid) == [], "a rank was made while the Master's name is held by a stranger"
+    made = [
+        r
+        for r in cluster.request_log.records
+        if r.verb == "create" and r.resource == "pods" and r.namespace == kube.ns and r.status == 201
+    ]
+    assert len(made) <= 1, f"pods created in the namespace: {len(made)} (the squatter's only)"
+    service = await kube.get(SERVICES, "d-master-0", namespace=kube.ns)
+    assert service["spec"]["selector"].get(c.LABEL_JOB_UID) == uid
+    assert not _selects(service, squatter)
+
+    await kube.delete(PODS, "d-master-0", namespace=kube.ns, grace_period_seconds=0)
+    await eventually(lambda: _n_owned(kube, uid, 3), within=30, what="the job's 3 pods once the name is free")
+    for pod in await _owned_pods(kube, uid):
+        assert _selects(service, pod) == pod["metadata"]["name"].startswith("d-master-")
+
+
+async def _n_owned(kube: Kube, uid: str, n: int) -> bool:
+    return len(await _owned_pods(kube, uid)) == n
+
+
+def _selects(service: dict[str, Any], pod: dict[str, Any]) -> bool:
+    labels = pod["metadata"].get("labels") or {}
+    return all(labels.get(key) == value for key, value in service["spec"]["selector"].items())
+
+
+async def test_jobs_of_one_name_in_both_api_groups_select_only_their_own_pods(
+    cluster: Env, kube: Kube, kubeflow_controller: RunningController
+) -> None:
+    """A training.kubedl.io PyTorchJob ``x`` runs; then a kubeflow.org PyTorchJob ``x`` comes, which makes a Service
+    for every replica as the Training Operator does: the Master's name is taken (NameInUse, no pod), its Worker
+    Services are made, and they select none of the other job's pods: every Service selects by its job's uid.
+    (The adversary saw the kubeflow.org job's Worker Services select the other job's pods; this order does not
+    reproduce that on today's code, which the uid selector rules out whatever the order.)"""
+    await kube.create(PYTORCHJOBS, pytorchjob("x"), namespace=kube.ns)
+    first = (await kube.get(PYTORCHJOBS, "x", namespace=kube.ns))["metadata"]["uid"]
+    await eventually(lambda: _n_owned(kube, first, 3), within=30, what="the first job's 3 pods")
+    kubeflow = pytorchjob("x")
+    kubeflow["apiVersion"] = "kubeflow.org/v1"
+    await kube.create(KUBEFLOW_PYTORCHJOBS, kubeflow, namespace=kube.ns)
+    second = (await kube.get(KUBEFLOW_PYTORCHJOBS, "x", namespace=kube.ns))["metadata"]["uid"]
+
+    async def blocked() -> bool:
+        return _blocked_reason(await job_state(kube, KUBEFLOW_PYTORCHJOBS, "x")) == "NameInUse"
+
+    await eventually(blocked, what="the second job blocked by the Master's name")
+    await eventually(lambda: _quiet(cluster, kube.ns, 1.0), within=15, what="the namespace quiet for a second")
+    pods = (await kube.list(PODS, namespace=kube.ns)).items
+    services = (await kube.list(SERVICES, namespace=kube.ns)).items
+    owners = {service["metadata"]["name"]: service["metadata"]["ownerReferences"][0]["uid"] for service in services}
+    assert second in owners.values(), f"the second job made no Service: {owners}"
+    for service in services:
+        owner = owners[service["metadata"]["name"]]
+        assert service["spec"]["selector"].get(c.LABEL_JOB_UID) == owner
+        for pod in pods:
+            if _selects(service, pod):
+                assert pod["metadata"]["ownerReferences"][0]["uid"] == owner, (
+                    f"Service {service['metadata']['name']} selects pod {pod['metadata']['name']} of another job"
+                )
+
+
+@pytest.mark.nodes(1)
+async def test_the_ports_a_deleted_namespace_held_are_offered_again(cluster: Env, kube: Kube) -> None:
+    """Host-network jobs in a namespace that is deleted: their pods go, the controller's replacements are
+    refused (the namespace is terminating), and every port it reserved for them is given back within seconds,
+    so the next job gets them (a leak kept them until the controller restarted)."""
+    doomed = f"{kube.ns}-doomed"
+    await create_namespace(kube, doomed)
+    options = fast_options(namespaces=(kube.ns, doomed), host_port_range=(20000, 20003))
+    running = RunningController(cluster, options)
+    manager = await running.start()
+    try:
+        network = _host_network(manager)
+        job = pytorchjob("leak", host=True, replicas={"Master": replica(1), "Worker": replica(2)})
+        await kube.create(PYTORCHJOBS, job, namespace=doomed)
+
+        async def three_running() -> bool:
+            pods = (await kube.list(PODS, namespace=doomed)).items
+            return len(pods) == 3 and all(p.get("status", {}).get("phase") == "Running" for p in pods)
+
+        await eventually(three_running, within=60, what="3 pods running in the doomed namespace")
+        await kube.delete(NAMESPACES, doomed)
+
+        def reserved_in_doomed() -> list[str]:
+            return [key for key in network.allocator._reserved if key.startswith(f"{doomed}/")]
+
+        async def given_back() -> bool:
+            return not reserved_in_doomed() and not any(key.startswith(f"{doomed}/") for key in network._ahead)
+
+        await eventually(given_back, within=30, what="no port reserved for the deleted namespace")
+
+        # The one node has 4 ports: a 4-pod job gets all of them once the old pods are gone.
+        four = pytorchjob("next", host=True, replicas={"Master": replica(1), "Worker": replica(3)})
+        await kube.create(PYTORCHJOBS, four, namespace=kube.ns)
+
+        async def four_running() -> bool:
+            pods = (await kube.list(PODS, namespace=kube.ns)).items
+            return len(pods) == 4 and all(p.get("status", {}).get("phase") == "Running" for p in pods)
+
+        await eventually(four_running, within=90, what="the next job's 4 pods running on the freed ports")
+    finally:
+        await running.stop()
+
+
+def _host_network(manager: Any) -> HostNetwork:
+    """The controller's one host-network step (shared by every kind's reconciler), and its allocator."""
+    for controller in manager.controllers:
+        for step in getattr(controller.reconciler, "steps", ()):
+            if isinstance(step, HostNetwork):
+                return step
+    raise AssertionError("the controller has no host-network step")
