@@ -63,17 +63,18 @@ kube-sources: $(STAMP)
 # tests/gang (scheduler-plugins and Volcano's; docs/gang-scheduling.md), Kueue (tests/kueue; docs/kueue.md) and
 # Helm (tests/test_chart.py; docs/install.md). They build in the background at nice 19 while the tests that need
 # none of them run, which come first (harness/builds.py, tests/conftest.py); a line says when each is ready.
-# tests/peers (the benchmark's peers, the Training Operator and KubeDL, built from their Go modules) is `make
-# test-peers`, which `make bench` runs first: it proves the benchmark's comparison, not kubedl-py (docs/testing.md).
+# tests/peers and the real control plane's benchmark smokes (the benchmark's peers, the Training Operator and
+# KubeDL, built from their Go modules: marker "peers") are `make test-peers`, which `make bench` runs first: they
+# prove the benchmark's comparison, not kubedl-py (docs/testing.md).
 test: $(STAMP) kube-sources
 	$(BIN)/python -m harness.builds $(TEST_BUILDS) --wait \
-		$(BIN)/python -m pytest -q -p no:cacheprovider --ignore=tests/peers
+		$(BIN)/python -m pytest -q -p no:cacheprovider -m "not peers"
 
 # The peers of the benchmark on the real control plane (tests/peers): each does the work the benchmark times.
 test-peers: $(STAMP)
 	$(BIN)/python -m kubedl_py.local.kubernetes
 	$(BIN)/python -m harness.peers
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/peers
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/peers tests/test_bench_smoke.py -m peers
 
 # The node tier (tests/node, opt-in: KUBEDL_TEST_TIERS=node): a real node on this machine (root; one per
 # machine), with the controller installed in-cluster from deploy/. It builds what it needs first; the DDP

@@ -21,10 +21,11 @@ ROOT = Path(__file__).resolve().parents[1]
         "lifecycle",
         "failover_under_load",
         "proxy",
-        # the real control plane, with the Training Operator and KubeDL (make test builds them first)
-        "real_n50",
-        "real_lifecycle",
-        "real_failover",
+        # the real control plane, with the Training Operator and KubeDL: make test-peers (and make bench) runs
+        # these, with tests/peers; make test leaves them out (docs/testing.md)
+        pytest.param("real_n50", marks=pytest.mark.peers),
+        pytest.param("real_lifecycle", marks=pytest.mark.peers),
+        pytest.param("real_failover", marks=pytest.mark.peers),
     ],
 )
 def test_benchmark_runs(name: str) -> None:

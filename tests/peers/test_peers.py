@@ -34,8 +34,9 @@ from kubedl_py.local.kubernetes.cluster import KubernetesCluster, create_namespa
 from kubedl_py.local.kubernetes.controlplane import log_tail
 from tests.integration.conftest import eventually
 
-# The first test may build a peer (minutes cold, one Go build at a time).
-pytestmark = pytest.mark.timeout(1200)
+# The first test may build a peer (minutes cold, one Go build at a time). make test-peers runs these, make test
+# does not (docs/testing.md).
+pytestmark = [pytest.mark.timeout(1200), pytest.mark.peers]
 
 NAMESPACE = "peers"
 REPLICAS = 8

@@ -90,14 +90,20 @@ async def test_help_speaks_to_users_not_maintainers() -> None:
 async def test_a_stopped_cluster_answers_at_once_in_one_line(tmp_path: Path) -> None:
     port = free_port()  # nothing listens there any more: a cluster that was stopped
     config = kubeconfig_for(tmp_path / "stopped.kubeconfig", f"https://127.0.0.1:{port}")
+    # What the command costs before it connects (the interpreter, the imports, reading a kubeconfig), measured
+    # here: on a loaded machine (CI builds beside the tests) that alone is seconds, and is not the point.
+    started = time.monotonic()
+    baseline_run = await kubedl(None, "get", "--kubeconfig", str(tmp_path / "missing.kubeconfig"))
+    baseline = time.monotonic() - started
+    assert baseline_run.code != 0
     started = time.monotonic()
     run = await kubedl(None, "get", "--kubeconfig", str(config))
-    elapsed = time.monotonic() - started
+    elapsed = time.monotonic() - started - baseline
     assert run.code == 1, run.err
     line = one_line(run.err)
     assert f"https://127.0.0.1:{port}" in line and "kubedl-py local up" in line, line
     assert "ClientConnectorError" not in line and "ConnectionKey" not in line, line
-    assert elapsed < 2.0, f"took {elapsed:.1f}s"
+    assert elapsed < 1.5, f"took {elapsed:.1f}s more than a command that never connects ({baseline:.1f}s)"
 
 
 @pytest.mark.parametrize(
