@@ -40,7 +40,7 @@ from kubedl_py.kube.metrics import Metrics
 from kubedl_py.kube.priority import OrdinaryLimit, WriteGate
 from kubedl_py.kube.resources import Resource, object_key
 from kubedl_py.kube.tls import server_context
-from kubedl_py.kube.workqueue import BackoffSettings, ExponentialBackoff, ShutDown, WorkQueue
+from kubedl_py.kube.workqueue import BackoffSettings, ExponentialBackoff, ShutDown, WorkQueue, namespace_of
 
 __all__ = [
     "Controller",
@@ -148,7 +148,10 @@ class Controller:
                 write_gate, normal=workers, repairing=repair_workers, name=name, metrics=metrics
             )
         self.metrics = metrics
-        self.queue: WorkQueue[str] = WorkQueue(name=name, backoff=ExponentialBackoff(backoff), metrics=metrics)
+        # Keys are namespace/name: one namespace's burst does not hold another's jobs back (workqueue.py).
+        self.queue: WorkQueue[str] = WorkQueue(
+            name=name, backoff=ExponentialBackoff(backoff), metrics=metrics, tenant=namespace_of
+        )
         self._tasks: list[asyncio.Task[None]] = []
 
     def watch(

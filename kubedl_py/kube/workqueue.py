@@ -13,6 +13,10 @@ Why these rules (they are what makes a level-based reconciler correct and cheap)
   resets the count once it succeeds.
 - **Delayed adds.** :meth:`add_after` wakes a key later (deadlines, TTL after finish, polling); when a
   key already waits, the earliest time wins, so a short requeue is never postponed by a long one.
+- **Fair between tenants.** With a ``tenant`` function (the controllers': a key's namespace), ordinary keys wait
+  in one line per tenant, served in turn: one tenant's burst of 300 new jobs no longer puts another
+  tenant's single job behind all of them, it waits for at most one key of each other tenant (issue 47).
+  Within a tenant, first come first served.
 - **Urgent keys.** ``add(key, urgent=True)`` (a job that lost a running pod) lines the key up ahead of
   ordinary keys, first come first served among urgent ones. Going first is not enough when every worker is
   busy with new work: a worker frees up only when its reconcile ends. So a controller may keep a few workers
@@ -28,13 +32,13 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from kubedl_py.kube.metrics import Metrics
 
-__all__ = ["BackoffSettings", "ExponentialBackoff", "ShutDown", "WorkQueue"]
+__all__ = ["BackoffSettings", "ExponentialBackoff", "ShutDown", "WorkQueue", "namespace_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +83,62 @@ class ExponentialBackoff(Generic[K]):
         return self._failures.get(key, 0)
 
 
+def namespace_of(key: str) -> str:
+    """The tenant of a ``namespace/name`` key: its namespace (a cluster-scoped key is its own)."""
+    return key.partition("/")[0] if "/" in key else ""
+
+
+class _FairLine(Generic[K]):
+    """The ordinary keys ready to be handed out: one first-come-first-served line per tenant, served in turn."""
+
+    def __init__(self, tenant: Callable[[K], Hashable] | None) -> None:
+        self._tenant = tenant or (lambda key: None)
+        self._lines: dict[Hashable, deque[K]] = {}
+        #: tenants with a key waiting, in the order they are served
+        self._turns: deque[Hashable] = deque()
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __bool__(self) -> bool:
+        return self._size > 0
+
+    def append(self, key: K) -> None:
+        tenant = self._tenant(key)
+        line = self._lines.get(tenant)
+        if line is None:
+            line = self._lines[tenant] = deque()
+            self._turns.append(tenant)
+        line.append(key)
+        self._size += 1
+
+    def remove(self, key: K) -> None:
+        tenant = self._tenant(key)
+        line = self._lines[tenant]
+        line.remove(key)
+        self._size -= 1
+        if not line:
+            del self._lines[tenant]
+            self._turns.remove(tenant)
+
+    def popleft(self) -> K:
+        tenant = self._turns.popleft()
+        line = self._lines[tenant]
+        key = line.popleft()
+        self._size -= 1
+        if line:
+            self._turns.append(tenant)  # its next key after one of every other tenant's
+        else:
+            del self._lines[tenant]
+        return key
+
+    def clear(self) -> None:
+        self._lines.clear()
+        self._turns.clear()
+        self._size = 0
+
+
 class WorkQueue(Generic[K]):
     """De-duplicating, rate-limited, delaying queue of keys for N concurrent workers.
 
@@ -101,12 +161,13 @@ class WorkQueue(Generic[K]):
         name: str = "",
         backoff: ExponentialBackoff[K] | None = None,
         metrics: Metrics | None = None,
+        tenant: Callable[[K], Hashable] | None = None,
     ) -> None:
         self.name = name
         self.backoff: ExponentialBackoff[K] = backoff or ExponentialBackoff()
         self._metrics = metrics
-        #: ordinary keys ready to be handed out, in order
-        self._queue: deque[K] = deque()
+        #: ordinary keys ready to be handed out: in order per tenant (``tenant``: none, one line), tenants in turn
+        self._queue: _FairLine[K] = _FairLine(tenant)
         #: urgent keys ready to be handed out, in order; handed out before any of ``_queue``
         self._front: deque[K] = deque()
         #: when each key of ``_front`` and ``_queue`` was lined up (monotonic): its wait, kept only with metrics

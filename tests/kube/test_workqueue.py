@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 from kubedl_py.kube.metrics import Metrics
-from kubedl_py.kube.workqueue import BackoffSettings, ExponentialBackoff, ShutDown, WorkQueue
+from kubedl_py.kube.workqueue import BackoffSettings, ExponentialBackoff, ShutDown, WorkQueue, namespace_of
 
 
 async def take(queue: WorkQueue[str]) -> str:
@@ -300,3 +300,25 @@ async def test_add_soon_gathers_what_comes_meanwhile_and_never_delays_a_waiting_
     queue.add("b")
     queue.add_soon("b", 30)  # already waiting to be handed out: nothing to add, and it is not held back
     assert queue.delayed == {"a"} and await take(queue) == "b"
+
+
+async def test_one_tenants_burst_does_not_hold_back_another_tenants_key() -> None:
+    """300 keys of namespace a, then one of b: b's is handed out second, not 301st; each tenant keeps its own
+    order; a queue without a tenant function is one first-come-first-served line."""
+    fair: WorkQueue[str] = WorkQueue(tenant=namespace_of)
+    for i in range(300):
+        fair.add(f"a/job-{i}")
+    fair.add("b/job")
+    fair.add("c/job")
+    taken = [await fair.get() for _ in range(6)]
+    assert taken == ["a/job-0", "b/job", "c/job", "a/job-1", "a/job-2", "a/job-3"]
+    fair.add("b/again")
+    assert [await fair.get() for _ in range(2)] == ["a/job-4", "b/again"]  # after a's turn, already lined up
+    assert len(fair) == 300 - 5
+    fair.add("b/moved")
+    fair.add("b/moved", urgent=True)  # moved up from its tenant's line to the urgent lane
+    assert await fair.get() == "b/moved"
+    plain: WorkQueue[str] = WorkQueue()
+    for key in ("a/1", "a/2", "b/1"):
+        plain.add(key)
+    assert [await plain.get() for _ in range(3)] == ["a/1", "a/2", "b/1"]
