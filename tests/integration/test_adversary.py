@@ -10,6 +10,7 @@ fault proxy's request log; on the embedded tier by the server's own.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any
 
@@ -17,6 +18,10 @@ import pytest
 
 from kubedl_py.api import constants as c
 from kubedl_py.controllers.hostnetwork import HostNetwork
+from kubedl_py.controllers.setup import build_manager
+from kubedl_py.kube.client import ClientSettings, KubeClient
+from kubedl_py.kube.errors import AlreadyExists
+from kubedl_py.kube.leader import LeaderElectionSettings, LeadershipLost
 from kubedl_py.kube.resources import NAMESPACES, PODS, SERVICES
 from kubedl_py.local.faults import RequestRecord
 from kubedl_py.local.kubernetes.cluster import create_namespace
@@ -33,6 +38,7 @@ from tests.integration.conftest import (
     replica,
     tfjob,
 )
+from tests.tiers import LoopThread
 
 KUBEFLOW_PYTORCHJOBS = PYTORCHJOBS.__class__("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
 
@@ -270,3 +276,86 @@ def _host_network(manager: Any) -> HostNetwork:
             if isinstance(step, HostNetwork):
                 return step
     raise AssertionError("the controller has no host-network step")
+
+
+@pytest.mark.nodes(6)
+async def test_a_leader_paused_mid_failover_writes_nothing_once_it_lost_the_lease(cluster: Env, kube: Kube) -> None:
+    """The leader runs on an event loop of its own; 0.05 s after 8 of a job's pods are deleted (8 failovers
+    under way) that loop is frozen for longer than the lease, as SIGSTOP freezes a process; the standby takes
+    the Lease and acts; then the old leader resumes, its reconciles mid-write. Not one write it sends after the
+    takeover may succeed (one unconditioned Service patch did, re-pointing a Service to a wrong port)."""
+    with contextlib.suppress(AlreadyExists):  # the real tier's install made it
+        await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kubedl-system"}})
+    settings = LeaderElectionSettings(
+        name=f"kubedl-py-{kube.ns}", namespace="kubedl-system", lease_duration=3.0, renew_deadline=2.0, retry_period=0.5
+    )
+    options = fast_options(namespace=kube.ns, leader_elect=True, leader_election=settings)
+    paused_agent = "kubedl-py-paused-leader"
+    thread = LoopThread("paused-leader")
+    leader_client = _client_for(cluster, ClientSettings(user_agent=paused_agent))
+    leader = build_manager(leader_client, options)
+
+    async def lead() -> None:
+        await leader_client.open()
+        with contextlib.suppress(LeadershipLost):
+            await leader.run()
+
+    leading = asyncio.wrap_future(asyncio.run_coroutine_threadsafe(lead(), thread.loop))
+    standby = RunningController(cluster, options)
+    standby_started: asyncio.Task[Any] | None = None
+    try:
+        await eventually(lambda: _ready(leader), within=30, what="the first controller leads")
+        standby_started = asyncio.create_task(standby.start())
+        job = pytorchjob("j8", host=True, replicas={"Master": replica(1), "Worker": replica(WORKERS)})
+        await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
+
+        async def all_running() -> bool:
+            pods = (await kube.list(PODS, namespace=kube.ns)).items
+            return len(pods) == WORKERS + 1 and all(p.get("status", {}).get("phase") == "Running" for p in pods)
+
+        await eventually(all_running, within=60, what="every pod running")
+        await asyncio.gather(*(kube.delete(PODS, f"j8-worker-{i}", namespace=kube.ns) for i in range(WORKERS)))
+        await asyncio.sleep(0.05)  # the fault: the pause lands 0.05 s into the failovers (not a wait for a state)
+        thread.loop.call_soon_threadsafe(time.sleep, settings.lease_duration + 3.0)  # SIGSTOP
+        await asyncio.wait_for(standby_started, timeout=20)  # the standby takes the Lease: it leads now
+        took_over = time.monotonic()
+
+        async def stepped_down() -> bool:
+            return leading.done() or not leader.running
+
+        await eventually(stepped_down, within=20, what="the old leader stepping down after it resumed")
+        late = [
+            record
+            for record in cluster.request_log.records
+            if record.user_agent == paused_agent
+            and record.started >= took_over
+            and record.verb in ("create", "update", "patch", "delete")
+            and record.status < 400
+        ]
+        assert late == [], f"the old leader's writes after the takeover: {late}"
+        await eventually(all_running, within=60, what="the new leader finishing the failovers")
+    finally:
+        leader.stop()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(leading, timeout=30)
+        thread.run(leader_client.close(), timeout=30)
+        thread.close()
+        if standby_started is not None and not standby_started.done():
+            standby_started.cancel()
+        await standby.stop()
+
+
+#: the workers of the paused leader's job, all failing over when the pause lands
+WORKERS = 8
+
+
+def _client_for(cluster: Env, settings: ClientSettings) -> KubeClient:
+    """A controller's client as ``cluster.controller_client`` makes it, with ``settings`` (a user agent of its
+    own: the request log tells its requests apart)."""
+    if cluster.local is not None:
+        return KubeClient(configuration=cluster.local.configuration, settings=settings)
+    return KubeClient(kubeconfig=cluster.controller_kubeconfig_path, settings=settings)
+
+
+async def _ready(manager: Any) -> bool:
+    return bool(manager.ready())
