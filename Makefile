@@ -7,12 +7,12 @@ STAMP := $(VENV)/.installed-test
 DEMO_STAMP := $(VENV)/.installed-demo
 KINDS_STAMP := $(VENV)/.installed-kinds
 # The Go builds of `make test` (harness/builds.py)
-TEST_BUILDS := control-plane schedulers kueue helm
+TEST_BUILDS := control-plane kueue helm
 # The local clusters are the `local` extra, the distribution kubedl-py-local built from packaging/: installed
 # editable in the same pip command as the package, so pip's resolver takes this checkout's copy for the extra.
 LOCAL := packaging/kubedl-py-local
 
-.PHONY: test test-peers lint demo manifests bench soak e2e e2e-kind clean venv kube-binaries kube-sources image node-binaries \
+.PHONY: test test-peers test-gang lint demo manifests bench soak e2e e2e-kind clean venv kube-binaries kube-sources image node-binaries \
 	test-node
 
 $(VENV_STAMP):
@@ -59,16 +59,21 @@ kube-sources: $(STAMP)
 
 # Both control-plane tiers (KUBEDL_TEST_TIERS=embedded or kubernetes narrows a run to one). What runs beside the
 # real control plane is built from its Go module at the version pinned in kubedl_py/local/pins.py, into
-# ~/.cache/kubedl-py (minutes the first time, then reused): the control plane itself, the real gang schedulers of
-# tests/gang (scheduler-plugins and Volcano's; docs/gang-scheduling.md), Kueue (tests/kueue; docs/kueue.md) and
-# Helm (tests/test_chart.py; docs/install.md). They build in the background at nice 19 while the tests that need
-# none of them run, which come first (harness/builds.py, tests/conftest.py); a line says when each is ready.
-# tests/peers and the real control plane's benchmark smokes (the benchmark's peers, the Training Operator and
-# KubeDL, built from their Go modules: marker "peers") are `make test-peers`, which `make bench` runs first: they
-# prove the benchmark's comparison, not kubedl-py (docs/testing.md).
+# ~/.cache/kubedl-py (minutes the first time, then reused): the control plane itself, Kueue (tests/kueue;
+# docs/kueue.md) and Helm (tests/test_chart.py; docs/install.md). They build in the background at nice 19 while the
+# tests that need none of them run, which come first; the real control plane's tests wait for them
+# (harness/builds.py, tests/conftest.py). Left out, each with a target of its own (docs/testing.md): the real gang
+# schedulers' tests (marker gang_schedulers: make test-gang) and the benchmark's peers' (marker peers: make
+# test-peers, which make bench runs first).
 test: $(STAMP) kube-sources
 	$(BIN)/python -m harness.builds $(TEST_BUILDS) --wait \
-		$(BIN)/python -m pytest -q -p no:cacheprovider -m "not peers"
+		$(BIN)/python -m pytest -q -p no:cacheprovider -m "not peers and not gang_schedulers"
+
+# The real gang schedulers (scheduler-plugins' Coscheduling and Volcano, each built from its Go module) with the
+# job's PodGroups on the real control plane (tests/gang; docs/gang-scheduling.md). CI runs it when it fits.
+test-gang: $(STAMP)
+	$(BIN)/python -m harness.builds control-plane schedulers
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/gang -m gang_schedulers
 
 # The peers of the benchmark on the real control plane (tests/peers): each does the work the benchmark times.
 test-peers: $(STAMP)

@@ -12,8 +12,12 @@ exec, and Python then installs no KeyboardInterrupt handler, so ``kubedl-py get 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
+import subprocess
+import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -24,7 +28,7 @@ from kubedl_py.kube.resources import Resource
 from kubedl_py.local.faultproxy import FaultProxy
 from kubedl_py.local.kubernetes.cluster import KubernetesCluster, KubernetesClusterOptions
 from kubedl_py.templates import ManifestOptions
-from tests.tiers import KUBERNETES, LoopThread, require_tier
+from tests.tiers import KUBERNETES, LoopThread, require_tier, selected_tiers
 
 # Every job parse a controller serves from its cache is checked against a fresh parse (controllers/job.py,
 # VERIFY_PARSE_CACHE), in this process and in every controller process the tests start.
@@ -38,12 +42,33 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+#: suites that start the real control plane through a fixture of their own (``request.getfixturevalue``, a module
+#: fixture), which neither the test's fixture names nor its parameters show
+REAL_PLANE_SUITES = (
+    "tests/differential/",
+    "tests/fidelity/",
+    "tests/local/test_kubernetes.py",
+    "tests/local/test_gpu_node.py",
+    "tests/reliability/test_fuzz.py",
+    "tests/test_chart.py",
+    "tests/test_helm_install.py",
+    "tests/test_image.py",
+    "tests/test_install.py",
+)
+_ROOT = Path(__file__).resolve().parents[1]
+
+
 def on_real_control_plane(item: pytest.Item) -> bool:
-    """Whether a test runs on the real control plane: it uses the session's cluster, or its tier is that one."""
+    """Whether a test may run on the real control plane: it uses the session's cluster, its tier is that one,
+    or its suite starts one its own way."""
     if "real_cluster" in getattr(item, "fixturenames", ()):
         return True
     callspec = getattr(item, "callspec", None)
-    return callspec is not None and KUBERNETES in callspec.params.values()
+    if callspec is not None and KUBERNETES in callspec.params.values():
+        return True
+    where = Path(str(item.path)).resolve()
+    relative = where.relative_to(_ROOT).as_posix() if where.is_relative_to(_ROOT) else ""
+    return relative.startswith(REAL_PLANE_SUITES)
 
 
 @pytest.hookimpl(trylast=True)
@@ -52,6 +77,35 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     the control plane and the programs beside it in the background meanwhile (``harness/builds.py``), and
     every other test runs while they build instead of after."""
     items.sort(key=on_real_control_plane)
+
+
+_builds_awaited = False
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Before the first test of the real control plane, every program ``make test`` builds is ready: built
+    here, or waited for on its lock while the background build finishes it. Outside any test and its timeout
+    (pytest-timeout's timer starts inside this wrapper): a cold build takes minutes, longer than one test may."""
+    global _builds_awaited
+    if not _builds_awaited and KUBERNETES in selected_tiers() and on_real_control_plane(item):
+        _builds_awaited = True
+        _await_builds(item.config)
+    yield
+
+
+def _await_builds(config: pytest.Config) -> None:
+    from harness.builds import TEST_BUILDS  # the harness is test support: imported only when needed
+
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    started = time.monotonic()
+    with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+        print(
+            f"\nkubedl-py: the real control plane's tests come next; waiting for {', '.join(TEST_BUILDS)}", flush=True
+        )
+        done = subprocess.run([sys.executable, "-m", "harness.builds", *TEST_BUILDS], check=False)
+        state = "ready" if done.returncode == 0 else f"FAILED (exit {done.returncode}): their tests will say why"
+        print(f"kubedl-py: builds {state} after {time.monotonic() - started:.0f}s of waiting", flush=True)
 
 
 @pytest.fixture(autouse=True)

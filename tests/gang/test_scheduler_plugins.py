@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from harness.schedulers import SchedulerPlugins
 from tests.gang.conftest import (
     GANG_SIZE,
@@ -21,6 +23,9 @@ from tests.gang.conftest import (
     tight_nodes,
 )
 from tests.integration.conftest import PYTORCHJOBS, Env, Kube, eventually, pods_of, wait_condition
+
+# The real gang schedulers, built from their Go modules: make test-gang, not make test (docs/testing.md).
+pytestmark = pytest.mark.gang_schedulers
 
 #: a whole Permit wait and then some: a pod that Coscheduling lets wait for its siblings must be sent back,
 #: not bound, when they never come

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from kubedl_py.controllers.gang import Gang
 from kubedl_py.kube.errors import NotFound
 from tests.gang.conftest import (
@@ -21,6 +23,9 @@ from tests.gang.conftest import (
     tight_nodes,
 )
 from tests.integration.conftest import PYTORCHJOBS, Env, Kube, eventually, pods_of, wait_condition
+
+# The real gang schedulers, built from their Go modules: make test-gang, not make test (docs/testing.md).
+pytestmark = pytest.mark.gang_schedulers
 
 PODGROUPS = Gang("volcano").resource
 #: long enough for several scheduling cycles (the launcher runs Volcano with a 0.5 s period)
