@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from pydantic.alias_generators import to_camel
 
 from kubedl_py.api.constants import MAX_TOTAL_REPLICAS
@@ -31,7 +31,12 @@ ConditionType = Literal["Created", "Running", "Restarting", "Succeeded", "Failed
 FailureClass = Literal["User", "Infrastructure"]
 ConditionStatus = Literal["True", "False", "Unknown"]
 
-NonNegativeInt = Annotated[int, Field(ge=0)]
+#: Kubernetes' int32 fields (counts, seconds, limits): a value past it is refused by name, not sent to fail as a raw
+#: "Integer exceeds 64-bit range" (an adversary's ``ttlSecondsAfterFinished: 1e20``)
+INT32_MAX = 2**31 - 1
+NonNegativeInt = Annotated[int, Field(ge=0, le=INT32_MAX)]
+#: a boolean field takes true or false only: "yes", "no" or "3" are refused, as the API server refuses them
+Bool = StrictBool
 
 
 class KubeModel(BaseModel):
@@ -125,7 +130,7 @@ class PodSpec(OpenModel):
     """The pod's containers: at least one."""
     restart_policy: str | None = None
     """Set by the controller from the replica spec's restartPolicy."""
-    host_network: bool | None = None
+    host_network: Bool | None = None
     """Use the node's network; the job's kubedl.io/network-mode: host annotation sets it for every pod."""
     scheduler_name: str | None = None
     """The scheduler of the pods (a gang scheduler's, with schedulingPolicy)."""
@@ -213,7 +218,7 @@ class RdmaSpec(KubeModel):
     """Multus attachments for the k8s.v1.cni.cncf.io/networks pod annotation (name or namespace/name)."""
     shm_size: Quantity | None = None
     """Size of the memory-backed /dev/shm (unset: no sizeLimit, bounded by the pod's memory)."""
-    ipc_lock: bool | None = None
+    ipc_lock: Bool | None = None
     """Add the IPC_LOCK capability (RDMA pins memory); default true."""
     nccl: dict[str, str | int] | None = None
     """Environment variables (NCCL_*) for the framework container."""
@@ -284,7 +289,7 @@ class RunPolicy(KubeModel):
     (unset: no limit)."""
     scheduling_policy: SchedulingPolicy | None = None
     """Gang scheduling: a PodGroup for the job's pods (with a gang scheduler, docs/gang-scheduling.md)."""
-    suspend: bool | None = None
+    suspend: Bool | None = None
     """No pods while true (what Kueue drives); set back to false to start the job, with a fresh startTime."""
     managed_by: ManagedBy | None = None
     """Who reconciles the job: unset or kubeflow.org/training-operator (kubedl-py is its drop-in) or

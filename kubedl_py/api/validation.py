@@ -272,6 +272,15 @@ def _replicas(value: int | None) -> int:
 def _check_name(job: Job) -> list[FieldError]:
     name = job.metadata.name
     generate_name = job.metadata.generate_name
+    if (
+        name
+        and generate_name
+        and name.startswith(generate_name)
+        and len(name) == len(generate_name) + _GENERATED_SUFFIX
+    ):
+        # The API server made the name from generateName (the controller's view): the user wrote generateName,
+        # so the advice is about it (an adversary got "use at most 53" for a generateName whose limit is 48).
+        name = None
     if not name and not generate_name:
         return [FieldError("metadata.name", "a job needs a name; set metadata.name (or metadata.generateName)")]
     field = "metadata.name" if name else "metadata.generateName"

@@ -89,6 +89,7 @@ from kubedl_py.controllers.policies import (
     count_phase,
     pending_cause,
     unschedulable_message,
+    unseen_by_scheduler,
     whole_job_restart,
 )
 from kubedl_py.controllers.refusals import Outcome, Refusal, classify_refusal, in_template
@@ -111,7 +112,11 @@ Job = TrainingJob
 
 #: ``Running`` False reasons of a job whose pods wait for a scheduler or for a name (cleared when that ends)
 UNSCHEDULABLE = "Unschedulable"
-WAITING_REASONS = frozenset({UNSCHEDULABLE, NAME_IN_USE, PREVIOUS_JOB_TERMINATING})
+#: no scheduler has looked at a pod for a while (its schedulerName names no running scheduler)
+NOT_SCHEDULED = "NotScheduled"
+#: the reasons of a create the API server refused for now (refusals.py, Outcome.RETRY)
+RETRYING_REASONS = frozenset({"FailedCreate", "QuotaExceeded"})
+WAITING_REASONS = frozenset({UNSCHEDULABLE, NOT_SCHEDULED, NAME_IN_USE, PREVIOUS_JOB_TERMINATING, *RETRYING_REASONS})
 
 
 def reaches_backoff_limit(restarts: int, limit: int) -> bool:
@@ -1109,6 +1114,7 @@ class JobReconciler:
         first = refusals[0]
         logger.warning("%s: the API server refused a pod or Service (retrying): %s", seen.key, first)
         await self.recorder.warning(seen.raw, first.reason, first.message)
+        seen.retrying = (first.reason, f"a pod or Service could not be created (retried with backoff): {first}")
         seen.backoff = True
 
     async def _create_pod(
@@ -1229,6 +1235,8 @@ class JobReconciler:
             first = seen.conflicts[0]
             reason = first.reason
             message = "; ".join(dict.fromkeys(conflict.message for conflict in seen.conflicts))
+        elif seen.retrying is not None:
+            reason, message = seen.retrying
         else:
             waiting = [
                 (r, text)
@@ -1237,6 +1245,23 @@ class JobReconciler:
                 for text in [unschedulable_message(r.pod)]
                 if text is not None
             ]
+            unseen: list[tuple[Replica, str]] = []
+            for replica in seen.replicas.values():
+                if replica.pod is None or replica.terminating:
+                    continue
+                said, again = unseen_by_scheduler(replica.pod, seen.now)
+                if said is not None:
+                    unseen.append((replica, said))
+                elif again is not None:
+                    seen.want_requeue(again)  # nothing announces that no scheduler came: look then
+            if not waiting and unseen:
+                replica, text = unseen[0]
+                more = f" (and {len(unseen) - 1} more pods)" if len(unseen) > 1 else ""
+                reason = NOT_SCHEDULED
+                message = (
+                    f"{replica.replica_type} {replica.index} (pod {replica_name(seen.job.name, *slot_of(replica))}) "
+                    f"is not scheduled{more}: {text}"
+                )
             if waiting:
                 replica, text = waiting[0]
                 more = f" (and {len(waiting) - 1} more pods)" if len(waiting) > 1 else ""

@@ -95,6 +95,9 @@ class Observation:
     conflicts: list[Conflict] = field(default_factory=list)
     #: retry with the work queue's per-key backoff (something failed that an event will not announce)
     backoff: bool = False
+    #: a create the API server refused that may work later (quota, a ServiceAccount not found), as (reason,
+    #: message): the job says so while it waits (``Running`` False), not only in a Warning event
+    retrying: tuple[str, str] | None = None
     #: replicas whose pod is there but not of use (on a node that is not Ready), with why: the job is not
     #: Running meanwhile (recovery.py)
     unavailable: dict[Slot, str] = field(default_factory=dict)
@@ -162,6 +165,8 @@ def trim_pod(pod: Object) -> Object:
             # where it runs: a host port is taken on that node only (ports.py); a pod on a node that is not
             # Ready may be lost with it (recovery.py)
             "nodeName": spec.get("nodeName"),
+            # which scheduler a pod no scheduler has looked at waits for (policies.unseen_by_scheduler)
+            **({"schedulerName": spec["schedulerName"]} if spec.get("schedulerName") else {}),
             "containers": [
                 {"name": ctr.get("name"), "ports": ctr.get("ports") or []} for ctr in spec.get("containers") or []
             ],

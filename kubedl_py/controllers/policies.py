@@ -9,10 +9,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Final
 
 from kubedl_py.api import TrainingJob
 from kubedl_py.api.common import CompletionPolicy
+from kubedl_py.controllers.observation import parse_time
 
 Object = dict[str, Any]
 
@@ -111,6 +113,33 @@ def pending_cause(pod: Object) -> str | None:
             reason = condition.get("reason") or "Unschedulable"
             return f"not scheduled: {reason}: {condition.get('message') or 'no message'}"
     return None
+
+
+#: seconds a pod may wait unbound with no scheduler having looked at it (no PodScheduled condition at all) before
+#: its job says so: kube-scheduler answers within a second; a schedulerName no scheduler serves, never
+UNSEEN_BY_SCHEDULER_SECONDS = 30.0
+
+
+def unseen_by_scheduler(pod: Object, now: datetime) -> tuple[str | None, float | None]:
+    """For an unbound pod that no scheduler has looked at: what to say once it has waited
+    ``UNSEEN_BY_SCHEDULER_SECONDS`` (its ``schedulerName``: is that scheduler running?), else in how many seconds
+    to look again. ``(None, None)`` for a pod bound or seen by a scheduler."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    if spec.get("nodeName") or any(c.get("type") == "PodScheduled" for c in status.get("conditions") or []):
+        return None, None
+    if (status.get("phase") or "Pending") != "Pending":
+        return None, None
+    created = parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+    if created is None:
+        return None, None
+    waited = (now - created).total_seconds()
+    if waited < UNSEEN_BY_SCHEDULER_SECONDS:
+        return None, UNSEEN_BY_SCHEDULER_SECONDS - waited + 0.5
+    scheduler = spec.get("schedulerName") or "default-scheduler"
+    return (
+        f"no scheduler has looked at it in {int(waited)}s: its schedulerName is {scheduler!r}; is that scheduler "
+        "running in this cluster (or is the name misspelt)?"
+    ), None
 
 
 def unschedulable_message(pod: Object) -> str | None:

@@ -83,6 +83,39 @@ def test_elastic_min_above_max() -> None:
     assert "minReplicas <= maxReplicas" in errors_of(document)["spec.elasticPolicy.minReplicas"]
 
 
+def test_an_elastic_job_with_more_workers_than_max_replicas_is_refused() -> None:
+    """It ran all 4 Workers with maxReplicas 2 (an adversary's finding): refused, naming both fields."""
+    document = pytorch(Worker=replica(4))
+    document["spec"]["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": 2}
+    message = errors_of(document)["spec.pytorchReplicaSpecs.Worker.replicas"]
+    assert "is 4, above elasticPolicy.maxReplicas 2" in message
+
+
+@pytest.mark.parametrize("value", ["yes", "no", "3", 1, "true"])
+def test_a_boolean_field_takes_true_or_false_only(value: Any) -> None:
+    """The SDK made booleans of "yes", "no" and "3", which kubectl and the API server refuse."""
+    document = pytorch()
+    document["spec"]["suspend"] = value
+    assert "valid boolean" in errors_of(document)["spec.suspend"]
+
+
+def test_an_integer_past_int32_is_refused_by_name() -> None:
+    """``ttlSecondsAfterFinished: 1e20`` raised a raw TypeError (Integer exceeds 64-bit range) on the way out."""
+    for value in (10**20, 1e20, 2**31):
+        document = pytorch()
+        document["spec"]["ttlSecondsAfterFinished"] = value
+        assert "spec.ttlSecondsAfterFinished" in errors_of(document)
+
+
+def test_a_generated_name_is_judged_as_the_generate_name_it_came_from() -> None:
+    """The controller sees the name the API server made (generateName + 5 characters): the advice is about the
+    generateName the user wrote, with its own limit, as the SDK gives it before the job exists."""
+    document = pytorch(Worker=replica(1))
+    document["metadata"] = {"generateName": "b" * 50 + "-", "name": "b" * 50 + "-x7k2q"}
+    errors = errors_of(document)
+    assert "at most 49 characters" in errors["metadata.generateName"] and "metadata.name" not in errors
+
+
 def test_tf_chief_and_master_conflict() -> None:
     errors = errors_of(tfjob(Chief=replica(1), Master=replica(1), Worker=replica(2)))
     assert "not both" in errors["spec.tfReplicaSpecs.Master"]

@@ -18,6 +18,7 @@ import pytest
 
 from kubedl_py.api import constants as c
 from kubedl_py.controllers.hostnetwork import HostNetwork
+from kubedl_py.controllers.policies import UNSEEN_BY_SCHEDULER_SECONDS
 from kubedl_py.controllers.setup import build_manager
 from kubedl_py.kube.client import ClientSettings, KubeClient
 from kubedl_py.kube.errors import AlreadyExists
@@ -38,7 +39,7 @@ from tests.integration.conftest import (
     replica,
     tfjob,
 )
-from tests.tiers import LoopThread
+from tests.tiers import EMBEDDED, LoopThread
 
 KUBEFLOW_PYTORCHJOBS = PYTORCHJOBS.__class__("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
 
@@ -359,3 +360,45 @@ def _client_for(cluster: Env, settings: ClientSettings) -> KubeClient:
 
 async def _ready(manager: Any) -> bool:
     return bool(manager.ready())
+
+
+async def test_a_replica_whose_service_account_does_not_exist_says_so_on_the_job(
+    cluster: Env, kube: Kube, controller: RunningController
+) -> None:
+    """``serviceAccountName: no-such-sa`` on the Workers: the API server refuses their pods (for now: the
+    ServiceAccount may be made). The job said only ``Created``, the refusals in Warning events; now ``Running`` is
+    False with the refusal's reason and the server's words, naming the ServiceAccount."""
+    if cluster.tier == EMBEDDED:
+        pytest.skip("the embedded API server does not refuse a pod whose ServiceAccount is missing (the real one does)")
+    job = pytorchjob("sa")
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["serviceAccountName"] = "no-such-sa"
+    await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
+
+    async def said() -> dict[str, Any] | None:
+        found = await job_state(kube, PYTORCHJOBS, "sa")
+        for cond in ((found or {}).get("status") or {}).get("conditions") or []:
+            if cond["type"] == "Running" and cond["status"] == "False" and cond["reason"] == "FailedCreate":
+                return dict(cond)
+        return None
+
+    cond = await eventually(said, within=30, what="Running False, FailedCreate")
+    assert "no-such-sa" in cond["message"], cond["message"]
+
+
+async def test_a_pod_no_scheduler_looks_at_says_so_on_the_job(kube: Kube, controller: RunningController) -> None:
+    """``schedulerName: no-such-scheduler``: no scheduler ever looks at the pods, so nothing says anything; the
+    job said ``Created`` for ever. Once a pod has waited UNSEEN_BY_SCHEDULER_SECONDS unseen, the job says which
+    scheduler it waits for."""
+    job = pytorchjob("nosched", replicas={"Master": replica(1)})
+    job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["schedulerName"] = "no-such-scheduler"
+    await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
+
+    async def said() -> dict[str, Any] | None:
+        found = await job_state(kube, PYTORCHJOBS, "nosched")
+        for cond in ((found or {}).get("status") or {}).get("conditions") or []:
+            if cond["type"] == "Running" and cond["status"] == "False" and cond["reason"] == "NotScheduled":
+                return dict(cond)
+        return None
+
+    cond = await eventually(said, within=UNSEEN_BY_SCHEDULER_SECONDS + 20, what="Running False, NotScheduled")
+    assert "no-such-scheduler" in cond["message"], cond["message"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, StrictBool
 
 from kubedl_py.api.common import ReplicaSpec, RunPolicy
 from kubedl_py.api.errors import FieldError
@@ -52,7 +52,7 @@ class MPIJobSpec(RunPolicy):
     """MPI slots per Worker in the hostfile (default 1)."""
     mpi_implementation: MPIImplementation | None = None
     """OpenMPI (default), Intel or MPICH: the hostfile's format and the launcher's environment."""
-    run_launcher_as_worker: bool | None = None
+    run_launcher_as_worker: StrictBool | None = None
     """Also list the Launcher in the hostfile, so it runs ranks too."""
     ssh_auth_mount_path: str | None = None
     """Where the generated SSH key is mounted in the pods (default /root/.ssh)."""

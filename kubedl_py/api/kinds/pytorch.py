@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, StrictBool
 
 from kubedl_py.api.common import KubeModel, ReplicaSpec, RunPolicy
 from kubedl_py.api.errors import FieldError
@@ -69,7 +69,7 @@ class ElasticPolicy(KubeModel):
     """torchrun --max-restarts: how often the workers' group is restarted in place."""
     n_proc_per_node: Annotated[int, Field(ge=1)] | None = None
     """The Training Operator's deprecated per-policy process count: use spec.nprocPerNode."""
-    standalone: bool | None = None
+    standalone: StrictBool | None = None
     """torchrun --standalone: accepted so Training Operator files apply (the rendezvous is set either way)."""
     metrics: list[dict[str, Any]] | None = None
     """The Training Operator's HPA metrics: accepted so its job files apply; kubedl-py makes no HPA."""
@@ -139,6 +139,15 @@ def validate(job: PyTorchJob) -> list[FieldError]:
                     "spec.elasticPolicy.minReplicas",
                     f"is {elastic.min_replicas}, above maxReplicas {elastic.max_replicas}: "
                     "make minReplicas <= maxReplicas",
+                )
+            )
+        workers = (worker.replicas if worker.replicas is not None else 1) if worker is not None else 0
+        if elastic.max_replicas is not None and workers > elastic.max_replicas:
+            errors.append(
+                FieldError(
+                    f"{path}.Worker.replicas",
+                    f"is {workers}, above elasticPolicy.maxReplicas {elastic.max_replicas}: an elastic job never "
+                    "runs more Workers than maxReplicas; lower replicas or raise maxReplicas",
                 )
             )
     return errors

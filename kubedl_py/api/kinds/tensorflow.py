@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import StrictBool
+
 from kubedl_py.api.common import ReplicaSpec, RunPolicy
 from kubedl_py.api.errors import FieldError
 from kubedl_py.api.kinds.base import Framework, KindAPI, ServedIn, TrainingJob
@@ -40,7 +42,7 @@ class TFJobSpec(RunPolicy):
     success_policy: Literal["", "AllWorkers"] | None = None
     """"" (default): the job succeeds when the Chief/Master (else worker 0) has succeeded; AllWorkers: when
     every Worker has."""
-    enable_dynamic_worker: bool | None = None
+    enable_dynamic_worker: StrictBool | None = None
     """The Training Operator's "tolerate failed Workers": accepted so its job files apply, not acted on."""
 
 
