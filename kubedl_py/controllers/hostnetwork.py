@@ -269,6 +269,16 @@ class HostNetworkStep(Step):
                 f"{c.ANNOTATION_NETWORK_MODE} annotation: it runs in host-network mode (a host port chosen per "
                 "pod, ClusterIP Services forwarding to them); annotate it 'host' to say so",
             )
+        overridden = [name for name, spec in seen.job.replica_specs.items() if spec.template.spec.host_network is False]
+        if self.host and annotated and overridden and first:
+            self.network._noted.add(seen.key)
+            await self.network.recorder.warning(
+                seen.raw,
+                "HostNetworkOverridden",
+                f"the pod templates of {', '.join(overridden)} say hostNetwork: false, but the job is annotated "
+                f"{c.ANNOTATION_NETWORK_MODE}: host: their pods run on the host network too (each with a host "
+                "port); remove the annotation to keep them on the pod network",
+            )
         key, refused = seen.key, self.network._refused
         if not self.refusal:
             refused.pop(key, None)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -30,7 +31,7 @@ from kubedl_py.local import LocalCluster, node_name
 from kubedl_py.local.faults import Faults, RequestLog
 from kubedl_py.local.kubernetes.cluster import create_namespace
 from tests.conftest import RealCluster
-from tests.tiers import EMBEDDED, TIERS, require_tier
+from tests.tiers import EMBEDDED, KUBERNETES, TIERS, require_tier, selected_tiers
 
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False)
 PYTORCHJOBS = Resource(c.GROUP, c.VERSION, c.PYTORCH_PLURAL, c.PYTORCH_KIND)
@@ -124,7 +125,23 @@ def _nodes_of(request: pytest.FixtureRequest) -> Nodes:
 def tier(request: pytest.FixtureRequest) -> str:
     chosen: str = request.param
     require_tier(chosen)
+    if chosen == EMBEDDED and KUBERNETES in selected_tiers() and _in_this_suite(request) and not _EVERYWHERE:
+        # A controller behaviour is proven on the real control plane; its run on the embedded one too would only
+        # re-prove the embedded cluster, which tests/fidelity, tests/differential, tests/sdk and e2e do
+        # (docs/testing.md). Alone, the embedded tier runs this suite: the quick loop needs no Go build.
+        pytest.skip(
+            "tests/integration runs on the real control plane when that tier is selected (docs/testing.md); "
+            "KUBEDL_TEST_TIERS=embedded, or KUBEDL_TEST_INTEGRATION_EVERYWHERE=1, runs it on the embedded one"
+        )
     return chosen
+
+
+#: run tests/integration on the embedded tier also when the real one is selected
+_EVERYWHERE = os.environ.get("KUBEDL_TEST_INTEGRATION_EVERYWHERE") == "1"
+
+
+def _in_this_suite(request: pytest.FixtureRequest) -> bool:
+    return Path(str(request.node.path)).resolve().is_relative_to(Path(__file__).resolve().parent)
 
 
 @pytest.fixture

@@ -32,6 +32,7 @@ from tests.integration.conftest import (
     Env,
     Kube,
     RunningController,
+    events_for,
     eventually,
     fast_options,
     job_state,
@@ -402,3 +403,27 @@ async def test_a_pod_no_scheduler_looks_at_says_so_on_the_job(kube: Kube, contro
 
     cond = await eventually(said, within=UNSEEN_BY_SCHEDULER_SECONDS + 20, what="Running False, NotScheduled")
     assert "no-such-scheduler" in cond["message"], cond["message"]
+
+
+async def test_a_template_saying_pod_network_under_the_host_annotation_is_told_it_runs_on_the_host(
+    kube: Kube, controller: RunningController
+) -> None:
+    """``hostNetwork: false`` in a template of a job annotated ``host`` is overridden (the job's mode wins, so
+    its ranks get host ports): it was silent; a Warning event now says which templates and what to do."""
+    job = pytorchjob("ovr", host=True, replicas={"Master": replica(1), "Worker": replica(1)})
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["hostNetwork"] = False
+    await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
+
+    async def told() -> list[dict[str, Any]] | None:
+        found = [e for e in await events_for(kube, "ovr") if e["reason"] == "HostNetworkOverridden"]
+        return found or None
+
+    (event,) = await eventually(told, what="the HostNetworkOverridden event")
+    assert "Worker" in event["message"] and "hostNetwork: false" in event["message"]
+    pods = await eventually(lambda: _n_pods_of(kube, "ovr", 2), what="both pods")
+    assert all(pod["spec"].get("hostNetwork") for pod in pods)
+
+
+async def _n_pods_of(kube: Kube, job: str, n: int) -> list[dict[str, Any]] | None:
+    listed = (await kube.list(PODS, namespace=kube.ns, label_selector=f"{c.LABEL_JOB_NAME}={job}")).items
+    return listed if len(listed) == n else None
