@@ -24,7 +24,7 @@ from kubedl_py.kube.client import ClientSettings, KubeClient
 from kubedl_py.kube.errors import AlreadyExists
 from kubedl_py.kube.leader import LeaderElectionSettings, LeadershipLost
 from kubedl_py.kube.resources import NAMESPACES, PODS, SERVICES
-from kubedl_py.local.faults import RequestRecord
+from kubedl_py.local.faults import FaultRule, RequestRecord
 from kubedl_py.local.kubernetes.cluster import create_namespace
 from tests.integration.conftest import (
     PYTORCHJOBS,
@@ -427,3 +427,52 @@ async def test_a_template_saying_pod_network_under_the_host_annotation_is_told_i
 async def _n_pods_of(kube: Kube, job: str, n: int) -> list[dict[str, Any]] | None:
     listed = (await kube.list(PODS, namespace=kube.ns, label_selector=f"{c.LABEL_JOB_NAME}={job}")).items
     return listed if len(listed) == n else None
+
+
+@pytest.mark.nodes(2)
+async def test_a_replacement_refused_because_the_namespace_is_terminating_keeps_no_port(
+    cluster: Env, kube: Kube
+) -> None:
+    """The path of the adversary's leak, made certain: a failover's replacement is refused with the 403 a
+    terminating namespace answers. The refused create gives its port back, so the allocator holds no reservation
+    for a pod that does not exist (each such create leaked one, until the controller restarted)."""
+    running = RunningController(cluster, fast_options(namespace=kube.ns, host_port_range=(20000, 20009)))
+    manager = await running.start()
+    try:
+        network = _host_network(manager)
+        await kube.create(PYTORCHJOBS, pytorchjob("gone", host=True), namespace=kube.ns)
+        await eventually(lambda: _n_running(kube, 3), within=60, what="3 pods running")
+        refused = FaultRule(
+            verb="create",
+            resource="pods",
+            namespace=kube.ns,
+            status=403,
+            reason="Forbidden",
+            message=f'pods "gone-worker-0" is forbidden: unable to create new content in namespace {kube.ns} '
+            "because it is being terminated",
+        )
+        cluster.faults.add(refused)
+        await kube.delete(PODS, "gone-worker-0", namespace=kube.ns)
+        await eventually(lambda: _hits(refused, 1), within=60, what="the replacement's create refused")
+        pod_key = f"{kube.ns}/gone-worker-0"
+
+        async def nothing_reserved() -> bool:
+            return not network.allocator._reserved.get(pod_key)
+
+        await eventually(nothing_reserved, within=10, what="no port reserved for the pod that was not made")
+        cluster.faults.rules.remove(refused)
+        # A terminating namespace sends no event that it is not: something must wake the job (here, a label).
+        await kube.patch(PYTORCHJOBS, "gone", {"metadata": {"labels": {"woken": "1"}}}, namespace=kube.ns)
+        await eventually(lambda: _n_running(kube, 3), within=60, what="the replacement once creates pass")
+        assert not network.allocator._reserved.get(pod_key)
+    finally:
+        await running.stop()
+
+
+async def _n_running(kube: Kube, n: int) -> bool:
+    pods = (await kube.list(PODS, namespace=kube.ns)).items
+    return len(pods) == n and all(p.get("status", {}).get("phase") == "Running" for p in pods)
+
+
+async def _hits(rule: FaultRule, n: int) -> bool:
+    return rule.hits >= n
