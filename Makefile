@@ -139,8 +139,11 @@ bench: $(STAMP)
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
-# The reliability tests at a larger size than CI runs them (chaos, crash-restart), and the host-port
-# property test at the full 1,000 host-network jobs x 8 replicas on 10 nodes.
+# The reliability tests at a larger size than CI runs them (chaos, crash-restart), the host-port
+# property test at the full 1,000 host-network jobs x 8 replicas on 10 nodes, and the fairness test at the
+# adversary's 300-job burst on the real control plane.
 soak: $(STAMP)
 	CHAOS_JOBS=500 CRASH_JOBS=300 CRASH_KILLS=50 $(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability
 	HOSTNET_JOBS=1000 $(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_hostnetwork.py -k many
+	FAIR_JOBS=300 KUBEDL_TEST_TIERS=kubernetes $(BIN)/python -m pytest -q -p no:cacheprovider -s \
+		tests/integration/test_fairness.py

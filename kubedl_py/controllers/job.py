@@ -1254,22 +1254,10 @@ class JobReconciler:
                     unseen.append((replica, said))
                 elif again is not None:
                     seen.want_requeue(again)  # nothing announces that no scheduler came: look then
-            if not waiting and unseen:
-                replica, text = unseen[0]
-                more = f" (and {len(unseen) - 1} more pods)" if len(unseen) > 1 else ""
-                reason = NOT_SCHEDULED
-                message = (
-                    f"{replica.replica_type} {replica.index} (pod {replica_name(seen.job.name, *slot_of(replica))}) "
-                    f"is not scheduled{more}: {text}"
-                )
             if waiting:
-                replica, text = waiting[0]
-                more = f" (and {len(waiting) - 1} more pods)" if len(waiting) > 1 else ""
-                reason = UNSCHEDULABLE
-                message = (
-                    f"{replica.replica_type} {replica.index} (pod {replica_name(seen.job.name, *slot_of(replica))}) "
-                    f"cannot be scheduled{more}: {text}"
-                )
+                reason, message = UNSCHEDULABLE, _pods_waiting(seen, waiting, "cannot be scheduled")
+            elif unseen:
+                reason, message = NOT_SCHEDULED, _pods_waiting(seen, unseen, "is not scheduled")
         if reason is None or message is None:
             st.clear_condition(status, st.RUNNING, reasons=WAITING_REASONS)
             return
@@ -1625,6 +1613,14 @@ class _Block:
 
 
 _VANISHED = _Vanished()
+
+
+def _pods_waiting(seen: Observation, waiting: list[tuple[Replica, str]], what: str) -> str:
+    """``Worker 0 (pod j-worker-0) <what> (and 1 more pods): <why>``, for the first of ``waiting``."""
+    replica, text = waiting[0]
+    more = f" (and {len(waiting) - 1} more pods)" if len(waiting) > 1 else ""
+    pod = replica_name(seen.job.name, *slot_of(replica))
+    return f"{replica.replica_type} {replica.index} (pod {pod}) {what}{more}: {text}"
 
 
 def _dumped(parsed: tuple[Job | None, list[str]]) -> tuple[Any, list[str]]:
