@@ -965,8 +965,7 @@ class JobReconciler:
         try:
             await self._make(seen, steps, missing, untried)
         except BaseException:
-            for replica in untried:
-                steps.not_created(seen, replica)
+            self._give_back(seen, steps, untried)
             raise
 
     async def _make(self, seen: Observation, steps: Steps, missing: list[Replica], untried: list[Replica]) -> None:
@@ -998,13 +997,13 @@ class JobReconciler:
         conflicts = [result for result in service_results if isinstance(result, Conflict)]
         if conflicts:
             # A Service of another's in the place of one of ours: a rank would dial it. No pod is made.
-            self._give_back(seen, steps, missing, untried)
+            self._give_back(seen, steps, untried)
             self._blocked(seen, conflicts)
             return
         if not missing and not any(isinstance(result, Refusal) for result in service_results):
             return
         if any(isinstance(result, Refusal) for result in service_results):
-            self._give_back(seen, steps, missing, untried)
+            self._give_back(seen, steps, untried)
             await self._refused(seen, [result for result in service_results if isinstance(result, Refusal)])
             return  # a refused Service: no pod is made
         # The replicas the others dial first (rendezvous.service_slots: PyTorch's Master), then the rest: no rank
@@ -1012,13 +1011,12 @@ class JobReconciler:
         # first: a template the API server refuses is found before the rest is sent.
         waves = [[r for r in missing if slot_of(r) in dialed], [r for r in missing if slot_of(r) not in dialed]]
         waves = [wave for wave in waves if wave]
-        for number, wave in enumerate(waves):
+        for wave in waves:
             firsts: dict[str, Replica] = {}
             for replica in wave:
                 firsts.setdefault(replica.replica_type, replica)
             rest = [r for r in wave if firsts.get(r.replica_type) is not r]
-            later = [r for w in waves[number + 1 :] for r in w]
-            for batch, after in ((list(firsts.values()), rest + later), (rest, later)):
+            for batch in (list(firsts.values()), rest):
                 if not batch:
                     continue
                 for replica in batch:
@@ -1029,19 +1027,18 @@ class JobReconciler:
                 refusals = [result for result in results if isinstance(result, Refusal)]
                 conflicts = [result for result in results if isinstance(result, Conflict)]
                 if refusals or conflicts:
-                    self._give_back(seen, steps, after, untried)
+                    self._give_back(seen, steps, untried)
                     self._blocked(seen, conflicts)
                     if refusals:
                         await self._refused(seen, refusals)
                     return
 
     @staticmethod
-    def _give_back(seen: Observation, steps: Steps, replicas: list[Replica], untried: list[Replica]) -> None:
-        """Pods that will not be made in this reconcile: the steps give back what they reserved for them."""
-        for replica in replicas:
-            if replica in untried:
-                untried.remove(replica)
+    def _give_back(seen: Observation, steps: Steps, untried: list[Replica]) -> None:
+        """The pods not tried yet will not be made in this reconcile: the steps give back what they reserved."""
+        for replica in untried:
             steps.not_created(seen, replica)
+        untried.clear()
 
     def _blocked(self, seen: Observation, conflicts: list[Conflict]) -> None:
         """Names the job needs are taken (``ownership.py``): reported by ``_report``, and remembered: until the
