@@ -20,7 +20,7 @@ import yaml
 from kubedl_py.api.common import RdmaSpec
 from kubedl_py.api.validation import JobValidationError, parse_rdma
 from kubedl_py.cli.errors import UsageError
-from kubedl_py.controllers.ports import parse_range
+from kubedl_py.controllers.hostnetwork.ports import parse_range
 from kubedl_py.controllers.setup import ControllerOptions, build_manager, discovered
 from kubedl_py.controllers.setup import run_controller as serve_controller
 from kubedl_py.kube.client import KubeClient

@@ -11,6 +11,7 @@ from typing import Any, Final
 
 from kubedl_py.api import constants as c
 from kubedl_py.api.jobs import Job
+from kubedl_py.api.plain import parse_time
 from kubedl_py.sdk import JobDescription, event_time, job_age, job_state, replica_counts
 from kubedl_py.sdk.views import failure_summary
 
@@ -38,15 +39,9 @@ def rfc3339(value: datetime | str | None) -> str:
     came in (the server's ``Z`` strings, the models' datetimes with ``+00:00``)."""
     if value is None or value == "":
         return ""
-    if isinstance(value, str):
-        try:
-            when = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return value
-    else:
-        when = value
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
+    when = parse_time(value)
+    if when is None:
+        return str(value)
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -64,10 +59,8 @@ def age(seconds: float | None) -> str:
 
 
 def event_age(event: Mapping[str, Any]) -> str:
-    when = event_time(event)
-    try:
-        at = datetime.fromisoformat(when.replace("Z", "+00:00"))
-    except ValueError:
+    at = parse_time(event_time(event))
+    if at is None:
         return "<unknown>"
     return age((datetime.now(UTC) - at).total_seconds())
 

@@ -37,15 +37,17 @@ import contextlib
 import logging
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Final, Literal, Protocol
+from typing import Final, Literal, Protocol
 
 from kubedl_py.api import TrainingJob
 from kubedl_py.api import constants as c
 from kubedl_py.api.common import SchedulingPolicy
+from kubedl_py.api.plain import Object
 from kubedl_py.api.quantities import format_quantity, quantity_value
+from kubedl_py.controllers.features import Wiring
 from kubedl_py.controllers.observation import Observation, Replica
 from kubedl_py.controllers.ownership import conflict_of, owner_reference
-from kubedl_py.controllers.steps import Step, Wiring
+from kubedl_py.controllers.plan import Plan
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.events import EventRecorder
@@ -54,7 +56,6 @@ from kubedl_py.kube.resources import Resource
 
 logger = logging.getLogger(__name__)
 
-Object = dict[str, Any]
 GangSchedulerKind = Literal["volcano", "scheduler-plugins"]
 GANG_SCHEDULERS: Final = ("volcano", "scheduler-plugins")
 
@@ -258,14 +259,14 @@ def _owner_uids(group: Object) -> set[str]:
 
 
 class GangSettings(Protocol):
-    """The controller options this step reads (``setup.ControllerOptions``)."""
+    """The controller options this feature reads (``setup.ControllerOptions``)."""
 
     @property
     def gang(self) -> Gang | None: ...
 
 
 def install(wiring: Wiring[GangSettings]) -> PodGroups | None:
-    """The step's factory (``setup.STEPS``): with ``--gang-scheduler``, the PodGroups of one reconciler's jobs,
+    """The feature's factory (``setup.FEATURES``): with ``--gang-scheduler``, the PodGroups of one reconciler's jobs,
     watched when the API server serves them (else read with requests, see the module docstring)."""
     gang = wiring.options.gang
     if gang is None:
@@ -274,10 +275,11 @@ def install(wiring: Wiring[GangSettings]) -> PodGroups | None:
     return PodGroups(wiring.client, wiring.recorder, gang, cache)
 
 
-class PodGroups(Step):
-    """The PodGroup lifecycle of the jobs of one kind, a step of the reconcile (``steps.py``): made before any
-    pod (``admit``), pods only once it is admitted, made again if deleted while the job runs, removed when the
-    job ends or is suspended; every pod points at it (``build_pod``).
+class PodGroups:
+    """The PodGroup lifecycle of the jobs of one kind, a feature of the reconcile (``features.py``: it gates,
+    shapes pods, suspends, finishes, watches): made before any pod (``admit``), pods only once it is admitted, made
+    again if deleted while the job runs, removed when the job ends or is suspended; every pod points at it
+    (``shape_pod``).
 
     With ``cache`` (an informer of the PodGroups this controller made) a running job costs no request. Without
     it, remembers per job (uid) what this process did, so each job costs one create and one delete (one more
@@ -299,16 +301,25 @@ class PodGroups(Step):
     def forget(self, key: str) -> None:
         self._done.pop(key, None)
 
-    async def finish(self, seen: Observation) -> None:
-        await self.release(seen)
+    async def finished(self, plan: Plan) -> None:
+        await self.release(plan.seen)
 
-    async def suspend(self, seen: Observation) -> None:
-        await self.release(seen)
+    async def suspended(self, plan: Plan) -> None:
+        await self.release(plan.seen)
 
-    async def resume(self, seen: Observation) -> None:
-        self.forget(seen.key)
+    async def resumed(self, plan: Plan) -> None:
+        self.forget(plan.key)
 
-    async def admit(self, seen: Observation) -> bool:
+    async def hold(self, plan: Plan) -> str | None:
+        return None
+
+    async def admit(self, plan: Plan) -> bool:
+        return await self._admit(plan.seen)
+
+    def shape_pod(self, plan: Plan, replica: Replica, pod: Object) -> None:
+        apply_gang(pod, plan.job, self.gang)
+
+    async def _admit(self, seen: Observation) -> bool:
         """Make the job's PodGroup; False while pods must wait (it cannot be made yet, or the scheduler has not
         admitted it and the job has no pod yet)."""
         gang = self.gang
@@ -343,9 +354,6 @@ class PodGroups(Step):
     def _cached(self, seen: Observation) -> Object | None:
         assert self.cache is not None
         return self.cache.get_by_key(f"{seen.job.namespace}/{podgroup_name(seen.job)}")
-
-    def build_pod(self, seen: Observation, replica: Replica, pod: Object) -> None:
-        apply_gang(pod, seen.job, self.gang)
 
     async def _get(self, seen: Observation) -> Object | None:
         try:

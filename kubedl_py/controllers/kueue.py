@@ -40,15 +40,19 @@ import logging
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final, Literal, Protocol
+from typing import Final, Literal, Protocol
 
 from kubedl_py.api import TrainingJob
 from kubedl_py.api import constants as c
 from kubedl_py.api.groups import KUBEDL, ApiGroup
+from kubedl_py.api.plain import Object
 from kubedl_py.controllers import status as st
-from kubedl_py.controllers.observation import JobFailure, Observation, Replica, is_active
+from kubedl_py.controllers.features import Wiring
+from kubedl_py.controllers.observation import Observation, Replica
+from kubedl_py.controllers.outcomes import JobFailure
 from kubedl_py.controllers.ownership import owner_reference
-from kubedl_py.controllers.steps import Step, Wiring
+from kubedl_py.controllers.plan import Plan
+from kubedl_py.controllers.podstate import is_active
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.events import EventRecorder
@@ -57,7 +61,6 @@ from kubedl_py.kube.resources import Resource
 
 logger = logging.getLogger(__name__)
 
-Object = dict[str, Any]
 KueueMode = Literal["off", "kubedl", "all"]
 #: ``--kueue-workloads`` choices: which API groups' queued jobs get a Workload made by kubedl-py
 KUEUE_MODES: Final = ("off", "kubedl", "all")
@@ -321,7 +324,7 @@ class Gate:
     evicted: bool = False
 
 
-class Workloads(Step):
+class Workloads:
     """The Workloads of one kind's queued jobs (see the module docstring).
 
     With ``cache`` (an informer of the Workloads this controller made, indexed by owner uid) an admission
@@ -356,7 +359,7 @@ class Workloads(Step):
         self._infos.pop(key, None)
         self._said.pop(key, None)
 
-    def begin(self, seen: Observation) -> Queued:
+    def begin(self, plan: Plan) -> Queued:
         """This reconcile's part: the gate it found, and the admission's additions to the pods."""
         return Queued(self)
 
@@ -552,32 +555,36 @@ class Workloads(Step):
         logger.info("%s: Workload %s finished", seen.key, meta.get("name"))
 
 
-class Queued(Step):
-    """One reconcile's Kueue part, a step of the reconcile (``steps.py``): a queued job is held (no pods) until
-    its Workload is admitted (``hold``), its reservation given back once its pods are gone after an eviction
-    (``suspend``), the admission's flavors and topology applied to its pods (``admit``, ``build_pod``), and its
-    Workload finished with the job (``finish``)."""
+class Queued:
+    """One reconcile's Kueue part, a feature of the reconcile (``features.py``): a queued job is held (no pods)
+    until its Workload is admitted (``hold``), its reservation given back once its pods are gone after an eviction
+    (``suspended``), the admission's flavors and topology applied to its pods (``admit``, ``shape_pod``), and its
+    Workload finished with the job (``finished``)."""
 
     def __init__(self, workloads: Workloads) -> None:
         self.workloads = workloads
         self.gate: Gate | None = None
         self.infos: dict[str, PodSetInfo] | None = None
 
-    async def hold(self, seen: Observation) -> str | None:
-        self.gate = await self.workloads.gate(seen)
+    async def hold(self, plan: Plan) -> str | None:
+        self.gate = await self.workloads.gate(plan.seen)
         if self.gate is not None and not self.gate.admitted:
             return self.gate.message  # queued and not admitted (or evicted): held like a suspended job
         return None
 
-    async def suspend(self, seen: Observation) -> None:
+    async def suspended(self, plan: Plan) -> None:
         if self.gate is not None and not self.gate.admitted:
-            await self.workloads.release(seen, self.gate)
+            await self.workloads.release(plan.seen, self.gate)
 
-    async def admit(self, seen: Observation) -> bool:
-        self.infos = await self.workloads.prepare(seen, self.gate)
+    async def resumed(self, plan: Plan) -> None:
+        """Nothing: a resumed job's gate is asked again by ``hold``."""
+
+    async def admit(self, plan: Plan) -> bool:
+        self.infos = await self.workloads.prepare(plan.seen, self.gate)
         return True
 
-    def build_pod(self, seen: Observation, replica: Replica, pod: Object) -> None:
+    def shape_pod(self, plan: Plan, replica: Replica, pod: Object) -> None:
+        seen = plan.seen
         info = (self.infos or {}).get(pod_set_name(replica.replica_type))
         if info is None:
             return
@@ -587,22 +594,22 @@ class Queued(Step):
             where = f"{replica.replica_type} pods cannot run where Kueue admitted them"
             raise JobFailure("PlacementConflict", f"{seen.job.kind} {seen.key}: {where}: {exc}.") from None
 
-    async def finish(self, seen: Observation) -> None:
-        status = seen.status
+    async def finished(self, plan: Plan) -> None:
+        status = plan.seen.status
         succeeded = st.is_true(status, st.SUCCEEDED)
         final = st.get_condition(status, st.SUCCEEDED if succeeded else st.FAILED) or {}
-        await self.workloads.mark_finished(seen, succeeded=succeeded, message=str(final.get("message") or ""))
+        await self.workloads.mark_finished(plan.seen, succeeded=succeeded, message=str(final.get("message") or ""))
 
 
 class KueueSettings(Protocol):
-    """The controller options this step reads (``setup.ControllerOptions``)."""
+    """The controller options this feature reads (``setup.ControllerOptions``)."""
 
     @property
     def kueue_workloads(self) -> KueueMode: ...
 
 
 def install(wiring: Wiring[KueueSettings]) -> Workloads | None:
-    """The step's factory (``setup.STEPS``): unless ``--kueue-workloads off``. The Workloads are watched only
+    """The feature's factory (``setup.FEATURES``): unless ``--kueue-workloads off``. The Workloads are watched only
     when known to be served (Kueue's CRDs may be absent, and a watch of an unserved resource never syncs);
     otherwise a queued job's Workload is read with requests."""
     mode = wiring.options.kueue_workloads

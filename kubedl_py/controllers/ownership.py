@@ -20,8 +20,7 @@ from typing import Any
 
 from kubedl_py.api import TrainingJob
 from kubedl_py.api import constants as c
-
-Object = dict[str, Any]
+from kubedl_py.api.plain import Object
 
 #: condition reasons of a job whose objects' names are taken (``Running`` False)
 NAME_IN_USE = "NameInUse"
@@ -46,11 +45,6 @@ def controller_of(obj: Object) -> dict[str, Any] | None:
         if ref.get("controller"):
             return dict(ref)
     return None
-
-
-def controlled_by(obj: Object, uid: str) -> bool:
-    ref = controller_of(obj)
-    return ref is not None and str(ref.get("uid")) == uid
 
 
 @dataclass(frozen=True)

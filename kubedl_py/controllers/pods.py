@@ -3,8 +3,8 @@
 The user's template is copied and only added to: contract labels, the owner reference, the rendezvous
 environment, the framework's port when the container does not declare it, the pod restart policy that the
 replica's policy implies, and in host-network mode the host-network fields and the chosen host port.
-The reconcile's steps then add their own, each only what the template lacks (their ``build_pod`` phase,
-``steps.py``): ``spec.rdma`` and ``spec.placement`` (``rdma.py``), with a gang scheduler the PodGroup
+The reconcile's features then add their own, each only what the template lacks (their ``shape_pod``,
+``features.py``): ``spec.rdma`` and ``spec.placement`` (``rdma.py``), with a gang scheduler the PodGroup
 reference (``gang.py``). Everything else in the template reaches the pod unchanged.
 """
 
@@ -18,14 +18,9 @@ from kubedl_py.api import constants as c
 from kubedl_py.api.defaults import default_container_index, training_port
 from kubedl_py.api.groups import peer_labels
 from kubedl_py.controllers.addressing import Addressing, replica_name
+from kubedl_py.controllers.kinds.base import Kind
 from kubedl_py.controllers.ownership import owner_reference
 from kubedl_py.controllers.rendezvous import apply_rendezvous
-
-# Annotation on a pod: how many times this replica's pod was recreated before it (carried forward so the
-# count survives pod replacement and controller restarts; it feeds backoffLimit).
-ANNOTATION_RECREATIONS = f"{c.GROUP}/recreations"
-# Annotation on a pod: the in-place restarts its predecessors had made (same purpose).
-ANNOTATION_PRIOR_RESTARTS = f"{c.GROUP}/prior-restarts"
 
 
 def replica_labels(job: TrainingJob, replica_type: str, index: int) -> dict[str, str]:
@@ -105,6 +100,7 @@ def build_pod(
     addressing: Addressing,
     *,
     annotations: dict[str, str] | None = None,
+    kind: Kind[Any] | None = None,
 ) -> dict[str, Any]:
     """The pod of one replica (``job`` already defaulted), before the reconcile's steps add to it."""
     spec = job.replica_specs[replica_type]
@@ -139,7 +135,7 @@ def build_pod(
                 declared["hostPort"] = host_port
         pod_annotations[c.ANNOTATION_HOST_PORT] = str(host_port)
 
-    apply_rendezvous(pod_spec, job, replica_type, index, addressing)
+    apply_rendezvous(pod_spec, job, replica_type, index, addressing, kind=kind)
     pod_metadata: dict[str, Any] = {
         "name": name,
         "namespace": job.namespace,

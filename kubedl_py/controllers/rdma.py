@@ -1,6 +1,6 @@
 """RDMA-ready pods and topology placement: what ``spec.rdma`` and ``spec.placement`` add to a pod.
 
-A step of the reconcile (``steps.py``) that takes part in one phase, ``build_pod``: pure functions over the
+A feature of the reconcile (``features.py``) that shapes pods (``ShapesPods``): pure functions over the
 pod dict that ``pods.build_pod`` assembled. They only ever add: anything the user's template already sets (a
 resource, the networks annotation, a /dev/shm mount, an env variable, a capability, an affinity term) is kept
 as written, and a job without ``spec.rdma`` / ``spec.placement`` gets a pod identical to one built without
@@ -26,15 +26,15 @@ Why each piece:
 
 from __future__ import annotations
 
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 from kubedl_py.api import constants as c
 from kubedl_py.api.common import Placement, RdmaSpec
 from kubedl_py.api.defaults import default_container_index
-from kubedl_py.controllers.observation import Observation, Replica
-from kubedl_py.controllers.steps import Step, Wiring
-
-Object = dict[str, Any]
+from kubedl_py.api.plain import Object
+from kubedl_py.controllers.features import Wiring
+from kubedl_py.controllers.observation import Replica
+from kubedl_py.controllers.plan import Plan
 
 ANNOTATION_NETWORKS: Final = "k8s.v1.cni.cncf.io/networks"
 SHM_VOLUME: Final = "dshm"
@@ -194,25 +194,25 @@ def apply_placement(pod_spec: Object, job_name: str, placement: Placement) -> No
 
 
 class RdmaSettings(Protocol):
-    """The controller options this step reads (``setup.ControllerOptions``)."""
+    """The controller options this feature reads (``setup.ControllerOptions``)."""
 
     @property
     def rdma_defaults(self) -> RdmaSpec | None: ...
 
 
 def install(wiring: Wiring[RdmaSettings]) -> RdmaAndPlacement:
-    """The step's factory (``setup.STEPS``): always there; a job that asks for neither is left as it is."""
+    """The feature's factory (``setup.FEATURES``): always there; a job that asks for neither is left as it is."""
     return RdmaAndPlacement(wiring.options.rdma_defaults)
 
 
-class RdmaAndPlacement(Step):
+class RdmaAndPlacement:
     """``spec.rdma`` (over the controller's ``--rdma-defaults``) and ``spec.placement`` added to every pod."""
 
     def __init__(self, rdma_defaults: RdmaSpec | None = None) -> None:
         self.rdma_defaults = rdma_defaults
 
-    def build_pod(self, seen: Observation, replica: Replica, pod: Object) -> None:
-        job = seen.job
+    def shape_pod(self, plan: Plan, replica: Replica, pod: Object) -> None:
+        job = plan.job
         spec = pod["spec"]
         rdma = resolve_rdma(job.run_policy.rdma, self.rdma_defaults)
         if rdma is not None:

@@ -13,17 +13,17 @@ from typing import Any
 from kubedl_py.api.kinds.base import TrainingJob
 from kubedl_py.controllers.addressing import Addressing, replica_name
 from kubedl_py.controllers.kinds import controller_for
-from kubedl_py.controllers.kinds.base import Env, Slot, every_replica
+from kubedl_py.controllers.kinds.base import Env, Kind, Slot, every_replica
 
 __all__ = ["Addressing", "apply_rendezvous", "merge_env", "rendezvous_env", "replica_name", "service_slots"]
 
 
-def service_slots(job: TrainingJob) -> frozenset[Slot]:
+def service_slots(job: TrainingJob, kind: Kind[Any] | None = None) -> frozenset[Slot]:
     """The replicas that get a Service: those their peers dial (the kind says which), or every replica with
     ``kubedl.io/replica-services: all`` and, by default, in kubeflow.org (the Training Operator's contract)."""
     if job.service_per_replica:
         return frozenset(every_replica(job))
-    return frozenset(controller_for(job.kind).dialed(job))
+    return frozenset((kind or controller_for(job.kind)).dialed(job))
 
 
 def merge_env(container: dict[str, Any], env: Env) -> None:
@@ -39,17 +39,26 @@ def merge_env(container: dict[str, Any], env: Env) -> None:
         )
 
 
-def rendezvous_env(job: TrainingJob, replica_type: str, index: int, addressing: Addressing) -> Env:
-    return controller_for(job.kind).rendezvous_env(job, replica_type, index, addressing)
+def rendezvous_env(
+    job: TrainingJob, replica_type: str, index: int, addressing: Addressing, kind: Kind[Any] | None = None
+) -> Env:
+    return (kind or controller_for(job.kind)).rendezvous_env(job, replica_type, index, addressing)
 
 
 def apply_rendezvous(
-    pod_spec: dict[str, Any], job: TrainingJob, replica_type: str, index: int, addressing: Addressing
+    pod_spec: dict[str, Any],
+    job: TrainingJob,
+    replica_type: str,
+    index: int,
+    addressing: Addressing,
+    *,
+    kind: Kind[Any] | None = None,
 ) -> None:
     """Set the rendezvous variables in the containers the kind names (PyTorch: all; TF: the framework's), and
-    let the kind add what else its pods need (MPI: volumes)."""
-    plugin = controller_for(job.kind)
-    env = rendezvous_env(job, replica_type, index, addressing)
+    let the kind add what else its pods need (MPI: volumes). ``kind``: the job's plug-in, when the caller has
+    it resolved (a reconcile's plan), else looked up."""
+    plugin = kind or controller_for(job.kind)
+    env = plugin.rendezvous_env(job, replica_type, index, addressing)
     targets = plugin.env_targets(job, pod_spec.get("containers") or [])
     for container in targets:
         merge_env(container, env)

@@ -1,4 +1,4 @@
-"""Assembles the controller: informers, a job reconciler per kind and API group, their steps, metrics.
+"""Assembles the controller: informers, a job reconciler per kind and API group, their features, metrics.
 
 What is cached, and why it is enough:
 
@@ -11,10 +11,10 @@ What is cached, and why it is enough:
   list pods elsewhere): a port held by another namespace's host-network pod can then be handed out again,
   and the scheduler's host-port check keeps the two pods off one node (the pod waits for another node
   instead of colliding; docs/install.md);
-- what the steps watch: the PodGroups we made, with a gang scheduler; the Workloads we made, with Kueue.
+- what the features watch: the PodGroups we made, with a gang scheduler; the Workloads we made, with Kueue.
 
-The host-network pods are watched by the host-network step, the others by theirs. ``STEPS`` is the one list
-of the reconcile's cross-cutting steps (``steps.py``): a new step is its module and one line there.
+The host-network pods are watched by the host-network feature, the others by theirs. ``FEATURES`` is the one list
+of the reconcile's cross-cutting features (``features.py``): a new feature is its module and one line there.
 """
 
 from __future__ import annotations
@@ -27,16 +27,18 @@ from typing import Any
 from kubedl_py.api import RdmaSpec, all_kinds
 from kubedl_py.api import constants as c
 from kubedl_py.api.groups import GROUPS, KUBEDL, ApiGroup
-from kubedl_py.controllers import gang, hostnetwork, kueue, owned, rdma
+from kubedl_py.api.plain import Object
+from kubedl_py.controllers import gang, hostnetwork, kueue, rdma
+from kubedl_py.controllers.failures.recovery import DEFAULT_INFRASTRUCTURE_BACKOFF_LIMIT, DEFAULT_NODE_LOST_TIMEOUT
+from kubedl_py.controllers.features import OWNED_SELECTOR, FeatureFactory, Features, Wiring
 from kubedl_py.controllers.gang import Gang, GangSchedulerKind
 from kubedl_py.controllers.hostnetwork import PORT_RETRY_AFTER
-from kubedl_py.controllers.job import WRITE_CONCURRENCY, JobReconciler, ReconcilerOptions
+from kubedl_py.controllers.hostnetwork.ports import DEFAULT_RANGE
+from kubedl_py.controllers.job import JobReconciler
 from kubedl_py.controllers.kueue import DEFAULT_KUEUE_MODE, WORKLOADS, KueueMode
-from kubedl_py.controllers.observation import trim_pod
-from kubedl_py.controllers.ports import DEFAULT_RANGE
-from kubedl_py.controllers.recovery import DEFAULT_INFRASTRUCTURE_BACKOFF_LIMIT, DEFAULT_NODE_LOST_TIMEOUT
-from kubedl_py.controllers.steps import OWNED_SELECTOR, StepFactory, Steps, Wiring
 from kubedl_py.controllers.telemetry import JobTelemetry
+from kubedl_py.controllers.trimming import trim_pod
+from kubedl_py.controllers.writes import WRITE_CONCURRENCY
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.informer import OWNER_INDEX, Handler, InformerSettings, by_owner_uid
@@ -46,7 +48,6 @@ from kubedl_py.kube.resources import PODS, SERVICES, Resource
 
 logger = logging.getLogger(__name__)
 
-Object = dict[str, Any]
 SELF_SUBJECT_ACCESS_REVIEWS = Resource(
     "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", namespaced=False
 )
@@ -90,6 +91,8 @@ class ControllerOptions:
     host_port_retry_after: float = PORT_RETRY_AFTER
     #: host ports one pod may declare (``--max-host-ports-per-pod``: the framework's and its template's)
     max_host_ports_per_pod: int = c.DEFAULT_MAX_HOST_PORTS_PER_POD
+    #: requeue delay while a job waits for something that sends no event (a name taken by an object not the job's)
+    wait_requeue: float = 5.0
     #: appended to Service names in TF_CONFIG (``<svc>.<ns>.svc.<domain>``); None: ``<svc>.<ns>.svc``
     cluster_domain: str | None = None
     informer: InformerSettings | None = None
@@ -100,7 +103,7 @@ class ControllerOptions:
     gang_scheduler_name: str | None = None
     #: ``--rdma-defaults``: defaults under every job's ``spec.rdma`` (jobs without one are untouched)
     rdma_defaults: RdmaSpec | None = None
-    #: ``--node-lost-timeout``: default of failurePolicy.nodeLostTimeoutSeconds (controllers/recovery.py)
+    #: ``--node-lost-timeout``: default of failurePolicy.nodeLostTimeoutSeconds (controllers/failures/recovery.py)
     node_lost_timeout: int = DEFAULT_NODE_LOST_TIMEOUT
     #: ``--infrastructure-backoff-limit``: default of failurePolicy.infrastructureBackoffLimit
     infrastructure_backoff_limit: int = DEFAULT_INFRASTRUCTURE_BACKOFF_LIMIT
@@ -135,13 +138,12 @@ class ControllerOptions:
         return Gang(self.gang_scheduler, self.gang_scheduler_name)
 
 
-#: The reconcile's cross-cutting steps (``steps.py``), each its module's factory; every phase runs them in this
-#: order. Host network first: its ports are what the others' pods and objects are built with.
-STEPS: tuple[StepFactory[ControllerOptions], ...] = (
+#: The reconcile's cross-cutting features (``features.py``), each its module's factory; every contract calls them
+#: in this order. Host network first: its ports are what the others' pods and objects are built with.
+FEATURES: tuple[FeatureFactory[ControllerOptions], ...] = (
     hostnetwork.install,
     gang.install,
     kueue.install,
-    owned.install,
     rdma.install,
 )
 
@@ -179,7 +181,7 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
     )
     services = manager.informer(SERVICES, namespaces=watched, label_selector=OWNED_SELECTOR, indexers=indexers)
     recorder = manager.recorder(c.CONTROLLER_NAME)
-    #: what the steps share across reconcilers (the host-port allocator, informers)
+    #: what the features share across reconcilers (the host-port allocator, informers)
     shared: dict[str, Any] = {}
     wiring = Wiring(client, recorder, manager, options, watched, options.served, shared)
     transitions = manager.metrics.counter(
@@ -209,7 +211,7 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
             count = _transition_counter(on_transition, peer_counters if group.kind_reasons else None)
             jobs = manager.informer(resource, namespaces=watched)
             telemetry.watch_jobs(framework.kind, jobs)
-            steps = Steps(tuple(step for install in STEPS if (step := install(wiring)) is not None))
+            features = Features(tuple(made for install in FEATURES if (made := install(wiring)) is not None))
             reconciler = JobReconciler(
                 client=client,
                 framework=framework,
@@ -218,14 +220,8 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
                 pods=pods,
                 services=services,
                 recorder=recorder,
-                steps=steps,
-                options=ReconcilerOptions(
-                    cluster_domain=options.cluster_domain,
-                    write_concurrency=options.write_concurrency,
-                    max_host_ports=options.max_host_ports_per_pod,
-                    node_lost_timeout=options.node_lost_timeout,
-                    infrastructure_backoff_limit=options.infrastructure_backoff_limit,
-                ),
+                features=features,
+                options=options,
                 on_transition=count,
             )
             # ``pytorchjobs`` as before (the metrics' controller label), ``pytorchjobs.kubeflow.org`` beside it
@@ -240,7 +236,7 @@ def build_manager(client: KubeClient, options: ControllerOptions) -> Manager:
                 pods, map=to_owner, urgent=pod_in_trouble, urgent_delete=True, batch=options.pod_event_batch
             )
             controller.watch(services, map=to_owner, urgent_delete=True)
-            for informer in steps.watches():
+            for informer in features.watches():
                 controller.watch(informer, map=to_owner)
             expectations = reconciler.expectations
             pods.add_handler(

@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from datetime import datetime
-from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from kubedl_py.api.plain import Object, parse_time
 from kubedl_py.controllers import status as st
-from kubedl_py.controllers.failures import classify, disruption
+from kubedl_py.controllers.failures.classes import classify, disruption
 from kubedl_py.kube.informer import Handler, Informer
 from kubedl_py.kube.metrics import Metrics
 
@@ -39,7 +38,6 @@ __all__ = ["JOB_STATES", "POD_FAILURE_CLASSES", "JobTelemetry", "failure_class"]
 
 logger = logging.getLogger(__name__)
 
-Object = dict[str, Any]
 
 #: the states ``kubedl_jobs_by_state`` reports, every one for every kind (0 when none), so a chart has all its lines
 JOB_STATES = ("New", st.CREATED, st.RUNNING, st.RESTARTING, st.SUSPENDED, st.SUCCEEDED, st.FAILED)
@@ -70,13 +68,7 @@ def _owner_kind(obj: Object) -> str | None:
     return None
 
 
-def _parse_time(text: object) -> datetime | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
+_parse_time = parse_time
 
 
 class _JobStates(Collector):

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubedl_py.api.plain import Object
 from kubedl_py.kube.client import KubeClient, WatchEvent
 from kubedl_py.kube.listwatch import Listed, ListWatch, ListWatchSettings
 from kubedl_py.kube.resources import Resource, object_key
@@ -57,7 +58,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-Object = dict[str, Any]
 IndexFunc = Callable[[Mapping[str, Any]], Iterable[str]]
 Transform = Callable[[Object], Object]
 
@@ -209,13 +209,6 @@ class Informer:
     def add_handler(self, handler: Handler) -> None:
         """Register callbacks; added before :meth:`run`, they see every object of the first list as added."""
         self._handlers.append(handler)
-
-    def add_indexer(self, name: str, func: IndexFunc) -> None:
-        """Add an index (before :meth:`run`, or it is built from the current cache at once)."""
-        self._indexers[name] = func
-        self._indices[name] = {}
-        for key, obj in self._items.items():
-            self._file(key, obj, only=name)
 
     # -------------------------------------------------------------------------------------------- reads
 
@@ -384,11 +377,9 @@ class Informer:
         self._items[key] = obj
         self._file(key, obj)
 
-    def _file(self, key: str, obj: Object, *, only: str | None = None) -> None:
+    def _file(self, key: str, obj: Object) -> None:
         filed = self._filed.setdefault(key, {})
         for name, func in self._indexers.items():
-            if only is not None and name != only:
-                continue
             values = list(func(obj))
             filed[name] = values
             index = self._indices[name]

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from kubedl_py.api.plain import Object
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.delegation import DelegatedAuth, DelegationSettings
 from kubedl_py.kube.errors import KubeError
@@ -56,7 +57,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-Object = dict[str, Any]
 #: maps a watched object to the keys of the objects to reconcile
 Mapper = Callable[[Mapping[str, Any]], Iterable[str]]
 

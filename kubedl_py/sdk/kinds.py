@@ -12,8 +12,8 @@ A kind the Training Operator also has is served in two API groups when the clust
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator, Mapping
-from typing import Any, Final
+from collections.abc import Mapping
+from typing import Any
 
 from kubedl_py.api.groups import GROUPS, KUBEDL, ApiGroup, group_of, to_internal
 from kubedl_py.api.jobs import JOB_MODELS, Job
@@ -24,25 +24,6 @@ from kubedl_py.kube.resources import Resource
 def resource_of(plugin: KindAPI) -> Resource:
     framework = plugin.framework
     return Resource(plugin.group, plugin.version, framework.plural, framework.kind)
-
-
-class _Resources(Mapping[str, Resource]):
-    """kind -> its API resource, for every registered kind, in registry order (read on every access)."""
-
-    def _current(self) -> dict[str, Resource]:
-        return {plugin.kind: resource_of(plugin) for plugin in all_kinds()}
-
-    def __getitem__(self, kind: str) -> Resource:
-        return self._current()[kind]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._current())
-
-    def __len__(self) -> int:
-        return len(self._current())
-
-
-RESOURCES: Final[Mapping[str, Resource]] = _Resources()
 
 
 def kind_names() -> str:

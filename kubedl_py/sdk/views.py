@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from kubedl_py.api.common import JobCondition, ReplicaFailure
 from kubedl_py.api.jobs import Job
+from kubedl_py.api.plain import parse_time as plain_time
 
 #: the job condition types ``wait`` understands
 CONDITION_TYPES: Final = ("Created", "Running", "Restarting", "Succeeded", "Failed")
@@ -51,9 +52,8 @@ def job_age(job: Job, now: datetime | None = None) -> float | None:
     created = job.metadata.creation_timestamp
     if not created:
         return None
-    try:
-        when = datetime.fromisoformat(created.replace("Z", "+00:00"))
-    except ValueError:
+    when = plain_time(created)
+    if when is None:
         return None
     return max(((now or datetime.now(UTC)) - when).total_seconds(), 0.0)
 
@@ -200,13 +200,7 @@ _EPOCH: Final = datetime.fromtimestamp(0, UTC)
 def parse_time(value: str | None) -> datetime:
     """An RFC 3339 time (``Z`` or an offset, any precision) as an aware datetime; the epoch when unreadable, so
     a bad value sorts first instead of failing a read."""
-    if not value:
-        return _EPOCH
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        return _EPOCH
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+    return plain_time(value) or _EPOCH
 
 
 def _event_order(event: Mapping[str, Any]) -> tuple[datetime, datetime, int, str]:

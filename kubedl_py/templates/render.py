@@ -271,9 +271,6 @@ CHART_IMAGE = (
     "{{ if $.Values.image.digest }}@{{ $.Values.image.digest }}{{ end }}"
 )
 
-CHART_WATCHED = '{{ join "," $.Values.watchNamespaces }}'
-CHART_DASHBOARD = '{{ $.Files.Get "dashboards/kubedl-py.json" | indent 4 }}'
-
 
 def _environment(mode: _Mode) -> jinja2.Environment:
     env = jinja2.Environment(

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from kubedl_py.controllers.failures import MAX_MESSAGE, classify, in_place_failure
+from kubedl_py.controllers.failures.classes import MAX_MESSAGE, classify, in_place_failure
 
 
 def failed_pod(

@@ -1,4 +1,4 @@
-"""The bookkeeping of ports reserved while a replica's old pod terminates (``HostNetworkStep.replacing``).
+"""The bookkeeping of ports reserved while a replica's old pod terminates (``HostNetworkSession.replacing``).
 
 The end-to-end behaviour (both tiers) is in tests/integration/test_hostnetwork.py; here the cases that are
 slow or racy to stage on a cluster: a range with no room, a job scaled down or finished meanwhile, a failed
@@ -15,9 +15,11 @@ import pytest
 
 from kubedl_py.api import constants as c
 from kubedl_py.api import parse_job, with_defaults
-from kubedl_py.controllers.hostnetwork import NODE_PORTS_REASON, PORT_RETRY_AFTER, HostNetwork
+from kubedl_py.controllers.hostnetwork.feature import NODE_PORTS_REASON, PORT_RETRY_AFTER, HostNetwork
+from kubedl_py.controllers.hostnetwork.ports import HostPortAllocator
+from kubedl_py.controllers.kinds import controller_for
 from kubedl_py.controllers.observation import Observation, Replica
-from kubedl_py.controllers.ports import HostPortAllocator
+from kubedl_py.controllers.plan import Plan, make_plan
 
 NS = "team"
 
@@ -86,6 +88,10 @@ def _seen(
     )
 
 
+def _plan(seen: Observation) -> Plan:
+    return make_plan(seen, controller_for(seen.job.kind))
+
+
 def _network(low: int, high: int) -> tuple[HostNetwork, FakeServices]:
     services = FakeServices()
     return HostNetwork(HostPortAllocator(low, high), FakeRecorder(), services), services  # type: ignore[arg-type]
@@ -102,17 +108,17 @@ async def test_the_port_reserved_while_terminating_is_the_replacements_and_needs
     network.allocator.observe_pod("old", f"{NS}/fo-worker-0", [100])  # the old pod, before it terminated
     network.allocator.forget_pod("old")
     seen = _seen(1, {"fo-worker-0": 100}, terminating=(0,))
-    step = network.begin(seen)
-    await step.replacing(seen, [seen.replicas[("Worker", 0)]])
+    step = network.begin(_plan(seen))
+    await step.replacing(_plan(seen), [seen.replicas[("Worker", 0)]])
     ((name, port),) = client.patches
     assert name == "fo-worker-0" and port != 100 and network.allocator.use(port) == 1
-    await step.replacing(seen, [seen.replicas[("Worker", 0)]])  # a later reconcile while it still terminates
+    await step.replacing(_plan(seen), [seen.replicas[("Worker", 0)]])  # a later reconcile while it still terminates
     assert len(client.patches) == 1
 
     gone = _seen(1, {"fo-worker-0": port})  # the old pod is gone: the replacement is due
-    step = network.begin(gone)
-    await step.reserve(gone, [gone.replicas[("Worker", 0)]])
-    assert step.ports() == {("Worker", 0): port} and len(client.patches) == 1
+    step = network.begin(_plan(gone))
+    await step.reserve(_plan(gone), [gone.replicas[("Worker", 0)]])
+    assert step.ports(_plan(gone)) == {("Worker", 0): port} and len(client.patches) == 1
     network.allocator.observe_pod("new", f"{NS}/fo-worker-0", [port])  # made: the pod holds it now
     assert network.allocator.use(port) == 1
     network.allocator.forget_pod("new")
@@ -126,23 +132,23 @@ async def test_a_full_range_gives_the_replacement_its_own_old_port_without_a_wri
     for index, port in enumerate((100, 101, 102)):
         network.allocator.observe_pod(f"uid{index}", f"{NS}/fo-worker-{index}", [port])
     seen = _seen(3, {f"fo-worker-{i}": 100 + i for i in range(3)}, terminating=(0,), pods={1: 101, 2: 102})
-    await network.begin(seen).replacing(seen, [seen.replicas[("Worker", 0)]])
+    await network.begin(_plan(seen)).replacing(_plan(seen), [seen.replicas[("Worker", 0)]])
     assert client.patches == []  # the Service already points at the port the replacement gets
     network.allocator.forget_pod("uid0")  # the old pod is gone
 
     gone = _seen(3, {f"fo-worker-{i}": 100 + i for i in range(3)}, pods={1: 101, 2: 102})
-    step = network.begin(gone)
-    await step.reserve(gone, [gone.replicas[("Worker", 0)]])
-    assert step.ports()[("Worker", 0)] == 100 and client.patches == []
+    step = network.begin(_plan(gone))
+    await step.reserve(_plan(gone), [gone.replicas[("Worker", 0)]])
+    assert step.ports(_plan(gone))[("Worker", 0)] == 100 and client.patches == []
 
 
 async def test_replicas_of_one_job_get_distinct_ports_while_the_range_has_room() -> None:
     network, _ = _network(100, 107)
     network.allocator.observe_pod("far", "other/pod", [100, 101, 102, 103])  # used on another node
     seen = _seen(6, {})
-    step = network.begin(seen)
-    await step.reserve(seen, list(seen.replicas.values()))
-    ports = list(step.ports().values())
+    step = network.begin(_plan(seen))
+    await step.reserve(_plan(seen), list(seen.replicas.values()))
+    ports = list(step.ports(_plan(seen)).values())
     assert len(set(ports)) == 6  # so replicas may share a node
     assert {104, 105, 106, 107} <= set(ports)  # the unused ports first
 
@@ -166,20 +172,20 @@ async def test_a_pod_no_node_can_take_for_its_port_gets_another_after_the_wait()
             }
         ],
     }
-    step = network.begin(seen)
-    assert step.unplaceable() == []  # not waited long enough: a requeue for when it will have
+    step = network.begin(_plan(seen))
+    assert step.unplaceable(_plan(seen)) == []  # not waited long enough: a requeue for when it will have
     assert seen.requeue_after is not None and 0 < seen.requeue_after <= PORT_RETRY_AFTER
 
     later = replace(seen, now=seen.now + timedelta(seconds=PORT_RETRY_AFTER + 1), requeue_after=None)
-    step = network.begin(later)
-    (due,) = step.unplaceable()
+    step = network.begin(_plan(later))
+    (due,) = step.unplaceable(_plan(later))
     assert due.index == 0 and step.notes and step.notes[0][0] == "HostPortReassigned"
     due.pod, due.terminating = None, True  # the reconcile deletes the unbound pod
-    await step.replacing(later, [due])
+    await step.replacing(_plan(later), [due])
     ((_, port),) = client.patches
     assert port != 100  # not the port no node had free
     # The next time it waits twice as long.
-    assert network._unplaceable[f"{NS}/fo"][("Worker", 0)].changes == 1
+    assert network.kept(f"{NS}/fo").unplaceable[("Worker", 0)].changes == 1
 
 
 async def test_a_failed_service_write_gives_back_the_new_port() -> None:
@@ -187,22 +193,22 @@ async def test_a_failed_service_write_gives_back_the_new_port() -> None:
     seen = _seen(1, {"fo-worker-0": 100})
     client.fail = True
     with pytest.raises(ConnectionError):
-        await network.begin(seen).reserve(seen, [seen.replicas[("Worker", 0)]])
+        await network.begin(_plan(seen)).reserve(_plan(seen), [seen.replicas[("Worker", 0)]])
     assert _used(network) == 0
 
 
 async def test_scaled_down_finished_or_deleted_jobs_give_their_reservations_back() -> None:
     network, _ = _network(100, 109)
     seen = _seen(3, {f"fo-worker-{i}": 100 + i for i in range(3)}, terminating=(0, 1, 2))
-    await network.begin(seen).replacing(seen, list(seen.replicas.values()))
+    await network.begin(_plan(seen)).replacing(_plan(seen), list(seen.replicas.values()))
     assert _used(network) == 3
 
     smaller = _seen(2, {f"fo-worker-{i}": 100 + i for i in range(2)})
-    await network.begin(smaller).replacing(smaller, [])  # worker 2 is no more: its reservation goes
+    await network.begin(_plan(smaller)).replacing(_plan(smaller), [])  # worker 2 is no more: its reservation goes
     assert _used(network) == 2
     network.job_finished(f"{NS}/fo")
     assert _used(network) == 0
 
-    await network.begin(seen).replacing(seen, list(seen.replicas.values()))
+    await network.begin(_plan(seen)).replacing(_plan(seen), list(seen.replicas.values()))
     network.forget(f"{NS}/fo")
     assert _used(network) == 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kubedl_py.controllers.policies import Completion, pending_cause, share
+from kubedl_py.controllers.failures.policies import Completion, pending_cause, share
 
 
 @pytest.mark.parametrize(

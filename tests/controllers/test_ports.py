@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubedl_py.controllers.ports import HostPortAllocator, parse_range, pod_host_ports
+from kubedl_py.controllers.hostnetwork.ports import HostPortAllocator, parse_range, pod_host_ports
 
 
 def test_reserve_is_random_in_range_and_spreads_over_the_range_first() -> None:

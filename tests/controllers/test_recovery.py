@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from kubedl_py.controllers import recovery
-from kubedl_py.controllers.failures import Failure
+from kubedl_py.controllers.failures import recovery
+from kubedl_py.controllers.failures.classes import Failure
 from kubedl_py.controllers.observation import Replica
 
 NOW = datetime(2026, 11, 27, 12, 0, 0, tzinfo=UTC)

@@ -13,7 +13,7 @@ import pytest
 
 from kubedl_py.controllers import status as st
 from kubedl_py.controllers.observation import Observation
-from kubedl_py.controllers.status_yield import StatusYield
+from kubedl_py.controllers.status_pacing import StatusYield
 from tests.controllers.building import bare_reconciler
 
 CREATED = {"type": "Created", "status": "True", "reason": "PyTorchJobCreated", "message": "created"}
@@ -132,7 +132,7 @@ async def test_a_forgotten_job_is_not_woken() -> None:
 
 
 class Patches:
-    """The client as ``_write_status`` uses it: records the status patches it is sent."""
+    """The client as ``Reporter.write`` uses it: records the status patches it is sent."""
 
     def __init__(self) -> None:
         self.sent: list[str] = []
@@ -153,8 +153,9 @@ def observed(name: str, status: dict[str, Any]) -> Observation:
 async def test_the_reconciler_holds_a_first_report_while_other_jobs_pods_are_created() -> None:
     reconciler = bare_reconciler()
     client = Patches()
-    reconciler.client = cast(Any, client)
-    reconciler.status_yield, woken = woken_yield(settle=0.01)
+    reconciler.reporter.client = cast(Any, client)
+    paced, woken = woken_yield(settle=0.01)
+    reconciler.status_yield = reconciler.reporter.status_yield = reconciler.writes.status_yield = paced
     creating = asyncio.Event()
     release = asyncio.Event()
 
@@ -162,14 +163,14 @@ async def test_the_reconciler_holds_a_first_report_while_other_jobs_pods_are_cre
         creating.set()
         await release.wait()
 
-    others = asyncio.create_task(reconciler._gather([create()]))
+    others = asyncio.create_task(reconciler.writes.gather([create()]))
     await asyncio.wait_for(creating.wait(), 5)
     running = {"type": "Running", "status": "True", "reason": "PyTorchJobRunning", "message": "running"}
-    await reconciler._write_status(observed("new", created()))
-    await reconciler._write_status(observed("running", {"conditions": [dict(CREATED), running]}))
+    await reconciler.reporter.write(observed("new", created()))
+    await reconciler.reporter.write(observed("running", {"conditions": [dict(CREATED), running]}))
     assert client.sent == ["running"]  # Running goes out at once; the first report waits
     release.set()
     await asyncio.wait_for(others, 5)
     assert await woken.next(1.0) == "ns/new"
-    await reconciler._write_status(observed("new", created()))  # the reconcile the wake brings
+    await reconciler.reporter.write(observed("new", created()))  # the reconcile the wake brings
     assert client.sent == ["running", "new"]

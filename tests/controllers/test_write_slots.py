@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from kubedl_py.controllers.job import WRITE_CONCURRENCY, ReconcilerOptions
+from kubedl_py.controllers.job import ReconcilerOptions
+from kubedl_py.controllers.writes import WRITE_CONCURRENCY
 from kubedl_py.kube.priority import WriteGate
 from tests.controllers.building import bare_reconciler
 from tests.kube.support import eventually
@@ -29,12 +30,12 @@ async def test_an_urgent_reconcile_writes_while_every_shared_slot_waits_at_the_g
             holding.set()
             await shared_full.wait()
             # a job that lost every pod: no "urgent" argument, the lane's mark alone picks the slots
-            return await job._gather(write(f"replacement {i}") for i in range(2))
+            return await job.writes.gather(write(f"replacement {i}") for i in range(2))
 
     failover = asyncio.create_task(urgent_reconcile())
     await holding.wait()
     # other jobs' writes, started outside the urgent block: one more than the shared slots
-    new_jobs = asyncio.create_task(job._gather(write(f"new job pod {i}") for i in range(WRITE_CONCURRENCY + 1)))
+    new_jobs = asyncio.create_task(job.writes.gather(write(f"new job pod {i}") for i in range(WRITE_CONCURRENCY + 1)))
     # every shared slot held by a write waiting at the gate
     await eventually(lambda: gate.waiting == WRITE_CONCURRENCY, what="the shared slots full of parked writes")
     shared_full.set()
@@ -57,7 +58,7 @@ async def test_write_concurrency_caps_the_writes_in_flight() -> None:
         in_flight -= 1
         return i
 
-    batch = asyncio.create_task(job._gather(write(i) for i in range(10)))
+    batch = asyncio.create_task(job.writes.gather(write(i) for i in range(10)))
     # without the cap all ten would be in flight at once, and this would time out
     await eventually(lambda: in_flight == 3, what="three writes in flight")
     release.set()

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from kubedl_py.api import constants as c
-from kubedl_py.controllers.hostnetwork import HostNetwork
-from kubedl_py.controllers.policies import UNSEEN_BY_SCHEDULER_SECONDS
+from kubedl_py.controllers.failures.policies import UNSEEN_BY_SCHEDULER_SECONDS
+from kubedl_py.controllers.hostnetwork.feature import HostNetwork
 from kubedl_py.controllers.setup import build_manager
 from kubedl_py.kube.client import ClientSettings, KubeClient
 from kubedl_py.kube.errors import AlreadyExists
@@ -254,7 +254,8 @@ async def test_the_ports_a_deleted_namespace_held_are_offered_again(cluster: Env
             return [key for key in network.allocator._reserved if key.startswith(f"{doomed}/")]
 
         async def given_back() -> bool:
-            return not reserved_in_doomed() and not any(key.startswith(f"{doomed}/") for key in network._ahead)
+            ahead = [key for key, kept in network._jobs.items() if key.startswith(f"{doomed}/") and kept.ahead]
+            return not reserved_in_doomed() and not ahead
 
         await eventually(given_back, within=30, what="no port reserved for the deleted namespace")
 
@@ -272,12 +273,12 @@ async def test_the_ports_a_deleted_namespace_held_are_offered_again(cluster: Env
 
 
 def _host_network(manager: Any) -> HostNetwork:
-    """The controller's one host-network step (shared by every kind's reconciler), and its allocator."""
+    """The controller's one host-network feature (shared by every kind's reconciler), and its allocator."""
     for controller in manager.controllers:
-        for step in getattr(controller.reconciler, "steps", ()):
-            if isinstance(step, HostNetwork):
-                return step
-    raise AssertionError("the controller has no host-network step")
+        for feature in getattr(controller.reconciler, "features", ()):
+            if isinstance(feature, HostNetwork):
+                return feature
+    raise AssertionError("the controller has no host-network feature")
 
 
 @pytest.mark.nodes(6)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kubedl_py.controllers import job as job_module
+from kubedl_py.controllers import reporting
 from kubedl_py.kube.resources import PODS
 from kubedl_py.kube.retry import RetrySettings
 from tests.integration.conftest import (
@@ -238,7 +238,7 @@ async def test_replica_counts_changing_together_are_written_together(
     cluster: Env, kube: Kube, controller: RunningController, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     batched = await _status_writes_of_a_job_life(cluster, kube, "batched")
-    monkeypatch.setattr(job_module, "STATUS_BATCH_PERIOD", 0.0)
+    monkeypatch.setattr(reporting, "STATUS_BATCH_PERIOD", 0.0)
     unbatched = await _status_writes_of_a_job_life(cluster, kube, "unbatched")
     # Created, Running, Succeeded and a few counts (all replicas counted in the end, checked above); without
     # the batching, one write per count change the reconciles see (7-9 in this test on either tier).

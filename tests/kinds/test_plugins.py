@@ -22,8 +22,8 @@ import kubedl_py.api.kinds as registry
 from kubedl_py.api import JobValidationError, parse_job, with_defaults
 from kubedl_py.api.crd import all_crds, crd_for
 from kubedl_py.api.kinds.base import KindAPI
+from kubedl_py.controllers.failures.policies import completion_of
 from kubedl_py.controllers.gang import min_resources
-from kubedl_py.controllers.policies import completion_of
 from kubedl_py.kube.errors import AlreadyExists
 from kubedl_py.kube.resources import Resource
 from kubedl_py.local.kubernetes.install import apply, manifest_documents
@@ -160,8 +160,10 @@ def test_no_generic_module_names_a_kind() -> None:
                 offenders.append(f"{module}:{line}: {match.group(1)!r} in {text!r}")
     generic = (
         "controllers/job.py",
+        "controllers/creation.py",
         "controllers/gang.py",
-        "controllers/recovery.py",
+        "controllers/failures/recovery.py",
+        "controllers/failures/handling.py",
         "api/validation.py",
         "sdk/builders.py",
     )

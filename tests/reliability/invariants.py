@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubedl_py.api import constants as c
-from kubedl_py.controllers.hostnetwork import pod_port
+from kubedl_py.controllers.hostnetwork.feature import pod_port
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import Gone
 from kubedl_py.kube.resources import PODS, SERVICES, Resource

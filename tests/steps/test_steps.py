@@ -1,9 +1,10 @@
-"""The reconcile's cross-cutting steps behind one contract (kubedl_py/controllers/steps.py).
+"""The reconcile's cross-cutting features behind narrow contracts (kubedl_py/controllers/features.py).
 
-The reconcile (controllers/job.py) calls each phase through ``Steps`` and names no step: a test parses it. A new
-step is one file and one registry line: the test double (``tests/steps/double.py``) is registered by the line a
-step author adds to ``STEPS`` (here a monkeypatch), and then takes part in the jobs of every kind on both
-control planes.
+The reconcile (controllers/job.py and the modules it is made of) calls the features through one runner and names
+none: a test parses it. A new feature is one file and one registry line: the test double
+(``tests/steps/double.py``) is registered by the line a feature author adds to ``FEATURES`` (here a monkeypatch),
+and then takes part in the jobs of every kind on both control planes. A reconcile decides once what holds for it
+(``plan.py``): a test counts how often it resolves the kind and builds the addressing.
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ from typing import Any
 import pytest
 
 from kubedl_py.api import constants as c
-from kubedl_py.controllers import setup
-from kubedl_py.controllers import steps as contract
-from kubedl_py.controllers.steps import Step
+from kubedl_py.controllers import features as contract
+from kubedl_py.controllers import kinds, plan, setup
 from kubedl_py.kube.resources import CONFIGMAPS
 from tests.integration.conftest import (
     PYTORCHJOBS,
@@ -38,62 +38,78 @@ from tests.integration.conftest import (
 from tests.steps import double
 
 ROOT = Path(__file__).resolve().parents[2]
-JOB_PY = ROOT / "kubedl_py" / "controllers" / "job.py"
+CONTROLLERS = ROOT / "kubedl_py" / "controllers"
+#: the modules the reconcile is made of: none may name a feature
+RECONCILE = [
+    CONTROLLERS / name
+    for name in ("job.py", "creation.py", "reporting.py", "writes.py", "plan.py", "memory.py", "failures/handling.py")
+]
+CONTRACTS = (
+    contract.Watches,
+    contract.Remembers,
+    contract.PerReconcile,
+    contract.Gates,
+    contract.ShapesPods,
+    contract.OwnsObjects,
+    contract.Suspends,
+    contract.Finishes,
+    contract.AroundCreates,
+)
 
 
-def phases() -> set[str]:
-    """The contract's phases: the public methods of ``Step``."""
-    return {name for name, _ in inspect.getmembers(Step, inspect.isfunction) if not name.startswith("_")}
+def session_calls() -> set[str]:
+    """What the runner's session offers the reconcile: its public methods."""
+    return {name for name, _ in inspect.getmembers(contract.Session, inspect.isfunction) if not name.startswith("_")}
 
 
-def step_modules() -> set[str]:
-    return {install.__module__ for install in setup.STEPS}
+def feature_modules() -> set[str]:
+    return {install.__module__ for install in setup.FEATURES}
 
 
-def step_specific_names() -> set[str]:
-    """What the registered steps define beyond the contract: their public classes and functions, and the
-    public methods of their steps."""
+def contract_names() -> set[str]:
+    return {name for proto in CONTRACTS for name in vars(proto) if not name.startswith("_")}
+
+
+def feature_specific_names() -> set[str]:
+    """What the registered features define beyond the contracts: their public classes, functions and methods."""
     names: set[str] = set()
-    for module_name in step_modules():
+    for module_name in feature_modules():
         module = importlib.import_module(module_name)
         for name, value in vars(module).items():
             if name.startswith("_") or getattr(value, "__module__", None) != module_name:
                 continue
             names.add(name)
-            if inspect.isclass(value) and issubclass(value, Step):
+            if inspect.isclass(value):
                 names |= {method for method, _ in inspect.getmembers(value, inspect.isfunction)}
-    return {name for name in names - phases() if not name.startswith("_")}
+    return {name for name in names - contract_names() - session_calls() if not name.startswith("_")}
 
 
-def test_the_reconcile_calls_no_step_by_name() -> None:
-    tree = ast.parse(JOB_PY.read_text())
-    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    assert step_modules() == {
-        "kubedl_py.controllers.hostnetwork",
+def test_the_reconcile_calls_no_feature_by_name() -> None:
+    assert feature_modules() == {
+        "kubedl_py.controllers.hostnetwork.feature",
         "kubedl_py.controllers.gang",
         "kubedl_py.controllers.kueue",
-        "kubedl_py.controllers.owned",
         "kubedl_py.controllers.rdma",
     }
-    assert not imported & step_modules(), f"job.py imports a step: {sorted(imported & step_modules())}"
-    assert {"HostNetwork", "PodGroups", "release", "ports", "unplaceable"} <= step_specific_names()
-    used = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
-    used |= {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
-    specific = used & step_specific_names()
-    assert not specific, f"job.py uses what only a step defines: {sorted(specific)}"
-    # Every call on the steps is a phase of the contract, and every phase is called.
+    assert {"HostNetwork", "PodGroups", "release", "ports", "unplaceable"} <= feature_specific_names()
     called: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            receiver = node.func.value
-            on_steps = (isinstance(receiver, ast.Name) and receiver.id == "steps") or (
-                isinstance(receiver, ast.Attribute) and receiver.attr == "steps"
-            )
-            if on_steps:
-                called.add(node.func.attr)
-    assert called <= phases(), f"job.py calls {sorted(called - phases())} on the steps, which are no phases"
-    assert phases() - called == {"watches"}, "setup.py watches what the steps ask; job.py calls every other phase"
+    for path in RECONCILE:
+        tree = ast.parse(path.read_text())
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        packages = {module.rpartition(".")[0] for module in feature_modules()} - {"kubedl_py.controllers"}
+        assert not imported & (feature_modules() | packages), f"{path.name} imports a feature"
+        used = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+        used |= {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+        specific = used & feature_specific_names()
+        assert not specific, f"{path.name} uses what only a feature defines: {sorted(specific)}"
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                receiver = node.func.value
+                if isinstance(receiver, ast.Name) and receiver.id == "session":
+                    called.add(node.func.attr)
+    # Every call on the session is one it offers, and everything it offers is called.
+    assert called == session_calls(), f"called but not offered, or offered but not called: {called ^ session_calls()}"
 
 
 def test_the_double_is_one_file() -> None:
@@ -102,42 +118,103 @@ def test_the_double_is_one_file() -> None:
     assert double.install.__module__ == "tests.steps.double"
 
 
-async def test_the_runner_calls_each_phase_on_every_step_in_order() -> None:
-    """``Steps``: the first reason to hold wins, the first step that does not admit stops the rest, the
-    replicas to recreate and the owned objects are all of them, the addressing passes from step to step."""
+def test_features_are_found_by_the_contracts_they_implement() -> None:
+    """Each registered feature implements only some of the contracts, found by type; the double only the four it
+    takes part in."""
+    stamp = double.Stamp(recorder=None)  # type: ignore[arg-type]
+    session = contract.Session((stamp,))
+    assert session.gates == [stamp] and session.shapers == [stamp] and session.owners == [stamp]
+    assert session.finishers == [stamp] and session.suspenders == [] and session.around == []
+    assert contract.Features((stamp,)).watches() == ()
+
+
+async def test_the_runner_calls_each_contract_on_its_features_in_order() -> None:
+    """The first reason to hold wins, the first feature that does not admit stops the rest, the addressing
+    passes from feature to feature, and a feature is asked only what it implements."""
     said: list[str] = []
 
-    class Said(Step):
+    class Said:
         def __init__(self, name: str, *, hold: str | None = None, admit: bool = True) -> None:
             self.name, self._hold, self._admit = name, hold, admit
 
-        async def hold(self, seen: Any) -> str | None:
+        async def hold(self, plan: Any) -> str | None:
             said.append(f"{self.name}.hold")
             return self._hold
 
-        async def admit(self, seen: Any) -> bool:
+        async def admit(self, plan: Any) -> bool:
             said.append(f"{self.name}.admit")
             return self._admit
 
-        def address(self, seen: Any, addressing: Any, *, served: bool = False) -> Any:
-            return [*addressing, self.name]
+    class Shapes:
+        def shape_pod(self, plan: Any, replica: Any, pod: dict[str, Any]) -> None:
+            pod.setdefault("by", []).append("shapes")
 
-    steps = contract.Steps((Said("a"), Said("b", hold="b holds", admit=False), Said("c", hold="c holds")))
-    assert await steps.hold(None) == "b holds"  # type: ignore[arg-type]
-    assert not await steps.admit(None)  # type: ignore[arg-type]
+    features = contract.Features((Said("a"), Shapes(), Said("b", hold="b holds", admit=False), Said("c", hold="c")))
+    session = features.begin(None)  # type: ignore[arg-type]
+    assert await session.hold(None) == "b holds"  # type: ignore[arg-type]
+    assert not await session.admit(None)  # type: ignore[arg-type]
     assert said == ["a.hold", "b.hold", "a.admit", "b.admit"]
-    assert steps.address(None, [], served=True) == ["a", "b", "c"]  # type: ignore[arg-type]
-    assert steps.begin(None).steps == steps.steps  # type: ignore[arg-type]
+    pod: dict[str, Any] = {}
+    session.shape_pod(None, None, pod)  # type: ignore[arg-type]
+    assert pod == {"by": ["shapes"]}
+    assert session.recreate(None) == []  # type: ignore[arg-type]
+
+
+async def test_a_reconcile_resolves_the_kind_and_builds_the_addressing_once(
+    cluster: Env, kube: Kube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host-network job's reconciles, counted: the kind's plug-in is resolved when the reconciler is made,
+    never in a reconcile; the addressing (it reads every template) is built at most once per reconcile."""
+    resolved: list[str] = []
+    built: list[str] = []
+    real_resolve, real_build = kinds.controller_for, plan.addressing_for
+
+    def resolve(kind: Any) -> Any:
+        resolved.append(str(kind))
+        return real_resolve(kind)
+
+    def build(job: Any, **kwargs: Any) -> Any:
+        built.append(job.name)
+        return real_build(job, **kwargs)
+
+    for module in ("kubedl_py.controllers.job", "kubedl_py.controllers.rendezvous", "kubedl_py.controllers.kinds"):
+        if hasattr(importlib.import_module(module), "controller_for"):
+            monkeypatch.setattr(f"{module}.controller_for", resolve)
+    monkeypatch.setattr(plan, "addressing_for", build)
+    reconciles: list[int] = []
+    real_reconcile = setup.JobReconciler.reconcile
+
+    async def counted(self: Any, key: str) -> Any:
+        before = (len(resolved), len(built))
+        result = await real_reconcile(self, key)
+        if key.endswith("/once"):
+            reconciles.append(len(built) - before[1])
+            assert len(resolved) == before[0], "a reconcile resolved the kind's plug-in again"
+        return result
+
+    monkeypatch.setattr(setup.JobReconciler, "reconcile", counted)
+    running = RunningController(cluster, fast_options(namespace=kube.ns))
+    await running.start()
+    try:
+        ending = {"exit_code": 0, "run_seconds": 0.5}
+        job = pytorchjob("once", host=True, replicas={"Master": replica(1, **ending), "Worker": replica(2, **ending)})
+        await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
+        await wait_condition(kube, PYTORCHJOBS, "once", "Succeeded")
+    finally:
+        await running.stop()
+    assert reconciles, "the job was never reconciled"
+    assert max(reconciles) == 1, f"addressing built per reconcile: {reconciles}"
+    assert sum(reconciles) >= 1  # the pods were made with it
 
 
 @pytest.fixture
 def stamped(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     # The one registry line.
-    monkeypatch.setattr(setup, "STEPS", (*setup.STEPS, double.install))
+    monkeypatch.setattr(setup, "FEATURES", (*setup.FEATURES, double.install))
     yield
 
 
-async def test_a_registered_step_takes_part_in_the_reconcile(stamped: None, cluster: Env, kube: Kube) -> None:
+async def test_a_registered_feature_takes_part_in_the_reconcile(stamped: None, cluster: Env, kube: Kube) -> None:
     running = RunningController(cluster, fast_options(namespace=kube.ns))
     await running.start()
     try:
@@ -147,7 +224,7 @@ async def test_a_registered_step_takes_part_in_the_reconcile(stamped: None, clus
         await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
         held = await wait_condition(kube, PYTORCHJOBS, "held", "Suspended")
         suspended = next(cond for cond in held["status"]["conditions"] if cond["type"] == "Suspended")
-        assert "held by the stamp step" in suspended["message"]
+        assert "held by the stamp feature" in suspended["message"]
         assert await pods_of(kube, "held") == []
 
         await kube.patch(PYTORCHJOBS, "held", {"metadata": {"annotations": {double.HOLD: None}}}, namespace=kube.ns)

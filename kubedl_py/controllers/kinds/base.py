@@ -2,7 +2,7 @@
 
 The reconcile (``controllers/job.py``) is the same for every kind: it makes a pod and a Service per replica,
 replaces failed pods by restart policy, keeps host-network ports and Services straight, and reports status.
-What differs per kind is asked of the kind's :class:`KindController` (``controllers/kinds/<name>.py``):
+What differs per kind is asked of the kind's :class:`Kind` (``controllers/kinds/<name>.py``):
 
 - ``rendezvous_env``: the variables that let a replica find its peers (MASTER_ADDR..., TF_CONFIG...);
 - ``env_targets``: which containers of the pod get them (default: the framework's container);
@@ -22,14 +22,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from kubedl_py.api.defaults import default_container_index
 from kubedl_py.api.kinds.base import TrainingJob
+from kubedl_py.api.plain import Object
 from kubedl_py.controllers.addressing import Addressing
 from kubedl_py.kube.resources import Resource
 
-Object = dict[str, Any]
 #: replica type -> its pods by index (None where a pod does not exist)
 Pods = Mapping[str, list[Object | None]]
 #: rendezvous settings: variable -> value, or -> a ``valueFrom`` source (e.g. ``{"fieldRef": {...}}``)
@@ -68,31 +68,35 @@ def every_replica(job: TrainingJob, *types: str) -> set[Slot]:
     return {(t, i) for t in (types or tuple(job.replica_specs)) for i in range(replicas(job, t))}
 
 
-class KindController:
-    """Defaults fit a kind whose every replica is a peer and whose job succeeds when every pod has."""
+#: the job class of a kind (``PyTorchJob``...): what its plug-in's methods are given
+J = TypeVar("J", bound=TrainingJob)
 
-    def rendezvous_env(self, job: TrainingJob, replica_type: str, index: int, addressing: Addressing) -> Env:
+
+class Kind(Generic[J]):
+    """The controller half of a kind whose jobs are ``J``: ``class PyTorchController(Kind[PyTorchJob])``, its methods
+    typed with its own job class (the registry gives each plug-in only its own kind's jobs). Defaults fit a kind
+    whose every replica is a peer and whose job succeeds when every pod has."""
+
+    def rendezvous_env(self, job: J, replica_type: str, index: int, addressing: Addressing) -> Env:
         """The settings of one replica, in order (the job has its defaults applied)."""
         return {}
 
-    def env_targets(self, job: TrainingJob, containers: list[Object]) -> list[Object]:
+    def env_targets(self, job: J, containers: list[Object]) -> list[Object]:
         """The containers that get the rendezvous settings: the framework's container (else the first)."""
         return [containers[default_container_index(containers, job.framework)]] if containers else []
 
-    def succeeded(self, job: TrainingJob, pods: Pods) -> bool:
+    def succeeded(self, job: J, pods: Pods) -> bool:
         return all_succeeded([pod for group in pods.values() for pod in group])
 
-    def owned_objects(self, job: TrainingJob, addressing: Addressing) -> list[OwnedObject]:
+    def owned_objects(self, job: J, addressing: Addressing) -> list[OwnedObject]:
         return []
 
-    def may_start(self, job: TrainingJob, replica_type: str, pods: Pods) -> bool:
+    def may_start(self, job: J, replica_type: str, pods: Pods) -> bool:
         return True
 
-    def dialed(self, job: TrainingJob) -> set[Slot]:
+    def dialed(self, job: J) -> set[Slot]:
         """The replicas peers reach by name (their Service's); the default, for a kind that does not say: all."""
         return every_replica(job)
 
-    def amend_pod(
-        self, job: TrainingJob, replica_type: str, index: int, pod_spec: Object, targets: list[Object]
-    ) -> None:
+    def amend_pod(self, job: J, replica_type: str, index: int, pod_spec: Object, targets: list[Object]) -> None:
         """Add what else the kind needs to a replica's pod spec; ``targets`` are the ``env_targets``."""

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubedl_py.api.kinds.jax import JAXJob
 from kubedl_py.controllers.addressing import Addressing, replica_name
-from kubedl_py.controllers.kinds.base import Env, KindController, Slot, replicas
+from kubedl_py.controllers.kinds.base import Env, Kind, Slot, replicas
 
 
-class JAXController(KindController):
-    def rendezvous_env(self, job: Any, replica_type: str, index: int, addressing: Addressing) -> Env:
+class JAXController(Kind[JAXJob]):
+    def rendezvous_env(self, job: JAXJob, replica_type: str, index: int, addressing: Addressing) -> Env:
         if index == 0 and addressing.host_network:
             address, port = "localhost", addressing.listen_port("Worker", 0)
         else:
@@ -30,10 +31,10 @@ class JAXController(KindController):
             "PROCESS_ID": str(index),
         }
 
-    def env_targets(self, job: Any, containers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def env_targets(self, job: JAXJob, containers: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return containers
 
-    def dialed(self, job: Any) -> set[Slot]:
+    def dialed(self, job: JAXJob) -> set[Slot]:
         return {("Worker", 0)} if replicas(job, "Worker") > 0 else set()
 
 

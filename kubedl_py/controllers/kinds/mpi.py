@@ -39,18 +39,17 @@ init container ``kubectl-delivery`` (it copies its ``kubectl`` to ``/opt/kube``;
 from __future__ import annotations
 
 import base64
-from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from kubedl_py.api.groups import KUBEFLOW
 from kubedl_py.api.kinds.mpi import MPIJob
+from kubedl_py.api.plain import Object
 from kubedl_py.controllers.addressing import Addressing
 from kubedl_py.controllers.kinds.base import (
     Env,
-    KindController,
-    Object,
+    Kind,
     OwnedObject,
     Pods,
     Slot,
@@ -174,9 +173,8 @@ def ssh_key_pair() -> tuple[bytes, bytes]:
     return private, public + b"\n"
 
 
-class MPIController(KindController):
-    def rendezvous_env(self, job: Any, replica_type: str, index: int, addressing: Addressing) -> Env:
-        assert isinstance(job, MPIJob)
+class MPIController(Kind[MPIJob]):
+    def rendezvous_env(self, job: MPIJob, replica_type: str, index: int, addressing: Addressing) -> Env:
         env = {
             "K_MPI_JOB_ROLE": replica_type.lower(),
             "SSHD_PORT": str(addressing.listen_port(replica_type, index)),
@@ -185,8 +183,7 @@ class MPIController(KindController):
             env.update(launcher_env(job))
         return env
 
-    def amend_pod(self, job: Any, replica_type: str, index: int, pod_spec: Object, targets: list[Object]) -> None:
-        assert isinstance(job, MPIJob)
+    def amend_pod(self, job: MPIJob, replica_type: str, index: int, pod_spec: Object, targets: list[Object]) -> None:
         if uses_kubexec(job):
             self._amend_for_kubexec(job, replica_type, pod_spec, targets)
             return
@@ -257,16 +254,14 @@ class MPIController(KindController):
             )
         pod_spec["serviceAccountName"] = launcher_account(job)
 
-    def dialed(self, job: Any) -> set[Slot]:
-        assert isinstance(job, MPIJob)
+    def dialed(self, job: MPIJob) -> set[Slot]:
         launcher = job.spec.run_launcher_as_worker or job.spec.mpi_implementation in ("Intel", "MPICH")
         return every_replica(job, "Worker", *(("Launcher",) if launcher else ()))
 
-    def succeeded(self, job: Any, pods: Pods) -> bool:
+    def succeeded(self, job: MPIJob, pods: Pods) -> bool:
         return bool(pods.get("Launcher")) and pod_succeeded(pods["Launcher"][0])
 
-    def owned_objects(self, job: Any, addressing: Addressing) -> list[OwnedObject]:
-        assert isinstance(job, MPIJob)
+    def owned_objects(self, job: MPIJob, addressing: Addressing) -> list[OwnedObject]:
         if uses_kubexec(job):
             return kubexec_objects(job, addressing)
         private, public = ssh_key_pair()
@@ -288,7 +283,7 @@ class MPIController(KindController):
         }
         return [OwnedObject(CONFIGMAPS, config), OwnedObject(SECRETS, secret)]
 
-    def may_start(self, job: Any, replica_type: str, pods: Pods) -> bool:
+    def may_start(self, job: MPIJob, replica_type: str, pods: Pods) -> bool:
         if replica_type != "Launcher":
             return True
         # Started: running, or already done (a Worker that finished before the launcher came must not hold

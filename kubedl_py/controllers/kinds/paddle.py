@@ -15,14 +15,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubedl_py.api.kinds.paddle import PaddleJob
 from kubedl_py.controllers.addressing import Addressing, replica_name
-from kubedl_py.controllers.kinds.base import Env, KindController, Pods, Slot, all_succeeded, replicas
+from kubedl_py.controllers.kinds.base import Env, Kind, Pods, Slot, all_succeeded, replicas
 
 _POD_IP = {"fieldRef": {"fieldPath": "status.podIP"}}
 
 
-class PaddleController(KindController):
-    def rendezvous_env(self, job: Any, replica_type: str, index: int, addressing: Addressing) -> Env:
+class PaddleController(Kind[PaddleJob]):
+    def rendezvous_env(self, job: PaddleJob, replica_type: str, index: int, addressing: Addressing) -> Env:
         total = sum(replicas(job, t) for t in job.replica_specs)
         host_type = "Master" if replicas(job, "Master") > 0 else "Worker"
         env: dict[str, Any] = {
@@ -39,14 +40,14 @@ class PaddleController(KindController):
             env["PADDLE_SERVER_NUM" if replica_type == "Master" else "PADDLE_TRAINER_NUM"] = "1"
         return env
 
-    def env_targets(self, job: Any, containers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def env_targets(self, job: PaddleJob, containers: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return containers
 
-    def dialed(self, job: Any) -> set[Slot]:
+    def dialed(self, job: PaddleJob) -> set[Slot]:
         host_type = "Master" if replicas(job, "Master") > 0 else "Worker"
         return {(host_type, 0)} if replicas(job, host_type) > 0 else set()
 
-    def succeeded(self, job: Any, pods: Pods) -> bool:
+    def succeeded(self, job: PaddleJob, pods: Pods) -> bool:
         if pods.get("Master"):
             return all_succeeded(list(pods["Master"]))
         return all_succeeded(list(pods.get("Worker", [])))

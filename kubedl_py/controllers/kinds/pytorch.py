@@ -26,7 +26,7 @@ from kubedl_py.api.kinds.pytorch import DEFAULT_RDZV_BACKEND, PyTorchJob
 from kubedl_py.controllers.addressing import Addressing, replica_name
 from kubedl_py.controllers.kinds.base import (
     Env,
-    KindController,
+    Kind,
     Pods,
     Slot,
     all_succeeded,
@@ -95,20 +95,17 @@ def pytorch_env(job: PyTorchJob, replica_type: str, index: int, addressing: Addr
     return env
 
 
-class PyTorchController(KindController):
-    def rendezvous_env(self, job: Any, replica_type: str, index: int, addressing: Addressing) -> Env:
-        assert isinstance(job, PyTorchJob)
+class PyTorchController(Kind[PyTorchJob]):
+    def rendezvous_env(self, job: PyTorchJob, replica_type: str, index: int, addressing: Addressing) -> Env:
         return pytorch_env(job, replica_type, index, addressing)
 
-    def env_targets(self, job: Any, containers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def env_targets(self, job: PyTorchJob, containers: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return containers
 
-    def dialed(self, job: Any) -> set[Slot]:
-        assert isinstance(job, PyTorchJob)
+    def dialed(self, job: PyTorchJob) -> set[Slot]:
         return every_replica(job) if job.spec.elastic_policy is not None else {rendezvous_host(job)}
 
-    def succeeded(self, job: Any, pods: Pods) -> bool:
-        assert isinstance(job, PyTorchJob)
+    def succeeded(self, job: PyTorchJob, pods: Pods) -> bool:
         workers = all_succeeded(list(pods.get("Worker", [])))
         if pods.get("Master"):
             master = pod_succeeded(pods["Master"][0])

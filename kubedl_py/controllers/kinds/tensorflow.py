@@ -20,7 +20,7 @@ from kubedl_py.api.kinds.tensorflow import TFJob
 from kubedl_py.controllers.addressing import Addressing
 from kubedl_py.controllers.kinds.base import (
     Env,
-    KindController,
+    Kind,
     Pods,
     Slot,
     all_succeeded,
@@ -55,20 +55,17 @@ def tf_config(job: TFJob, replica_type: str, index: int, addressing: Addressing)
     }
 
 
-class TensorFlowController(KindController):
-    def rendezvous_env(self, job: Any, replica_type: str, index: int, addressing: Addressing) -> Env:
-        assert isinstance(job, TFJob)
+class TensorFlowController(Kind[TFJob]):
+    def rendezvous_env(self, job: TFJob, replica_type: str, index: int, addressing: Addressing) -> Env:
         config = tf_config(job, replica_type, index, addressing)
         return {} if config is None else {"TF_CONFIG": json.dumps(config, separators=(",", ":"))}
 
-    def dialed(self, job: Any) -> set[Slot]:
-        assert isinstance(job, TFJob)
+    def dialed(self, job: TFJob) -> set[Slot]:
         if sum(replicas(job, t) for t in job.spec.tf_replica_specs) <= 1:
             return set()
         return every_replica(job, *(t for t in job.spec.tf_replica_specs if t not in _NOT_IN_CLUSTER))
 
-    def succeeded(self, job: Any, pods: Pods) -> bool:
-        assert isinstance(job, TFJob)
+    def succeeded(self, job: TFJob, pods: Pods) -> bool:
         for chief in ("Chief", "Master"):
             if pods.get(chief):
                 return pod_succeeded(pods[chief][0])

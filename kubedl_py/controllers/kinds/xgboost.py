@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubedl_py.api.kinds.xgboost import XGBoostJob
 from kubedl_py.controllers.addressing import Addressing, replica_name
-from kubedl_py.controllers.kinds.base import Env, KindController, Pods, Slot, pod_succeeded, replicas
+from kubedl_py.controllers.kinds.base import Env, Kind, Pods, Slot, pod_succeeded, replicas
 
 
-class XGBoostController(KindController):
-    def rendezvous_env(self, job: Any, replica_type: str, index: int, addressing: Addressing) -> Env:
+class XGBoostController(Kind[XGBoostJob]):
+    def rendezvous_env(self, job: XGBoostJob, replica_type: str, index: int, addressing: Addressing) -> Env:
         total = sum(replicas(job, t) for t in job.replica_specs)
         is_master = replica_type == "Master"
         rank = index + (replicas(job, "Master") if replica_type == "Worker" else 0)
@@ -41,15 +42,15 @@ class XGBoostController(KindController):
             env["WORKER_ADDRS"] = ",".join(replica_name(job.name, "Worker", i) for i in range(total - 1))
         return env
 
-    def env_targets(self, job: Any, containers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def env_targets(self, job: XGBoostJob, containers: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return containers
 
-    def dialed(self, job: Any) -> set[Slot]:
+    def dialed(self, job: XGBoostJob) -> set[Slot]:
         total = sum(replicas(job, t) for t in job.replica_specs)
         listed = range(min(total - 1, replicas(job, "Worker"))) if total > 1 else range(0)
         return {("Master", 0)} | {("Worker", i) for i in listed}
 
-    def succeeded(self, job: Any, pods: Pods) -> bool:
+    def succeeded(self, job: XGBoostJob, pods: Pods) -> bool:
         return bool(pods.get("Master")) and pod_succeeded(pods["Master"][0])
 
 

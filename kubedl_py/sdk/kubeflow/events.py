@@ -6,22 +6,16 @@ in the Kubeflow SDK), tested without a cluster.
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kubedl_py.api.plain import parse_time
 from kubedl_py.sdk.kubeflow import constants
 
 __all__ = ["events_by_subject"]
 
 
-def _time(value: Any) -> datetime.datetime | None:
-    if isinstance(value, str) and value:
-        try:
-            return datetime.datetime.fromisoformat(value)
-        except ValueError:
-            return None
-    return None
+_time = parse_time
 
 
 def events_by_subject(

@@ -32,6 +32,7 @@ from pydantic import BaseModel
 
 from kubedl_py.api.groups import KUBEDL, KUBEFLOW, ApiGroup, group_of, to_internal, to_wire
 from kubedl_py.api.kinds.base import TrainingJob
+from kubedl_py.api.plain import parse_time
 
 __all__ = ["KubeObject", "Objects", "camel", "in_group_layout", "kubeflow_sdk", "present", "serialize", "snake"]
 
@@ -86,11 +87,7 @@ def _is_time_field(key: str) -> bool:
     return key.endswith(("Time", "Timestamp")) or key in _TIME_FIELDS
 
 
-def _parse_time(value: str) -> datetime.datetime | None:
-    try:
-        return datetime.datetime.fromisoformat(value)
-    except ValueError:
-        return None
+_parse_time = parse_time
 
 
 class KubeObject:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from kubedl_py.controllers.addressing import Addressing
-from kubedl_py.controllers.kinds.base import KindController, Pods, pod_succeeded, replicas
+from kubedl_py.controllers.kinds.base import Kind, Pods, pod_succeeded, replicas
 
 
-class RelayController(KindController):
+class RelayController(Kind):
     def rendezvous_env(self, job: Any, replica_type: str, index: int, addressing: Addressing) -> dict[str, str]:
         leader = addressing.service_host(job.name, "Leader", 0)
         return {

@@ -1,7 +1,7 @@
 """Host-port choice for host-network pods: ports unique per node, chosen where they are least used.
 
 What Kubernetes guarantees, and so what this module needs to do: every port a host-network pod listens on is
-declared as a ``hostPort`` (``build_pod`` declares the framework port; Kubernetes makes every other
+declared as a ``hostPort`` (``pods.build_pod`` declares the framework port; Kubernetes makes every other
 ``containerPort`` of a host-network pod a ``hostPort``), and kube-scheduler's ``NodePorts`` filter never puts two
 pods declaring the same port on one node. So a port only has to be unique *per node*, and the scheduler enforces
 that. The controller's part is to choose, before the pod is scheduled, a port that is *likely* free where the

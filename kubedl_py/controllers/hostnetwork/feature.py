@@ -29,14 +29,15 @@ objects were made in, and a ``NetworkModeChangeRefused`` event says so (once per
 reconcile: a resync must cost no writes). Switching the network of running replicas would strand their
 peers; delete and resubmit the job instead.
 
-All of this is a step of the reconcile (``steps.py``): :class:`HostNetwork`, shared by every kind's
-reconciler (one allocator, fed by a watch of every host-network pod in the cluster), begins one
-:class:`HostNetworkStep` per reconcile. That one knows the job's effective mode and takes part in the phases:
-``observe`` (the events above), ``recreate`` (pods no node can take for their port), ``replacing`` (reserve the
-replacement's port and re-point the Service while the old pod terminates), ``reserve`` (ports for the pods about
-to be made, their Services re-pointed first), ``address`` (the ports peers and pods are built with),
-``not_created`` (give back the port of a pod that was not made), ``report``, ``settle`` (every Service pointed
-at its live pod) and ``finish``. It writes Services with its own client.
+All of this is a feature of the reconcile (``features.py``): :class:`HostNetwork`, shared by every kind's
+reconciler (one allocator, fed by a watch of every host-network pod in the cluster, and a :class:`JobPorts` per
+job), begins one :class:`HostNetworkSession` per reconcile, which takes part in the reconcile's creates
+(``AroundCreates``): ``observe`` (the events above), ``recreate`` (pods no node can take for their port),
+``replacing`` (reserve the replacement's port and re-point the Service while the old pod terminates), ``reserve``
+(ports for the pods about to be made, their Services re-pointed first), ``address`` (the ports peers and pods are
+built with), ``not_created`` (give back the port of a pod that was not made), ``report`` and ``settle`` (every
+Service pointed at its live pod); the job's mode is the plan's (``plan.network_mode``). It writes Services with its
+own client.
 """
 
 from __future__ import annotations
@@ -44,14 +45,17 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from kubedl_py.api import constants as c
+from kubedl_py.api.plain import Object, parse_time
 from kubedl_py.controllers.addressing import Addressing, replica_name
-from kubedl_py.controllers.observation import Observation, Replica, Slot, parse_time, trim_pod
+from kubedl_py.controllers.features import Wiring
+from kubedl_py.controllers.hostnetwork.ports import HostPortAllocator, pod_host_ports
+from kubedl_py.controllers.observation import Replica, Slot
+from kubedl_py.controllers.plan import Plan
 from kubedl_py.controllers.pods import service_target_port
-from kubedl_py.controllers.ports import HostPortAllocator, pod_host_ports
-from kubedl_py.controllers.steps import Step, Wiring
+from kubedl_py.controllers.trimming import trim_pod
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.events import EventRecorder
 from kubedl_py.kube.informer import Handler
@@ -59,7 +63,6 @@ from kubedl_py.kube.resources import PODS, SERVICES
 
 logger = logging.getLogger(__name__)
 
-Object = dict[str, Any]
 
 #: seconds a pod may be Pending because no node has its host port free before it gets another port (the
 #: default of ``--host-port-retry-after``): long enough for a node draining its old pods to free the port
@@ -125,7 +128,7 @@ class HostNetworkSettings(Protocol):
 
 
 def install(wiring: Wiring[HostNetworkSettings]) -> HostNetwork:
-    """The step's factory (``setup.STEPS``): one for the whole controller, fed by a watch of every host-network
+    """The feature's factory (``setup.FEATURES``): one for the whole controller, fed by a watch of every host-network
     pod in the cluster, because a host port is taken whoever's pod holds it (a namespaced install that may not
     list pods everywhere: those of its namespaces only, docs/install.md)."""
 
@@ -168,8 +171,22 @@ def trim_host_pod(pod: Object) -> Object:
     return trimmed
 
 
-class HostNetwork(Step):
-    """Shared by the reconcilers of every kind: one allocator for the whole cluster."""
+@dataclass
+class JobPorts:
+    """What host network keeps about one job between reconciles."""
+
+    #: ports reserved (and Services re-pointed) for replicas whose old pod is still terminating
+    ahead: dict[Slot, int] = field(default_factory=dict)
+    #: replicas whose pods could not be placed for their host ports
+    unplaceable: dict[Slot, _Unplaceable] = field(default_factory=dict)
+    #: the job was told that its templates decided its mode (once, when its first objects are made)
+    noted: bool = False
+    #: the network mode (host?) the job asked for when its change was last refused with an event
+    refused: bool | None = None
+
+
+class HostNetwork:
+    """Shared by the reconcilers of every kind: one allocator for the whole cluster, and what is kept per job."""
 
     def __init__(
         self,
@@ -183,14 +200,14 @@ class HostNetwork(Step):
         self.recorder = recorder
         self.client = client
         self.port_retry_after = port_retry_after
-        #: the network mode (host?) each job asked for when its change was last refused with an event
-        self._refused: dict[str, bool] = {}
-        #: ports reserved (and Services re-pointed) for replicas whose old pod is still terminating, by job key
-        self._ahead: dict[str, dict[Slot, int]] = {}
-        #: replicas whose pods could not be placed for their host ports, by job key
-        self._unplaceable: dict[str, dict[Slot, _Unplaceable]] = {}
-        #: jobs told that their templates' hostNetwork made them host-network jobs
-        self._noted: set[str] = set()
+        self._jobs: dict[str, JobPorts] = {}
+
+    def kept(self, key: str) -> JobPorts:
+        """What is kept about the job ``key`` (made on first use)."""
+        kept = self._jobs.get(key)
+        if kept is None:
+            kept = self._jobs[key] = JobPorts()
+        return kept
 
     # ----------------------------------------------------------------------- the cluster-wide pod watch
 
@@ -209,59 +226,59 @@ class HostNetwork(Step):
         self.allocator.forget_pod(str((pod.get("metadata") or {}).get("uid")))
 
     def forget(self, key: str) -> None:
-        """The job is deleted: forget its refused change, give back the ports reserved for replacements it
+        """The job is deleted: forget what was kept about it, give back the ports reserved for replacements it
         will not make (:meth:`job_finished`)."""
-        self._refused.pop(key, None)
-        self._noted.discard(key)
         self.job_finished(key)
+        self._jobs.pop(key, None)
 
     def job_finished(self, key: str) -> None:
         """The job makes no more pods: give back the ports reserved for replacements of its terminating pods."""
+        kept = self._jobs.get(key)
+        if kept is None:
+            return
         namespace, _, name = key.partition("/")
-        for (rtype, index), port in self._ahead.pop(key, {}).items():
+        for (rtype, index), port in kept.ahead.items():
             self.allocator.release(f"{namespace}/{replica_name(name, rtype, index)}", port)
-        self._unplaceable.pop(key, None)
+        kept.ahead.clear()
+        kept.unplaceable.clear()
+
+    async def finished(self, plan: Plan) -> None:
+        """The job makes no more pods: the ports reserved for its replacements are free again."""
+        self.job_finished(plan.key)
 
     # ------------------------------------------------------------------------------------- the reconcile
 
-    def begin(self, seen: Observation) -> HostNetworkStep:
+    def begin(self, plan: Plan) -> HostNetworkSession:
         """This reconcile's host-network part (see the module docstring)."""
-        host, refusal = _mode(seen)
-        return HostNetworkStep(self, seen, host, refusal)
+        return HostNetworkSession(self)
 
-    async def _point(self, seen: Observation, name: str, service: Object, port: int) -> None:
-        await self.client.patch(SERVICES, name, _target_port_patch(service, port), namespace=seen.job.namespace)
+    async def point(self, plan: Plan, name: str, service: Object, port: int) -> None:
+        """Re-point the job's Service ``name`` to host port ``port``."""
+        await self.client.patch(SERVICES, name, _target_port_patch(service, port), namespace=plan.job.namespace)
 
 
 @dataclass
-class HostNetworkStep(Step):
-    """One reconcile's host-network part: the effective mode, the ports it reserved, the Services it pointed.
-    Its phases take the reconcile's observation as every step's do; it is the one it began with."""
+class HostNetworkSession:
+    """One reconcile's host-network part: the ports it reserved and the events it owes. The mode is the plan's
+    (``plan.host``, decided once); what is kept between reconciles is the job's :class:`JobPorts`."""
 
     network: HostNetwork
-    seen: Observation
-    #: the job's effective mode: the one its existing objects were made in, else what it asks for
-    host: bool
-    #: why a requested change of mode is refused, if one is
-    refusal: str | None
     #: ports reserved in this reconcile for the replicas about to be made
     reserved: dict[Slot, int] = field(default_factory=dict)
     #: the (reason, message) of the events this reconcile owes, for ``report``
     notes: list[tuple[str, str]] = field(default_factory=list)
 
-    async def finish(self, seen: Observation) -> None:
-        """The job makes no more pods: the ports reserved for its replacements are free again."""
-        self.network.job_finished(seen.key)
-
-    async def observe(self, seen: Observation) -> None:
+    async def observe(self, plan: Plan) -> None:
         """Say (once per requested change) that a change of network mode is refused, and (once, when its first
         objects are made) that a job without the annotation runs in host-network mode because its templates ask
         for ``hostNetwork: true``."""
+        seen = plan.seen
         templates = seen.job.host_network_templates
         annotated = c.ANNOTATION_NETWORK_MODE in (seen.job.metadata.annotations or {})
-        first = not seen.pods and not seen.services and seen.key not in self.network._noted
-        if self.host and templates and not annotated and first:
-            self.network._noted.add(seen.key)
+        kept = self.network.kept(plan.key)
+        first = not seen.pods and not seen.services and not kept.noted
+        if plan.host and templates and not annotated and first:
+            kept.noted = True
             await self.network.recorder.normal(
                 seen.raw,
                 "HostNetworkFromTemplate",
@@ -270,8 +287,8 @@ class HostNetworkStep(Step):
                 "pod, ClusterIP Services forwarding to them); annotate it 'host' to say so",
             )
         overridden = [name for name, spec in seen.job.replica_specs.items() if spec.template.spec.host_network is False]
-        if self.host and annotated and overridden and first:
-            self.network._noted.add(seen.key)
+        if plan.host and annotated and overridden and first:
+            kept.noted = True
             await self.network.recorder.warning(
                 seen.raw,
                 "HostNetworkOverridden",
@@ -279,47 +296,45 @@ class HostNetworkStep(Step):
                 f"{c.ANNOTATION_NETWORK_MODE}: host: their pods run on the host network too (each with a host "
                 "port); remove the annotation to keep them on the pod network",
             )
-        key, refused = seen.key, self.network._refused
-        if not self.refusal:
-            refused.pop(key, None)
-        elif refused.get(key) != seen.job.host_network:
-            refused[key] = seen.job.host_network
-            await self.network.recorder.warning(seen.raw, "NetworkModeChangeRefused", self.refusal)
+        if not plan.mode_refusal:
+            kept.refused = None
+        elif kept.refused != seen.job.host_network:
+            kept.refused = seen.job.host_network
+            await self.network.recorder.warning(seen.raw, "NetworkModeChangeRefused", plan.mode_refusal)
 
-    def _job_ports(self) -> set[int]:
+    def _job_ports(self, plan: Plan) -> set[int]:
         """The ports the job's pods have or are about to get: a new pod avoids them, so replicas of one job can
         share a node."""
         ports = set(self.reserved.values())
-        ports.update(self.network._ahead.get(self.seen.key, {}).values())
-        for replica in self.seen.replicas.values():
+        ports.update(self.network.kept(plan.key).ahead.values())
+        for replica in plan.seen.replicas.values():
             if replica.pod is not None:
                 port = pod_port(replica.pod)
                 if port is not None:
                     ports.add(port)
         return ports
 
-    def _choose(self, slot: Slot, old: int | None) -> int:
+    def _choose(self, plan: Plan, slot: Slot, old: int | None) -> int:
         """A port for the replica ``slot``: least used, not one of the job's, not its old one, never one it could
         not be scheduled with, each unless nothing else is left."""
-        seen = self.seen
-        memory = self.network._unplaceable.get(seen.key, {}).get(slot)
+        memory = self.network.kept(plan.key).unplaceable.get(slot)
         bad = memory.ports if memory is not None else set()
         reuse = [old] if old is not None and old not in bad else []
-        pod_key = f"{seen.job.namespace}/{replica_name(seen.job.name, *slot)}"
-        return self.network.allocator.reserve(pod_key, avoid=self._job_ports(), reuse=reuse, bad=bad)
+        pod_key = f"{plan.job.namespace}/{replica_name(plan.job.name, *slot)}"
+        return self.network.allocator.reserve(pod_key, avoid=self._job_ports(plan), reuse=reuse, bad=bad)
 
-    def recreate(self, seen: Observation) -> list[Replica]:
+    def recreate(self, plan: Plan) -> list[Replica]:
         """Host-network pods that no node can take for their host port get another port: the pod, never bound,
         is deleted at once by the reconcile, and made again with a new port like any replacement."""
-        self.placed()
-        return self.unplaceable()
+        self.placed(plan)
+        return self.unplaceable(plan)
 
-    def unplaceable(self) -> list[Replica]:
+    def unplaceable(self, plan: Plan) -> list[Replica]:
         """Replicas whose unbound pod waits because no node has its host port free, for long enough that it
         should get another port (the caller deletes those pods; :meth:`replacing` then chooses anew)."""
-        if not self.host:
+        if not plan.host:
             return []
-        seen, network = self.seen, self.network
+        seen, network = plan.seen, self.network
         due: list[Replica] = []
         for slot, replica in seen.replicas.items():
             if replica.pod is None:
@@ -327,7 +342,7 @@ class HostNetworkStep(Step):
             since = ports_unschedulable_since(replica.pod)
             if since is None:
                 continue
-            memory = network._unplaceable.setdefault(seen.key, {}).setdefault(slot, _Unplaceable())
+            memory = network.kept(plan.key).unplaceable.setdefault(slot, _Unplaceable())
             wait = min(network.port_retry_after * 2**memory.changes, PORT_RETRY_MAX)
             waited = (seen.now - since).total_seconds()
             if waited < wait:
@@ -348,27 +363,23 @@ class HostNetworkStep(Step):
             due.append(replica)
         return due
 
-    def placed(self) -> None:
+    def placed(self, plan: Plan) -> None:
         """Forget the ports a replica could not be scheduled with once its pod is bound."""
-        memory = self.network._unplaceable.get(self.seen.key)
-        if not memory:
-            return
+        memory = self.network.kept(plan.key).unplaceable
         for slot in list(memory):
-            replica = self.seen.replicas.get(slot)
+            replica = plan.seen.replicas.get(slot)
             if replica is None or (replica.pod is not None and (replica.pod.get("spec") or {}).get("nodeName")):
                 del memory[slot]
-        if not memory:
-            del self.network._unplaceable[self.seen.key]
 
-    async def replacing(self, seen: Observation, terminating: list[Replica]) -> None:
+    async def replacing(self, plan: Plan, terminating: list[Replica]) -> None:
         """Replicas whose pod is terminating and will be replaced: reserve the replacement's port now and
         re-point the Service to it, so the create is all that is left once the old pod is gone."""
-        network = self.network
-        if not self.host or not (terminating or seen.key in network._ahead):
+        ahead = self.network.kept(plan.key).ahead
+        if not plan.host or not (terminating or ahead):
             return
-        ahead = network._ahead.setdefault(seen.key, {})
+        seen = plan.seen
         for slot in [slot for slot in ahead if slot not in seen.replicas]:  # the job was scaled down meanwhile
-            self._release(slot, ahead.pop(slot))
+            self._release(plan, slot, ahead.pop(slot))
         for replica in terminating:
             slot = (replica.replica_type, replica.index)
             name = replica_name(seen.job.name, *slot)
@@ -376,20 +387,17 @@ class HostNetworkStep(Step):
             if slot in ahead or service is None:
                 continue
             old = service_target_port(service)
-            ahead[slot] = self._choose(slot, old)
+            ahead[slot] = self._choose(plan, slot, old)
             if ahead[slot] != old:
-                await self._repoint(slot, service, ahead[slot], "while the old pod terminates")
-        if not ahead:
-            del network._ahead[seen.key]
+                await self._repoint(plan, slot, service, ahead[slot], "while the old pod terminates")
 
-    async def reserve(self, seen: Observation, missing: list[Replica]) -> None:
+    async def reserve(self, plan: Plan, missing: list[Replica]) -> None:
         """A host port for each replica about to be made: the one reserved while its old pod terminated, else a
         new one; its existing Service is re-pointed first (failover) unless it targets that port already."""
-        if not self.host or not missing:
+        if not plan.host or not missing:
             return
-        network = self.network
-        job = seen.job
-        ahead = network._ahead.get(seen.key, {})
+        seen, job = plan.seen, plan.job
+        ahead = self.network.kept(plan.key).ahead
         chosen: dict[Slot, int] = {}
         for replica in missing:
             slot = (replica.replica_type, replica.index)
@@ -398,54 +406,52 @@ class HostNetworkStep(Step):
                 continue
             name = replica_name(job.name, *slot)
             old = service_target_port(seen.services[name]) if name in seen.services else None
-            chosen[slot] = self._choose(slot, old)
+            chosen[slot] = self._choose(plan, slot, old)
             self.reserved[slot] = chosen[slot]  # seen by _job_ports: the next replica avoids it
         try:
             for slot, port in chosen.items():
                 service = seen.services.get(replica_name(job.name, *slot))
                 if service is not None and service_target_port(service) != port:
-                    await self._repoint(slot, service, port, "for the new pod")
+                    await self._repoint(plan, slot, service, port, "for the new pod")
         except BaseException:
             for taken, port in chosen.items():
                 self.reserved.pop(taken, None)
                 if taken not in ahead:  # a Service not re-pointed: its new port is free again
-                    self._release(taken, port)
+                    self._release(plan, taken, port)
             raise
         for slot in chosen:
             ahead.pop(slot, None)  # from here on this reconcile's: made into a pod, or released (not_created)
-        if seen.key in network._ahead and not ahead:
-            del network._ahead[seen.key]
         self.reserved.update(chosen)
 
-    def _release(self, slot: Slot, port: int) -> None:
+    def _release(self, plan: Plan, slot: Slot, port: int) -> None:
         """Give back a port reserved for the replica ``slot`` of this job."""
-        self.network.allocator.release(f"{self.seen.job.namespace}/{replica_name(self.seen.job.name, *slot)}", port)
+        self.network.allocator.release(f"{plan.job.namespace}/{replica_name(plan.job.name, *slot)}", port)
 
-    async def _repoint(self, slot: Slot, service: Object, port: int, why: str) -> None:
-        seen = self.seen
-        name = replica_name(seen.job.name, *slot)
+    async def _repoint(self, plan: Plan, slot: Slot, service: Object, port: int, why: str) -> None:
+        name = replica_name(plan.job.name, *slot)
         old = service_target_port(service)
-        await self.network._point(seen, name, service, port)
+        await self.network.point(plan, name, service, port)
         message = f"{slot[0]} {slot[1]}: Service {name} re-pointed from host port {old} to {port} {why}"
-        logger.info("%s: %s", seen.key, message)
+        logger.info("%s: %s", plan.key, message)
         self.notes.append(("HostPortChanged", message))
 
-    async def report(self, seen: Observation) -> None:
+    async def report(self, plan: Plan) -> None:
         """The events of this reconcile (``HostPortChanged`` for the Services it re-pointed,
         ``HostPortReassigned``). Sent once the new pods are, not between the Service and its pod: an Event is one
         more round trip to the API server, and a failover's peers wait for the pod, not for the Event."""
         notes, self.notes = self.notes, []
         for reason, message in notes:
-            await self.network.recorder.normal(self.seen.raw, reason, message)
+            await self.network.recorder.normal(plan.seen.raw, reason, message)
 
-    def address(self, seen: Observation, addressing: Addressing, *, served: bool = False) -> Addressing:
+    def address(self, plan: Plan, addressing: Addressing, *, served: bool = False) -> Addressing:
         """In host-network mode each replica is reached on its host port: the live pods' own and the ones just
         reserved, or (``served``) the ports the job's Services forward to now (what a Service is compared with:
         :meth:`settle` keeps those right). A replica without one gets no Service yet."""
-        if not self.host:
+        if not plan.host:
             return addressing
         if not served:
-            return replace(addressing, host=True, host_ports=self.ports())
+            return replace(addressing, host=True, host_ports=self.ports(plan))
+        seen = plan.seen
         forwarded: dict[Slot, int] = {}
         for slot in seen.replicas:
             live = seen.services.get(replica_name(seen.job.name, *slot))
@@ -454,26 +460,27 @@ class HostNetworkStep(Step):
                 forwarded[slot] = target
         return replace(addressing, host=True, host_ports=forwarded)
 
-    def ports(self) -> dict[Slot, int]:
+    def ports(self, plan: Plan) -> dict[Slot, int]:
         """Host ports of every replica: live pods' own ports plus the ones just reserved."""
         ports = dict(self.reserved)
-        for slot, replica in self.seen.replicas.items():
+        for slot, replica in plan.seen.replicas.items():
             if replica.pod is not None and slot not in ports:
                 port = pod_port(replica.pod)
                 if port is not None:
                     ports[slot] = port
         return ports
 
-    def not_created(self, seen: Observation, replica: Replica) -> None:
+    def not_created(self, plan: Plan, replica: Replica) -> None:
         """A pod that was not made: its reserved port is free again."""
         port = self.reserved.pop((replica.replica_type, replica.index), None)
         if port is not None:
-            self.network.allocator.release(seen.pod_key(replica), port)
+            self.network.allocator.release(plan.seen.pod_key(replica), port)
 
-    async def settle(self, seen: Observation) -> None:
+    async def settle(self, plan: Plan) -> None:
         """A live pod's port is the truth: re-point a Service that points elsewhere (crash recovery, hand edits)."""
-        if not self.host:
+        if not plan.host:
             return
+        seen = plan.seen
         for replica in seen.replicas.values():
             if replica.pod is None:
                 continue
@@ -482,31 +489,8 @@ class HostNetworkStep(Step):
             port = pod_port(replica.pod)
             if service is None or port is None or service_target_port(service) == port:
                 continue
-            await self.network._point(seen, name, service, port)
+            await self.network.point(plan, name, service, port)
             logger.info("%s: Service %s re-pointed to its live pod's host port %d", seen.key, name, port)
-
-
-def _mode(seen: Observation) -> tuple[bool, str | None]:
-    """The job's effective mode (the one its existing objects were made in, else the annotation), and
-    why a requested change is refused, if one is."""
-    wanted = seen.job.host_network
-    actual: bool | None = None
-    for replica in seen.replicas.values():
-        if replica.pod is not None:
-            actual = bool((replica.pod.get("spec") or {}).get("hostNetwork"))
-            break
-    if actual is None:
-        for service in seen.services.values():
-            actual = (service.get("spec") or {}).get("clusterIP") != "None"
-            break
-    if actual is None or actual == wanted:
-        return wanted, None
-    now, was = ("host", "pod") if wanted else ("pod", "host")
-    return actual, (
-        f"the job asks for {now} network ({c.ANNOTATION_NETWORK_MODE} and its templates' hostNetwork), but its "
-        f"pods and Services were made for {was} network; the change is refused (delete and resubmit the job to "
-        "switch modes)"
-    )
 
 
 def _target_port_patch(service: Object, port: int) -> Object:

@@ -2,7 +2,7 @@
 
 Why a module apart from the reconcile: each part is a rule a user reads in docs/policies.md and a unit test
 pins down (when a pod counts as lost, which failures are recorded once, how a node is avoided, when a job is
-stalled); job.py only calls them at its steps and acts on what they find.
+stalled); ``handling.py`` applies them and acts on what they find.
 
 **Lost nodes.** Kubernetes does not replace what a lost node ran: after ``node-monitor-grace-period`` the node
 is ``Unknown``, its pods are marked not Ready, and once their toleration of the ``unreachable`` taint runs out
@@ -22,7 +22,7 @@ for longer than the timeout. For those the node is read with one GET, kept :data
 node losing the pods of 100 jobs costs one request per few seconds, not one per pod; a healthy cluster costs
 none (no node watch: a watch on every node of a large cluster would be the controller's biggest cache).
 
-**Failures and their budgets** (controllers/failures.py classifies). Each failure goes into the job's status
+**Failures and their budgets** (``classes.py`` classifies). Each failure goes into the job's status
 once (keyed by the pod's uid and which run of its container failed): the latest of each replica type as
 ``replicaStatuses.<type>.lastFailure``, the job's last :data:`MAX_FAILURES` in ``status.failures`` (what
 ``describe`` lists and ``logs --previous`` prints for ranks whose pods are gone), each with its class, reason,
@@ -48,20 +48,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import Final
 
 from kubedl_py.api import TrainingJob
 from kubedl_py.api.defaults import default_container_index
+from kubedl_py.api.plain import Object, parse_time
 from kubedl_py.controllers.addressing import replica_name
-from kubedl_py.controllers.failures import INFRASTRUCTURE, USER, Failure, FailureClass, bounded
-from kubedl_py.controllers.observation import Observation, Replica, parse_time
+from kubedl_py.controllers.failures.classes import INFRASTRUCTURE, USER, Failure, FailureClass, bounded
+from kubedl_py.controllers.observation import Observation, Replica
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.resources import NODES
 
 logger = logging.getLogger(__name__)
 
-Object = dict[str, Any]
 
 #: how many failures ``status.failures`` keeps (the oldest go first)
 MAX_FAILURES: Final = 10
@@ -75,8 +75,6 @@ DEFAULT_INFRASTRUCTURE_BACKOFF_LIMIT: Final = 100
 #: the reason of a failure found by the controller on a lost node, and of its event
 NODE_LOST: Final = "NodeLost"
 STALLED: Final = "Stalled"
-#: the label every node carries with its name (what node affinity can match on, besides ``metadata.name``)
-HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
 
 
 # ------------------------------------------------------------------------------------------ failures in status

@@ -10,13 +10,12 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
 from kubedl_py.api import TrainingJob
 from kubedl_py.api.common import CompletionPolicy
-from kubedl_py.controllers.observation import parse_time
-
-Object = dict[str, Any]
+from kubedl_py.api.groups import KUBEDL, group_of
+from kubedl_py.api.plain import Object, parse_time
 
 #: container waiting reasons that say why a pod cannot start (the kubelet's words)
 STUCK_REASONS: Final = frozenset(
@@ -153,3 +152,21 @@ def unschedulable_message(pod: Object) -> str | None:
         if scheduled == ("PodScheduled", "False", "Unschedulable"):
             return str(condition.get("message") or "no message")
     return None
+
+
+def explicit_clean_pod_policy(raw: Object) -> str | None:
+    """``cleanPodPolicy`` as written in the job (inline, or under ``runPolicy``), not defaulted."""
+    spec = raw.get("spec") or {}
+    value = spec.get("cleanPodPolicy") or (spec.get("runPolicy") or {}).get("cleanPodPolicy")
+    return str(value) if value else None
+
+
+def keeps_pods_after_failure(raw: Object) -> bool:
+    """Whether a failed job keeps its running pods: when it asks to (``cleanPodPolicy: None`` written in it, to
+    debug them in place), and for a ``kubeflow.org`` job that says nothing, as the Training Operator keeps them
+    (its default None: scripts written for it read a failed job's running pods). Otherwise a failed job holds
+    no node."""
+    written = explicit_clean_pod_policy(raw)
+    if written is not None:
+        return written == "None"
+    return group_of(raw.get("apiVersion")) is not KUBEDL and group_of(raw.get("apiVersion")) is not None

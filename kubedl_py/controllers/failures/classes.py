@@ -33,7 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-Object = dict[str, Any]
+from kubedl_py.api.plain import Object
+
 FailureClass = Literal["User", "Infrastructure"]
 USER: Final = "User"
 INFRASTRUCTURE: Final = "Infrastructure"
