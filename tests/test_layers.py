@@ -51,8 +51,8 @@ def _layer_names(layers: list[str]) -> set[str]:
 
 
 def test_the_roots_are_the_packages_of_this_checkout() -> None:
-    assert set(ROOTS) == {"kubedl_py", "harness"}
-    assert {"kubedl_py", "harness", "kubedl_py.local.apiserver", "kubedl_py.local.storage"} <= packages()
+    assert set(ROOTS) == {"kubedl_py", "kubedl_local", "harness"}
+    assert {"kubedl_py", "harness", "kubedl_local.apiserver", "kubedl_local.storage"} <= packages()
 
 
 def test_the_cycle_contract_covers_every_package() -> None:
@@ -70,10 +70,10 @@ def test_the_package_layers_name_every_top_level_module() -> None:
 
 
 def test_the_cli_contract_keeps_every_internal_of_the_local_clusters_out() -> None:
-    """Only ``kubedl_py.local`` itself is the command line's way in: every other module of local/ is forbidden,
+    """Only ``kubedl_local`` itself is the command line's way in: every other module of local/ is forbidden,
     directly or through a forbidden package above it (a package forbids its descendants too)."""
     forbidden = set(_contract("cli uses the local clusters")["forbidden_modules"])
-    internal = {m for m in modules() if m.startswith("kubedl_py.local.")}
+    internal = {m for m in modules() if m.startswith("kubedl_local.")}
     uncovered = {m for m in internal if not any(m == f or m.startswith(f + ".") for f in forbidden)}
     assert uncovered == set(), "forbid these to the command line"
 

@@ -112,6 +112,7 @@ def _wheels(tmp_path: Path) -> dict[str, Path]:
         shutil.copy(ROOT / name, src / name)
     ignore = shutil.ignore_patterns("__pycache__", "build", "*.egg-info")
     shutil.copytree(ROOT / "kubedl_py", src / "kubedl_py", ignore=ignore)
+    shutil.copytree(ROOT / "kubedl_local", src / "kubedl_local", ignore=ignore)
     shutil.copytree(LOCAL_DIST, src / "packaging" / "kubedl-py-local", ignore=ignore)
     out = tmp_path / "wheels"
     pip_wheel = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation"]
@@ -135,15 +136,13 @@ def test_the_product_wheel_ships_no_local_cluster_and_the_extra_ships_all_of_it(
     wheels = _wheels(tmp_path)
     assert set(wheels) == {"kubedl_py", "kubedl_py_local"}, wheels
     checkout_local = {
-        str(path.relative_to(ROOT))
-        for path in (ROOT / "kubedl_py" / "local").rglob("*.py")
-        if "__pycache__" not in path.parts
+        str(path.relative_to(ROOT)) for path in (ROOT / "kubedl_local").rglob("*.py") if "__pycache__" not in path.parts
     }
     assert checkout_local
 
     with zipfile.ZipFile(wheels["kubedl_py"]) as product:
         files = product.namelist()
-        assert not [name for name in files if name.startswith("kubedl_py/local")], files
+        assert not [name for name in files if name.startswith("kubedl_local/")], files
         assert "kubedl_py/cli/__init__.py" in files and "kubedl_py/templates/rbac.yaml.j2" in files
         requires = _requires(product)
     runtime = {req for req in requires if "extra ==" not in req}
@@ -165,7 +164,7 @@ def test_each_distribution_pins_the_other_at_the_one_version() -> None:
     assert f"kubedl-py=={__version__}" in LOCAL_PROJECT["dependencies"]
 
 
-#: hides kubedl_py.local (or celpy) as an installation without the ``local`` extra would
+#: hides kubedl_local (or celpy) as an installation without the ``local`` extra would
 _WITHOUT = """
 import sys
 from importlib.abc import MetaPathFinder
@@ -185,8 +184,8 @@ sys.exit(main(sys.argv[2:]))
 @pytest.mark.parametrize(
     ("missing", "argv"),
     [
-        ("kubedl_py.local", ["local", "up"]),
-        ("kubedl_py.local", ["local", "node", "stop", "n1"]),
+        ("kubedl_local", ["local", "up"]),
+        ("kubedl_local", ["local", "node", "stop", "n1"]),
         ("celpy", ["local", "up"]),
     ],
 )
@@ -210,7 +209,7 @@ def test_local_commands_without_the_extra_say_how_to_get_it(missing: str, argv: 
 
 def test_the_product_commands_run_without_the_extra() -> None:
     run = subprocess.run(
-        [sys.executable, "-c", _WITHOUT, "kubedl_py.local", "manifests", "--crds-only"],
+        [sys.executable, "-c", _WITHOUT, "kubedl_local", "manifests", "--crds-only"],
         check=False,
         capture_output=True,
         text=True,
