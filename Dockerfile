@@ -32,8 +32,9 @@ RUN /opt/kubedl-py/bin/python -c 'import tomllib; p = tomllib.load(open("pyproje
         /opt/kubedl-py/bin/pip install 'torch==2.13.0' --index-url https://download.pytorch.org/whl/cpu; fi
 COPY README.md ./
 COPY kubedl_py ./kubedl_py
-# The product only: the wheel of `.` leaves out kubedl_local/ (the `local` extra, packaging/kubedl-py-local) and
-# its dependencies (docs/architecture.md, Packaging).
+# The product only: kubedl_py/ is the whole of it; the local clusters are the top-level kubedl_local/ (the `local`
+# extra, packaging/kubedl-py-local), neither copied nor installed here, nor their dependencies (docs/architecture.md,
+# Packaging).
 # The controller never installs anything: the build tools (pip, setuptools, wheel: 24 MB) stay behind.
 RUN /opt/kubedl-py/bin/pip install --no-build-isolation . \
     && /opt/kubedl-py/bin/pip uninstall --yes setuptools wheel pip \

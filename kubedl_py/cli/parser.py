@@ -27,7 +27,7 @@ Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 #: ``--gang-scheduler`` choices: ``kubedl_py.controllers.gang.GANG_SCHEDULERS`` (a test keeps them equal),
 #: spelled out here so that building the parser (``--help``, ``manifests``) does not import the controller
 GANG_SCHEDULERS: Final = ("volcano", "scheduler-plugins")
-#: the modules of the optional parts of the package (top-level name, or the package's own subpackage), each with
+#: the top-level modules the extras bring (the local clusters, kubedl_local, and what only they use), each with
 #: the extra that installs it
 EXTRAS: Final = {"kubedl_local": "local", "celpy": "local"}
 #: ``--kueue-workloads`` choices: ``kubedl_py.controllers.kueue.KUEUE_MODES`` (a test keeps them equal)
