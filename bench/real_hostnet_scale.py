@@ -36,11 +36,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.contenders import KUBEDL_PY, PYTORCHJOBS
 from bench.harness import bounded
 from bench.realplane import RealCluster, real_cluster
+from kubedl_local.kubernetes.cluster import create_namespace
 from kubedl_py.api import constants as c
 from kubedl_py.controllers.hostnetwork.ports import pod_host_ports
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.resources import PODS, SERVICES
-from kubedl_py.local.kubernetes.cluster import create_namespace
 
 CONCURRENCY = 32
 NS = "bench"

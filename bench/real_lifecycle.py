@@ -29,10 +29,10 @@ from bench.harness import bounded, environment, percentile
 from bench.real_controller import warm_up
 from bench.realplane import RealCluster
 from harness import peers
+from kubedl_local.kubernetes.cluster import create_namespace
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import NotFound
 from kubedl_py.kube.resources import PODS, SERVICES
-from kubedl_py.local.kubernetes.cluster import create_namespace
 
 NS = "life"
 RUN_TO_SUCCESS = {"local.kubedl.io/exit-code": "0", "local.kubedl.io/run-seconds": "2"}

@@ -37,8 +37,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kubedl_py.local.kubernetes.cluster import CONTROLLER_SERVICE_ACCOUNT, KubernetesCluster, KubernetesClusterOptions
-from kubedl_py.local.kubernetes.controlplane import ControlPlaneOptions
+from kubedl_local.kubernetes.cluster import CONTROLLER_SERVICE_ACCOUNT, KubernetesCluster, KubernetesClusterOptions
+from kubedl_local.kubernetes.controlplane import ControlPlaneOptions
 from kubedl_py.templates.render import DEFAULT_NAMESPACE
 
 #: the identities whose requests the audit log records (the controller's is its ServiceAccount)

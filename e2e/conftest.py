@@ -188,7 +188,7 @@ def _require_containers() -> None:
 
 def _build_image(log: Path) -> None:
     """``kubedl-py:<version>`` from this checkout, as ``make image`` builds it (seconds when cached)."""
-    from kubedl_py.local.image import BASE_IMAGE, build_image, detect_engine, ensure_base_image
+    from kubedl_local.image import BASE_IMAGE, build_image, detect_engine, ensure_base_image
 
     engine = detect_engine("podman")
     with open(log, "w") as out:

@@ -30,9 +30,9 @@ if ! kind get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
     CREATED=1
 fi
 kind get kubeconfig --name "$CLUSTER" > "$WORK/kubeconfig"
-# make image's builder (kubedl_py/local/image.py): the Dockerfile with its python:3.11-slim base, the .dockerignore'd context
+# make image's builder (kubedl_local/image.py): the Dockerfile with its python:3.11-slim base, the .dockerignore'd context
 TORCH_FLAG=""; if [ "${WITH_TORCH:-0}" = "1" ]; then TORCH_FLAG=--with-torch; fi
-"$BIN/python" -m kubedl_py.local.image --engine docker --tag "$IMAGE" $TORCH_FLAG
+"$BIN/python" -m kubedl_local.image --engine docker --tag "$IMAGE" $TORCH_FLAG
 kind load docker-image "$IMAGE" --name "$CLUSTER"
 "$BIN/kubedl-py" manifests --image "$IMAGE" | "$KUBECTL" --kubeconfig "$WORK/kubeconfig" apply -f -
 "$KUBECTL" --kubeconfig "$WORK/kubeconfig" -n kubedl-system rollout status deployment/kubedl-py-controller --timeout=180s

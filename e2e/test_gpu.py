@@ -32,7 +32,7 @@ import pytest
 import yaml
 
 from e2e.conftest import REPO
-from kubedl_py.local.node.devices import discover_gpus
+from kubedl_local.node.devices import discover_gpus
 from tests.tiers import EMBEDDED, TIERS, require_tier
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")

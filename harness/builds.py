@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from kubedl_py.local.pins import cache_root
+from kubedl_local.pins import cache_root
 
 
 @dataclass(frozen=True)
@@ -45,11 +45,11 @@ class Build:
 BUILDS: Final[dict[str, Build]] = {
     build.name: build
     for build in (
-        Build("control-plane", "kubedl_py.local.kubernetes", "the kubernetes tier (make test, make e2e)"),
+        Build("control-plane", "kubedl_local.kubernetes", "the kubernetes tier (make test, make e2e)"),
         Build("schedulers", "harness.schedulers", "make test-gang (scheduler-plugins, Volcano)"),
         Build("kueue", "harness.kueue", "tests/kueue, tests/kueue_workloads"),
-        Build("helm", "kubedl_py.local.kubernetes.helm", "tests/test_chart.py, tests/test_helm_install.py"),
-        Build("node", "kubedl_py.local.kubernetes.node", "make test-node"),
+        Build("helm", "kubedl_local.kubernetes.helm", "tests/test_chart.py, tests/test_helm_install.py"),
+        Build("node", "kubedl_local.kubernetes.node", "make test-node"),
     )
 }
 #: what ``make test`` needs (the gang schedulers are ``make test-gang``'s)

@@ -3,8 +3,8 @@
 Why: Kueue is the quota and queueing layer most users put in front of training operators. It admits a
 Kubeflow job by flipping ``spec.runPolicy.suspend`` and evicts it by flipping it back, so whether kubedl-py
 works under Kueue is decided by how our controller handles suspend/resume, and only a real Kueue (a peer
-under test, not our code) can judge that. It is built by name and pinned version (``kubedl_py/local/pins.py``)
-with :mod:`kubedl_py.local.kubernetes.programs`, like the control plane; nothing of Kueue is committed.
+under test, not our code) can judge that. It is built by name and pinned version (``kubedl_local/pins.py``)
+with :mod:`kubedl_local.kubernetes.programs`, like the control plane; nothing of Kueue is committed.
 
 How it is installed, from the module's own files: its CRDs (``config/components/crd/bases``, with the
 conversion webhooks its kustomization patches in), its webhook configurations (``config/components/webhook``)
@@ -52,13 +52,13 @@ from typing import Any
 import aiohttp
 import yaml
 
+from kubedl_local.kubernetes.binaries import BuildError
+from kubedl_local.kubernetes.controlplane import _free_ports, log_tail, start_process, stop_process
+from kubedl_local.kubernetes.programs import GoProgram, ensure_program, module_source
+from kubedl_local.pins import KUEUE_VERSION
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import AlreadyExists, KubeError, NotFound
 from kubedl_py.kube.resources import NAMESPACES, SECRETS, SERVICES, Resource
-from kubedl_py.local.kubernetes.binaries import BuildError
-from kubedl_py.local.kubernetes.controlplane import _free_ports, log_tail, start_process, stop_process
-from kubedl_py.local.kubernetes.programs import GoProgram, ensure_program, module_source
-from kubedl_py.local.pins import KUEUE_VERSION
 
 log = logging.getLogger(__name__)
 

@@ -3,8 +3,8 @@
 Why: kubedl-py is measured against the controllers it is an alternative to, on the same real Kubernetes control
 plane, doing the same work: the Kubeflow Training Operator (``kubeflow.org/v1`` PyTorchJobs) and KubeDL
 (``training.kubedl.io/v1alpha1`` PyTorchJobs, the API kubedl-py follows, and the host-network mode it
-copies). Both are built by name and pinned version (``kubedl_py/local/pins.py``) with
-:mod:`kubedl_py.local.kubernetes.programs` into ``~/.cache/kubedl-py``; their CRDs are read from Go's module
+copies). Both are built by name and pinned version (``kubedl_local/pins.py``) with
+:mod:`kubedl_local.kubernetes.programs` into ``~/.cache/kubedl-py``; their CRDs are read from Go's module
 cache at run time. Nothing of theirs is committed. Each runs as a subprocess against a kubeconfig, logging into
 a file; :func:`peer_kubeconfig` gives each its own client certificate (user ``training-operator`` /
 ``kubedl``, group ``system:masters``) so the API server's audit log counts each controller's requests by user.
@@ -27,7 +27,7 @@ them raised to match kubedl-py):
   bucket for every REST client (``rest/config.go`` RESTClientFor), and controller-runtime v0.10 makes one REST
   client per resource type, for its cache and its client (``pkg/client/client_cache.go:62``,
   ``pkg/cache/internal/informers_map.go:264``): 20 QPS, burst 30 per resource type. KubeDL has no flag for it,
-  so it is built with one patch: in a copy of its ``main.go`` (:mod:`kubedl_py.local.kubernetes.programs`: Go
+  so it is built with one patch: in a copy of its ``main.go`` (:mod:`kubedl_local.kubernetes.programs`: Go
   refuses to overlay the module cache), ``ctrl.NewManager(ctrl.GetConfigOrDie(),`` becomes
   ``ctrl.NewManager(kubedlPyRateLimits(ctrl.GetConfigOrDie()),``, a function of ours (:data:`KUBEDL_RATE_LIMITS_GO`)
   that sets QPS/Burst from ``KUBEDL_PY_PEER_QPS`` / ``KUBEDL_PY_PEER_BURST`` only when they are set: unset,
@@ -96,19 +96,16 @@ from typing import Any, Final, Literal
 import aiohttp
 import yaml
 
-from kubedl_py.kube.client import KubeClient
-from kubedl_py.kube.errors import AlreadyExists, KubeError
-from kubedl_py.kube.resources import NAMESPACES, SECRETS, Resource
-from kubedl_py.local.kubernetes.binaries import BuildError, Progress, _duration, _stderr
-from kubedl_py.local.kubernetes.cluster import install_crds
-from kubedl_py.local.kubernetes.controlplane import (
+from kubedl_local.kubernetes.binaries import BuildError, Progress, _duration, _stderr
+from kubedl_local.kubernetes.cluster import install_crds
+from kubedl_local.kubernetes.controlplane import (
     KubernetesControlPlane,
     _free_ports,
     log_tail,
     start_process,
     stop_process,
 )
-from kubedl_py.local.kubernetes.programs import (
+from kubedl_local.kubernetes.programs import (
     BuiltProgram,
     GoProgram,
     SourcePatch,
@@ -116,7 +113,10 @@ from kubedl_py.local.kubernetes.programs import (
     find_program,
     module_source,
 )
-from kubedl_py.local.pins import KUBEDL_VERSION, TRAINING_OPERATOR_VERSION
+from kubedl_local.pins import KUBEDL_VERSION, TRAINING_OPERATOR_VERSION
+from kubedl_py.kube.client import KubeClient
+from kubedl_py.kube.errors import AlreadyExists, KubeError
+from kubedl_py.kube.resources import NAMESPACES, SECRETS, Resource
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Why: the controller's gang step (``controllers/gang.py``) only makes PodGroups and points pods at them; that a
 job then gets all of its pods or none is the scheduler's promise, and only the real scheduler can show it
 keeps that promise for the PodGroups we make. Both are built from their published Go modules at the versions
-pinned in ``kubedl_py/local/pins.py`` (built by ``kubedl_py/local/kubernetes/programs.py``; nothing of theirs is
+pinned in ``kubedl_local/pins.py`` (built by ``kubedl_local/kubernetes/programs.py``; nothing of theirs is
 committed), their CRDs are installed from the module's own files, and they run as subprocesses against a
 kubeconfig, logging into a file:
 
@@ -44,14 +44,14 @@ from typing import Any, ClassVar, Final
 import aiohttp
 import yaml
 
+from kubedl_local.kubernetes.binaries import BuildError, Progress, _duration, _stderr
+from kubedl_local.kubernetes.controlplane import log_tail, start_process, stop_process
+from kubedl_local.kubernetes.install import FIELD_MANAGER
+from kubedl_local.kubernetes.programs import BuiltProgram, GoProgram, ensure_program, find_program, module_source
+from kubedl_local.pins import SCHEDULER_PLUGINS_VERSION, VOLCANO_VERSION
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import AlreadyExists, NotFound
 from kubedl_py.kube.resources import Resource
-from kubedl_py.local.kubernetes.binaries import BuildError, Progress, _duration, _stderr
-from kubedl_py.local.kubernetes.controlplane import log_tail, start_process, stop_process
-from kubedl_py.local.kubernetes.install import FIELD_MANAGER
-from kubedl_py.local.kubernetes.programs import BuiltProgram, GoProgram, ensure_program, find_program, module_source
-from kubedl_py.local.pins import SCHEDULER_PLUGINS_VERSION, VOLCANO_VERSION
 
 log = logging.getLogger(__name__)
 

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
+from kubedl_local.faultproxy import FaultProxy
+from kubedl_local.kubernetes.cluster import KubernetesCluster, KubernetesClusterOptions
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.resources import Resource
-from kubedl_py.local.faultproxy import FaultProxy
-from kubedl_py.local.kubernetes.cluster import KubernetesCluster, KubernetesClusterOptions
 from kubedl_py.templates import ManifestOptions
 from tests.tiers import KUBERNETES, LoopThread, require_tier, selected_tiers
 

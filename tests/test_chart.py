@@ -1,7 +1,7 @@
 """The Helm chart: generated from the manifests' templates, rendered by the real ``helm`` into the same objects.
 
 - the checked-in ``charts/kubedl-py`` is exactly what ``make manifests`` generates (every tier: pure Python);
-- with the real ``helm`` (built from ``helm.sh/helm/v4``, ``kubedl_py/local/kubernetes/helm.py``): ``helm lint``
+- with the real ``helm`` (built from ``helm.sh/helm/v4``, ``kubedl_local/kubernetes/helm.py``): ``helm lint``
   passes, ``helm template`` renders, for a range of options, exactly the objects ``kubedl-py manifests`` renders
   with the same options (Helm's two bookkeeping labels aside), and bad values are refused naming the field;
 - the optional ServiceMonitor and PodMonitor are valid objects of the Prometheus Operator's own CRDs (from
@@ -22,10 +22,10 @@ import pytest
 import yaml
 
 from harness.schedulers import install_scheduler_crds
+from kubedl_local.kubernetes.helm import run_helm
+from kubedl_local.kubernetes.monitoring import monitor_crds
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import Invalid, NotFound
-from kubedl_py.local.kubernetes.helm import run_helm
-from kubedl_py.local.kubernetes.monitoring import monitor_crds
 from kubedl_py.templates import ManifestOptions, render_manifests
 from kubedl_py.templates.chart import chart_files, chart_values, split_image
 from tests.conftest import CRDS, RealCluster

@@ -1,7 +1,7 @@
 """The Helm chart on a fresh real control plane, as an operator uses it (issue 37): install, run, upgrade, uninstall.
 
 One cluster, a node that runs the controller's pod from the image built here (podman), and the real ``helm``
-(``kubedl_py/local/kubernetes/helm.py``):
+(``kubedl_local/kubernetes/helm.py``):
 
 1. ``helm install --wait`` of ``charts/kubedl-py`` as a **namespaced** install (``watchNamespaces``): the
    Deployment becomes Available; ``kubectl auth can-i`` says its ServiceAccount may create pods in a watched
@@ -30,13 +30,13 @@ import aiohttp
 import pytest
 import yaml
 
+from kubedl_local.kubernetes.cluster import KubernetesCluster, KubernetesClusterOptions, create_namespace
+from kubedl_local.kubernetes.helm import run_helm
+from kubedl_local.kubernetes.install import service_account_token
 from kubedl_py.api import constants as c
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import NotFound
 from kubedl_py.kube.resources import LEASES, PODS, SERVICES, Resource
-from kubedl_py.local.kubernetes.cluster import KubernetesCluster, KubernetesClusterOptions, create_namespace
-from kubedl_py.local.kubernetes.helm import run_helm
-from kubedl_py.local.kubernetes.install import service_account_token
 from kubedl_py.templates.render import metrics_auth_binding, metrics_reader_role, nodes_role
 from tests.test_install import diagnose, image_id, kubectl, pytestmark, until  # noqa: F401 - fixture; same skips
 

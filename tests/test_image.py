@@ -30,10 +30,7 @@ import pytest
 import yaml
 
 import kubedl_py
-from kubedl_py.api import constants as c
-from kubedl_py.kube.errors import NotFound
-from kubedl_py.kube.resources import LEASES, NAMESPACES, PODS, SERVICES, Resource
-from kubedl_py.local.image import (
+from kubedl_local.image import (
     BASE_IMAGE,
     IMAGE,
     INSTALL_HINT,
@@ -45,8 +42,11 @@ from kubedl_py.local.image import (
     detect_engine,
     ensure_base_image,
 )
-from kubedl_py.local.kubernetes.cluster import CONTROLLER_SERVICE_ACCOUNT, create_namespace
-from kubedl_py.local.kubernetes.install import service_account_token
+from kubedl_local.kubernetes.cluster import CONTROLLER_SERVICE_ACCOUNT, create_namespace
+from kubedl_local.kubernetes.install import service_account_token
+from kubedl_py.api import constants as c
+from kubedl_py.kube.errors import NotFound
+from kubedl_py.kube.resources import LEASES, NAMESPACES, PODS, SERVICES, Resource
 from kubedl_py.templates import render_manifests
 from tests.conftest import RealCluster
 
@@ -224,7 +224,7 @@ def test_the_image_carries_the_product_only(engine: Engine, image: str) -> None:
         "python",
         image,
         "-c",
-        "import importlib.util as u; print([m for m in ('kubedl_py.local', 'celpy', 'jsonschema') if u.find_spec(m)],"
+        "import importlib.util as u; print([m for m in ('kubedl_local', 'celpy', 'jsonschema') if u.find_spec(m)],"
         " [m for m in ('kubedl_py.controllers.setup', 'kubedl_py.sdk') if u.find_spec(m)])",
     )
     assert found.stdout.strip() == "[] ['kubedl_py.controllers.setup', 'kubedl_py.sdk']", found

@@ -34,13 +34,13 @@ from typing import Any, TypeVar
 import aiohttp
 import pytest
 
+from kubedl_local.image import BASE_IMAGE, IMAGE, INSTALL_HINT, Engine, build_image, ensure_base_image
+from kubedl_local.kubernetes.cluster import KubernetesCluster, KubernetesClusterOptions, create_namespace
+from kubedl_local.node.processes import LocalProcessRuntime
 from kubedl_py.api import constants as c
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import NotFound
 from kubedl_py.kube.resources import EVENTS, LEASES, PODS, SERVICES, Resource
-from kubedl_py.local.image import BASE_IMAGE, IMAGE, INSTALL_HINT, Engine, build_image, ensure_base_image
-from kubedl_py.local.kubernetes.cluster import KubernetesCluster, KubernetesClusterOptions, create_namespace
-from kubedl_py.local.node.processes import LocalProcessRuntime
 from tests.tiers import KUBERNETES, require_tier
 
 T = TypeVar("T")

@@ -1,8 +1,8 @@
 """The two control-plane tiers every suite runs on, and the session-long real one.
 
-- ``embedded``: kubedl-py's own API server (``kubedl_py.local``), started per test: milliseconds.
+- ``embedded``: kubedl-py's own API server (``kubedl_local``), started per test: milliseconds.
 - ``kubernetes``: the real kube-apiserver, kube-controller-manager and kube-scheduler of the pinned release
-  (``kubedl_py.local.kubernetes``), started once per test session in a background thread with its own event
+  (``kubedl_local.kubernetes``), started once per test session in a background thread with its own event
   loop. Tests talk to it over HTTPS from their own loop, exactly as any client would, and isolate themselves
   by namespace.
 
@@ -10,7 +10,7 @@
 both. A tier that is not selected skips its tests with a reason; a selected tier that cannot start fails.
 
 - ``node`` (opt-in, never in the default selection): the real control plane with a real node on this machine
-  (containerd, kubelet, kube-proxy, CNI, CoreDNS: ``kubedl_py.local.kubernetes.node``), root only. One real
+  (containerd, kubelet, kube-proxy, CNI, CoreDNS: ``kubedl_local.kubernetes.node``), root only. One real
   node per machine, so its suites (``tests/node``) run one cluster at a time, each waiting for the machine's
   node lock. ``make test-node`` (``KUBEDL_TEST_TIERS=node``) runs it; CI does, after ``make test``.
 """

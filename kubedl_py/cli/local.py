@@ -1,6 +1,6 @@
 """``kubedl-py local up``: a cluster on this machine, with the training-job controller running inside.
 
-Why the controller is started here and not by :mod:`kubedl_py.local`: the embedded cluster and the
+Why the controller is started here and not by :mod:`kubedl_local`: the embedded cluster and the
 controller meet only over HTTP (an import-linter contract), exactly as in production; the command line is
 the one place allowed to put them in one process.
 """
@@ -21,14 +21,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from kubedl_py.api.crd import all_crds
-from kubedl_py.cli.errors import EXIT_USAGE
-from kubedl_py.controllers.setup import ControllerOptions, build_manager, served_resources
-from kubedl_py.kube.client import KubeClient
-from kubedl_py.kube.errors import AlreadyExists
-from kubedl_py.kube.manager import Manager
-from kubedl_py.kube.resources import Resource
-from kubedl_py.local import (
+from kubedl_local import (
     ClusterStartError,
     LocalCluster,
     LocalUpOptions,
@@ -36,6 +29,13 @@ from kubedl_py.local import (
     parse_node_resources,
     run_local_up,
 )
+from kubedl_py.api.crd import all_crds
+from kubedl_py.cli.errors import EXIT_USAGE
+from kubedl_py.controllers.setup import ControllerOptions, build_manager, served_resources
+from kubedl_py.kube.client import KubeClient
+from kubedl_py.kube.errors import AlreadyExists
+from kubedl_py.kube.manager import Manager
+from kubedl_py.kube.resources import Resource
 
 _CRDS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False

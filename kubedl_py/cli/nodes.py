@@ -18,12 +18,12 @@ import os
 import sys
 import time
 
+from kubedl_local import POWER_LABEL, POWER_STATE
 from kubedl_py.api.constants import LOCAL_KUBECONFIG
 from kubedl_py.cli.errors import EXIT_FAILED, EXIT_USAGE
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.resources import NODES
-from kubedl_py.local import POWER_LABEL, POWER_STATE
 
 #: what each action asks of the agent
 WANTED = {"stop": "off", "start": "on", "remove": "removed"}

@@ -3,7 +3,7 @@
 Why apart from the handlers: ``--help`` and a bad flag must answer at once, so building the parser imports
 nothing heavy (no controller, no HTTP stack). A command names its handler as (module of this package,
 function); :class:`Handler` imports that module only when the command runs. That is also what keeps the
-local clusters an extra: only the ``local`` commands import :mod:`kubedl_py.local`, and where the ``local``
+local clusters an extra: only the ``local`` commands import :mod:`kubedl_local`, and where the ``local``
 extra is not installed they say how to get it instead of failing on an import.
 """
 
@@ -27,9 +27,9 @@ Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 #: ``--gang-scheduler`` choices: ``kubedl_py.controllers.gang.GANG_SCHEDULERS`` (a test keeps them equal),
 #: spelled out here so that building the parser (``--help``, ``manifests``) does not import the controller
 GANG_SCHEDULERS: Final = ("volcano", "scheduler-plugins")
-#: the modules of the optional parts of the package (top-level name, or the package's own subpackage), each with
+#: the top-level modules the extras bring (the local clusters, kubedl_local, and what only they use), each with
 #: the extra that installs it
-EXTRAS: Final = {"kubedl_py.local": "local", "celpy": "local"}
+EXTRAS: Final = {"kubedl_local": "local", "celpy": "local"}
 #: ``--kueue-workloads`` choices: ``kubedl_py.controllers.kueue.KUEUE_MODES`` (a test keeps them equal)
 KUEUE_MODES: Final = ("off", "kubedl", "all")
 

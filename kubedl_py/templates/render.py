@@ -40,7 +40,7 @@ from kubedl_py.api.crd import all_crds
 from kubedl_py.api.groups import KUBEDL, KUBEFLOW
 from kubedl_py.api.kinds import all_kinds
 
-#: The image ``make image`` builds (kubedl_py/local/image.py tags it with this name): the manifests of a release
+#: The image ``make image`` builds (kubedl_local/image.py tags it with this name): the manifests of a release
 #: pin the controller image of that same release.
 DEFAULT_IMAGE = f"kubedl-py:{__version__}"
 DEFAULT_NAMESPACE = "kubedl-system"

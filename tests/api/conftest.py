@@ -6,9 +6,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from kubedl_local import LocalCluster
 from kubedl_py.api.crd import all_crds
 from kubedl_py.kube.client import KubeClient
-from kubedl_py.local import LocalCluster
 from tests.conftest import CRDS
 from tests.tiers import EMBEDDED, KUBERNETES, TIERS, require_tier
 

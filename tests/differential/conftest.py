@@ -23,9 +23,9 @@ import aiohttp
 import pytest
 import yaml
 
+from kubedl_local import LocalCluster
 from kubedl_py.api.crd import all_crds
 from kubedl_py.kube.client import KubeClient
-from kubedl_py.local import LocalCluster
 from tests.conftest import CRDS, RealCluster
 from tests.differential import report
 from tests.differential.cases import load_all

@@ -27,10 +27,10 @@ import orjson
 import pytest
 import yaml
 
+from kubedl_local import LocalCluster
+from kubedl_local.kubernetes.cluster import create_namespace
 from kubedl_py.api.crd import all_crds
 from kubedl_py.kube.client import KubeClient
-from kubedl_py.local import LocalCluster
-from kubedl_py.local.kubernetes.cluster import create_namespace
 from tests.conftest import CRDS, RealCluster
 from tests.tiers import EMBEDDED, KUBERNETES, TIERS, require_tier
 

@@ -1,4 +1,4 @@
-"""A protobuf encoder for tests: the inverse of kubedl_py.local.apiserver.protobuf, driven by the same field table.
+"""A protobuf encoder for tests: the inverse of kubedl_local.apiserver.protobuf, driven by the same field table.
 
 Tests send protobuf bodies that kubectl never produces (a Pod with ``enableServiceLinks: false``, a Lease
 with MicroTimes) to both tiers. The real server decodes them with its compiled-in Go types, so if this
@@ -13,8 +13,8 @@ import re
 import struct
 from typing import Any
 
-from kubedl_py.local.apiserver.protobuf import MAGIC, Table
-from kubedl_py.local.apiserver.protobuf.decode import (
+from kubedl_local.apiserver.protobuf import MAGIC, Table
+from kubedl_local.apiserver.protobuf.decode import (
     DURATION,
     FIELDS_V1,
     INT_OR_STRING,

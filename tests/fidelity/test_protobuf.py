@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from kubedl_py.local.apiserver import protobuf
-from kubedl_py.local.apiserver.protobuf import decode, ensure_table, go_duration
+from kubedl_local.apiserver import protobuf
+from kubedl_local.apiserver.protobuf import decode, ensure_table, go_duration
 from tests.fidelity.conftest import KUBECTL, Server, comparable
 from tests.fidelity.protowire import Encoder
 from tests.tiers import EMBEDDED, KUBERNETES
@@ -351,7 +351,7 @@ async def test_without_the_table_protobuf_is_415_saying_how_to_get_it(server: Se
         pytest.skip("the real server has the types compiled in")
     reply = await server.post(f"/api/v1/namespaces/{server.ns}/configmaps", raw=b"k8s\x00", content_type=PROTOBUF)
     assert (reply.status, reply.body["reason"]) == (415, "UnsupportedMediaType")
-    assert "python -m kubedl_py.local.sources" in reply.body["message"]
+    assert "python -m kubedl_local.sources" in reply.body["message"]
     assert "application/json" in reply.body["message"]
 
 

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from harness.schedulers import SCHEDULERS, GangSchedulerProcess
+from kubedl_local.kubernetes.install import apply, manifest_documents
+from kubedl_local.node.simulated import EXIT_CODE
 from kubedl_py.api import constants as c
 from kubedl_py.controllers.gang import GangSchedulerKind
 from kubedl_py.kube.resources import PODS
-from kubedl_py.local.kubernetes.install import apply, manifest_documents
-from kubedl_py.local.node.simulated import EXIT_CODE
 from tests.conftest import SESSION_MANIFESTS
 from tests.integration.conftest import Env, Kube, RunningController, cluster, fast_options, kube, pods_of
 from tests.tiers import EMBEDDED, KUBERNETES, TIERS, require_tier

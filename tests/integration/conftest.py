@@ -18,6 +18,9 @@ from typing import Any
 import pytest
 import yaml
 
+from kubedl_local import LocalCluster, node_name
+from kubedl_local.faults import Faults, RequestLog
+from kubedl_local.kubernetes.cluster import create_namespace
 from kubedl_py.api import constants as c
 from kubedl_py.api.crd import all_crds
 from kubedl_py.controllers.setup import ControllerOptions, build_manager
@@ -27,9 +30,6 @@ from kubedl_py.kube.informer import InformerSettings
 from kubedl_py.kube.manager import Manager
 from kubedl_py.kube.resources import NAMESPACES as NAMESPACE_RESOURCE
 from kubedl_py.kube.resources import PODS, SERVICES, Resource
-from kubedl_py.local import LocalCluster, node_name
-from kubedl_py.local.faults import Faults, RequestLog
-from kubedl_py.local.kubernetes.cluster import create_namespace
 from tests.conftest import RealCluster
 from tests.tiers import EMBEDDED, KUBERNETES, TIERS, require_tier, selected_tiers
 

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from kubedl_local.faults import FaultRule, RequestRecord
+from kubedl_local.kubernetes.cluster import create_namespace
 from kubedl_py.api import constants as c
 from kubedl_py.controllers.failures.policies import UNSEEN_BY_SCHEDULER_SECONDS
 from kubedl_py.controllers.hostnetwork.feature import HostNetwork
@@ -24,8 +26,6 @@ from kubedl_py.kube.client import ClientSettings, KubeClient
 from kubedl_py.kube.errors import AlreadyExists
 from kubedl_py.kube.leader import LeaderElectionSettings, LeadershipLost
 from kubedl_py.kube.resources import NAMESPACES, PODS, SERVICES
-from kubedl_py.local.faults import FaultRule, RequestRecord
-from kubedl_py.local.kubernetes.cluster import create_namespace
 from tests.integration.conftest import (
     PYTORCHJOBS,
     TFJOBS,

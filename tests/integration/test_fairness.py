@@ -15,8 +15,8 @@ import time
 
 import pytest
 
+from kubedl_local.kubernetes.cluster import create_namespace
 from kubedl_py.kube.resources import PODS
-from kubedl_py.local.kubernetes.cluster import create_namespace
 from tests.integration.conftest import (
     PYTORCHJOBS,
     Env,

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
+from kubedl_local.faults import FaultRule
+from kubedl_local.kubernetes.cluster import create_namespace
 from kubedl_py.api import constants as c
 from kubedl_py.kube.errors import Invalid, NotFound
 from kubedl_py.kube.resources import NAMESPACES, PODS, SERVICES
-from kubedl_py.local.faults import FaultRule
-from kubedl_py.local.kubernetes.cluster import create_namespace
 from tests.integration.conftest import (
     PYTORCHJOBS,
     TFJOBS,

@@ -24,11 +24,11 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from kubedl_local.kubernetes.cluster import create_namespace
+from kubedl_local.kubernetes.install import service_account_token
 from kubedl_py.api import constants as c
 from kubedl_py.kube.errors import NotFound
 from kubedl_py.kube.resources import NAMESPACES, PODS, Resource
-from kubedl_py.local.kubernetes.cluster import create_namespace
-from kubedl_py.local.kubernetes.install import service_account_token
 from kubedl_py.templates.render import dashboard_json, metrics_reader_role
 from tests.integration.conftest import (
     PYTORCHJOBS,

@@ -21,6 +21,14 @@ from typing import Any
 
 import pytest
 
+from kubedl_local.kubernetes.cluster import create_namespace
+from kubedl_local.kubernetes.install import (
+    CONTROLLER_IDENTITY_KINDS,
+    apply,
+    manifest_documents,
+    resource_of,
+    service_account_token,
+)
 from kubedl_py.cli.controller import controller_options
 from kubedl_py.cli.errors import UsageError
 from kubedl_py.cli.parser import build_parser
@@ -28,14 +36,6 @@ from kubedl_py.controllers.setup import discovered
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import NotFound
 from kubedl_py.kube.resources import NAMESPACES
-from kubedl_py.local.kubernetes.cluster import create_namespace
-from kubedl_py.local.kubernetes.install import (
-    CONTROLLER_IDENTITY_KINDS,
-    apply,
-    manifest_documents,
-    resource_of,
-    service_account_token,
-)
 from kubedl_py.templates import ManifestOptions
 from tests.integration.conftest import (
     PYTORCHJOBS,

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from kubedl_local.node.simulated import EXIT_CODE, IMAGE_PULL, TERMINATION_SECONDS
 from kubedl_py.api import constants as c
 from kubedl_py.kube.resources import PODS
-from kubedl_py.local.node.simulated import EXIT_CODE, IMAGE_PULL, TERMINATION_SECONDS
 from tests.integration.conftest import (
     PYTORCHJOBS,
     TFJOBS,

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
+from kubedl_local.kubernetes.install import apply, manifest_documents
 from kubedl_py.api import constants as c
 from kubedl_py.api.groups import KUBEDL
 from kubedl_py.controllers.gang import Gang
 from kubedl_py.controllers.setup import served_resources
 from kubedl_py.kube.errors import AlreadyExists, Invalid, NotFound
 from kubedl_py.kube.resources import PODS, Resource
-from kubedl_py.local.kubernetes.install import apply, manifest_documents
 from tests.conftest import SESSION_MANIFESTS
 from tests.integration.conftest import (
     CRDS,

@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 
+from kubedl_local.node.simulated import EXIT_CODE, RUN_SECONDS, TERMINATION_SECONDS
 from kubedl_py.api import constants as c
 from kubedl_py.api.groups import KUBEFLOW
 from kubedl_py.kube import errors
 from kubedl_py.kube.resources import NODES, PODS, Resource
-from kubedl_py.local.node.simulated import EXIT_CODE, RUN_SECONDS, TERMINATION_SECONDS
 from tests.integration.conftest import (
     PYTORCHJOBS,
     TFJOBS,

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from kubedl_local.kubernetes.install import apply, manifest_documents
 from kubedl_py.kube.resources import NAMESPACES, Resource
-from kubedl_py.local.kubernetes.install import apply, manifest_documents
 from tests.conftest import SESSION_MANIFESTS
 from tests.integration.conftest import (
     PYTORCHJOBS,

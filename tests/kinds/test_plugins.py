@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 import kubedl_py.api.kinds as registry
+from kubedl_local.kubernetes.install import apply, manifest_documents
 from kubedl_py.api import JobValidationError, parse_job, with_defaults
 from kubedl_py.api.crd import all_crds, crd_for
 from kubedl_py.api.kinds.base import KindAPI
@@ -26,7 +27,6 @@ from kubedl_py.controllers.failures.policies import completion_of
 from kubedl_py.controllers.gang import min_resources
 from kubedl_py.kube.errors import AlreadyExists
 from kubedl_py.kube.resources import Resource
-from kubedl_py.local.kubernetes.install import apply, manifest_documents
 from kubedl_py.templates import render_manifests
 from tests.conftest import CRDS, SESSION_MANIFESTS
 from tests.integration.conftest import (

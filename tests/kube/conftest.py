@@ -18,10 +18,10 @@ TEST_RETRY = RetrySettings(attempts=4, initial_delay=0.01, max_delay=0.1, jitter
 
 @pytest.fixture
 async def cluster() -> AsyncIterator[Any]:
-    local = importlib.import_module("kubedl_py.local")
+    local = importlib.import_module("kubedl_local")
     local_cluster = getattr(local, "LocalCluster", None)
     if local_cluster is None:
-        pytest.skip("the embedded cluster (kubedl_py.local.LocalCluster) is not available yet")
+        pytest.skip("the embedded cluster (kubedl_local.LocalCluster) is not available yet")
     # No kube-root-ca.crt: these tests count the ConfigMaps of a namespace.
     async with local_cluster(nodes=1, runtime="simulated", publish_root_ca=False) as running:
         yield running

@@ -13,7 +13,7 @@ import aiohttp
 import orjson
 import pytest
 
-from kubedl_py.local import LocalCluster
+from kubedl_local import LocalCluster
 
 KUBECTL = str(Path(__file__).resolve().parents[2] / ".venv" / "bin" / "kubectl")
 

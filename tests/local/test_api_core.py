@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubedl_py.local import LocalCluster
+from kubedl_local import LocalCluster
 from tests.local.conftest import Http, eventually, pod
 
 PODS = "/api/v1/namespaces/default/pods"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubedl_py.local.apiserver.fieldmanager import decode_set, encode_set
+from kubedl_local.apiserver.fieldmanager import decode_set, encode_set
 from tests.local.conftest import Http
 
 CMS = "/api/v1/namespaces/default/configmaps"

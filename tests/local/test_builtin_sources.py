@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DUMP = """
 import asyncio, json, sys
 import aiohttp
-from kubedl_py.local import LocalCluster
+from kubedl_local import LocalCluster
 
 async def main() -> None:
     out = {}

@@ -10,7 +10,7 @@ from pathlib import Path
 import aiohttp
 import yaml
 
-from kubedl_py.local import LocalCluster
+from kubedl_local import LocalCluster
 from tests.local.conftest import Http, eventually, pod
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_apiserver.py"

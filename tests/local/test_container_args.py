@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 import yaml
 
-from kubedl_py.local.image import Engine
-from kubedl_py.local.node.containers import (
+from kubedl_local.image import Engine
+from kubedl_local.node.containers import (
     ContainerCreateError,
     ImageConfig,
     container_argv,
     create_args,
     security_context,
 )
-from kubedl_py.local.node.process import ContainerConfigError, Mount, PodRef, PodSandbox
-from kubedl_py.local.node.process.netns import PodInterface
+from kubedl_local.node.process import ContainerConfigError, Mount, PodRef, PodSandbox
+from kubedl_local.node.process.netns import PodInterface
 from kubedl_py.templates import render_manifests
 
 ENGINE = Engine("podman")

@@ -27,13 +27,13 @@ from typing import Any
 
 import pytest
 
+from kubedl_local import LocalCluster
+from kubedl_local.image import BASE_IMAGE, INSTALL_HINT, Engine, ensure_base_image
+from kubedl_local.node.containers import OWNER_LABEL, PodmanRuntime
+from kubedl_local.node.process import ProcessRuntime
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import NotFound
 from kubedl_py.kube.resources import CONFIGMAPS, EVENTS, PODS, SERVICES
-from kubedl_py.local import LocalCluster
-from kubedl_py.local.image import BASE_IMAGE, INSTALL_HINT, Engine, ensure_base_image
-from kubedl_py.local.node.containers import OWNER_LABEL, PodmanRuntime
-from kubedl_py.local.node.process import ProcessRuntime
 from tests.local.conftest import eventually
 
 pytestmark = pytest.mark.skipif(

@@ -7,7 +7,7 @@ import asyncio
 import copy
 from typing import Any
 
-from kubedl_py.local import LocalCluster
+from kubedl_local import LocalCluster
 from tests.local.conftest import Http, eventually
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from kubedl_py.local.image import Engine
-from kubedl_py.local.node import devices as d
-from kubedl_py.local.node.containers import ImageConfig, create_args
-from kubedl_py.local.node.process import PodRef, PodSandbox
+from kubedl_local.image import Engine
+from kubedl_local.node import devices as d
+from kubedl_local.node.containers import ImageConfig, create_args
+from kubedl_local.node.process import PodRef, PodSandbox
 
 SMI_OUTPUT = (
     "0, GPU-1a2b3c4d-0000-1111-2222-333344445555, NVIDIA H100 80GB HBM3, 81559, 00000000:17:00.0\n"

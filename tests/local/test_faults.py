@@ -8,7 +8,7 @@ import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from kubedl_py.local import FaultRule, LocalCluster
+from kubedl_local import FaultRule, LocalCluster
 from tests.local.conftest import Http, pod
 
 CMS = "/api/v1/namespaces/default/configmaps"

@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
+from kubedl_local import LocalCluster
+from kubedl_local.kubernetes.cluster import KubernetesCluster, KubernetesClusterOptions
+from kubedl_local.node.devices import Gpu
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import NotFound
 from kubedl_py.kube.resources import EVENTS, NODES, PODS
-from kubedl_py.local import LocalCluster
-from kubedl_py.local.kubernetes.cluster import KubernetesCluster, KubernetesClusterOptions
-from kubedl_py.local.node.devices import Gpu
 from tests.local.conftest import eventually
 from tests.tiers import EMBEDDED, TIERS, require_tier
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kubedl_py.local import LocalCluster
+from kubedl_local import LocalCluster
 from tests.local.conftest import KUBECTL, Http, Run, eventually
 from tests.local.test_crd import crd
 

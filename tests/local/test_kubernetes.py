@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kubedl_py.local.kubernetes import KUBERNETES_VERSION, KubernetesControlPlane
-from kubedl_py.local.kubernetes.binaries import GoNotFound, find_go, staging_modules
+from kubedl_local.kubernetes import KUBERNETES_VERSION, KubernetesControlPlane
+from kubedl_local.kubernetes.binaries import GoNotFound, find_go, staging_modules
 from tests.tiers import KUBERNETES, require_tier
 
 ROOT = Path(__file__).resolve().parents[2]

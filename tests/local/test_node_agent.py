@@ -13,9 +13,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from kubedl_py.local import LocalCluster, pki
-from kubedl_py.local.node import AgentSettings
-from kubedl_py.local.node.spec import USER_AGENT
+from kubedl_local import LocalCluster, pki
+from kubedl_local.node import AgentSettings
+from kubedl_local.node.spec import USER_AGENT
 from tests.local.conftest import Http, eventually, pod
 
 PODS = "/api/v1/namespaces/default/pods"

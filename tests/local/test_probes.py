@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from kubedl_local import LocalCluster
+from kubedl_local.node.probes import ContainerProbes, ProbeSpec, resolve_port, run_probe
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.resources import EVENTS, PODS
-from kubedl_py.local import LocalCluster
-from kubedl_py.local.node.probes import ContainerProbes, ProbeSpec, resolve_port, run_probe
 from tests.local.conftest import eventually
 
 NS = "default"

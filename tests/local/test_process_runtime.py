@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
+from kubedl_local import LocalCluster
+from kubedl_local.node import primary_ipv4
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import NotFound
 from kubedl_py.kube.resources import CONFIGMAPS, EVENTS, PODS, SERVICES
-from kubedl_py.local import LocalCluster
-from kubedl_py.local.node import primary_ipv4
 from tests.local.conftest import eventually
 
 NS = "default"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kubedl_py.local.kubernetes.binaries import BuildError
-from kubedl_py.local.kubernetes.programs import (
+from kubedl_local.kubernetes.binaries import BuildError
+from kubedl_local.kubernetes.programs import (
     GoProgram,
     SourcePatch,
     apply_patches,

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kubedl_py.local.kubernetes.node import config, host
-from kubedl_py.local.kubernetes.node.images import normalized, pause_archive, pause_image
-from kubedl_py.local.up import LocalUpOptions, build_cluster
+from kubedl_local.kubernetes.node import config, host
+from kubedl_local.kubernetes.node.images import normalized, pause_archive, pause_image
+from kubedl_local.up import LocalUpOptions, build_cluster
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,8 @@ from typing import Any
 
 import aiohttp
 
-from kubedl_py.local import LocalCluster
-from kubedl_py.local.apiserver import protobuf
+from kubedl_local import LocalCluster
+from kubedl_local.apiserver import protobuf
 from tests.local.conftest import Http
 
 SSAR = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
@@ -118,7 +118,7 @@ async def test_token_reviews_authenticate_only_tokens_this_server_issued(http: H
 
 
 def test_an_expired_token_is_not_authenticated() -> None:
-    from kubedl_py.local.apiserver.serviceaccounts import review_token, token_request
+    from kubedl_local.apiserver.serviceaccounts import review_token, token_request
 
     class OneAccount:  # the one read both functions make of the store
         def get(self, rkey: object, ns: str, name: str) -> dict[str, Any] | None:

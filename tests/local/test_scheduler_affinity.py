@@ -9,7 +9,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from kubedl_py.local import LocalCluster
+from kubedl_local import LocalCluster
 from tests.local.conftest import Http, eventually, pod
 
 PODS = "/api/v1/namespaces/default/pods"
@@ -151,9 +151,9 @@ async def test_extended_resource_lands_only_where_it_exists(blocks: Http) -> Non
 
 async def test_limits_default_requests_key_by_key() -> None:
     """A limit without a request becomes the request for that resource, also when other requests exist."""
+    from kubedl_local import LocalCluster
     from kubedl_py.kube.client import KubeClient
     from kubedl_py.kube.resources import PODS
-    from kubedl_py.local import LocalCluster
 
     async with LocalCluster(nodes=1) as cluster, KubeClient(configuration=cluster.configuration) as kube:
         pod = {

@@ -8,7 +8,7 @@ from typing import Any
 
 import aiohttp
 
-from kubedl_py.local import LocalCluster
+from kubedl_local import LocalCluster
 from tests.local.conftest import Http, eventually, pod
 
 PODS = "/api/v1/namespaces/default/pods"

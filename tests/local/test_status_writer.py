@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
+from kubedl_local.node.status import PodStatusWriter
 from kubedl_py.kube.client import KubeClient
-from kubedl_py.local.node.status import PodStatusWriter
 
 WORKERS = 4
 BACKLOG = 200

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kubedl_py.local.node.termination import MAX_LOG_BYTES, MAX_LOG_LINES, termination_message
+from kubedl_local.node.termination import MAX_LOG_BYTES, MAX_LOG_LINES, termination_message
 
 FALLBACK = {"name": "c", "terminationMessagePolicy": "FallbackToLogsOnError"}
 

@@ -11,7 +11,7 @@ import orjson
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from kubedl_py.local import LocalCluster
+from kubedl_local import LocalCluster
 from tests.local.conftest import Http
 
 CMS = "/api/v1/namespaces/default/configmaps"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kubedl_py.local.node.process import PodNetwork, ProcessRuntime
+from kubedl_local.node.process import PodNetwork, ProcessRuntime
 
 requires_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces, bind mounts)")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kubedl_py.local.node.process import (
+from kubedl_local.node.process import (
     ContainerSpec,
     HostsFiles,
     Mount,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kubedl_py.local.node.process import (
+from kubedl_local.node.process import (
     NODE_IP,
     Backend,
     ContainerProcess,
@@ -26,7 +26,7 @@ from kubedl_py.local.node.process import (
     ServiceInfo,
     ServicePort,
 )
-from kubedl_py.local.node.process.sandbox import NETNS_DIR
+from kubedl_local.node.process.sandbox import NETNS_DIR
 from tests.local_process.conftest import free_port, random_cluster_ip, requires_root, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -201,7 +201,7 @@ def _run_as_nobody(hosts: Path) -> None:
     script = f"""
 import asyncio, subprocess
 from pathlib import Path
-from kubedl_py.local.node.process import PodNetwork, PodNetworkUnavailable, Sandbox, wrap_argv
+from kubedl_local.node.process import PodNetwork, PodNetworkUnavailable, Sandbox, wrap_argv
 try:
     asyncio.run(PodNetwork(bridge="kdtnoroot").start())
 except PodNetworkUnavailable as e:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kubedl_py.local.node.process import Backend, ServicePort, ServiceProxy
+from kubedl_local.node.process import Backend, ServicePort, ServiceProxy
 from tests.local_process.conftest import free_port, random_cluster_ip, wait_until
 
 REPO = Path(__file__).resolve().parents[2]

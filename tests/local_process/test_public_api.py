@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from kubedl_py.local.node import process
+from kubedl_local.node import process
 
 PACKAGE = Path(process.__file__).parent
 

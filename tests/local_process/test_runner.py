@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kubedl_py.local.node.process import (
+from kubedl_local.node.process import (
     ContainerConfigError,
     ContainerSpec,
     ContainerStartError,
@@ -170,7 +170,7 @@ async def test_a_process_that_left_the_group_dies_with_its_container(runtime: Pr
 async def test_a_container_that_cannot_join_its_cgroup_fails_to_start(
     runtime: ProcessRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kubedl_py.local.node.process import cgroup
+    from kubedl_local.node.process import cgroup
 
     # A cgroup that is gone by the time the child joins it (as if removed under us): a start error, like
     # containerd's when it cannot place a container, and no process left behind.
@@ -255,7 +255,7 @@ _PARENT = textwrap.dedent(
     """
     import asyncio, sys, uuid
     from pathlib import Path
-    from kubedl_py.local.node.process import ContainerSpec, PodRef, ProcessRuntime, Sandbox, check_mount_sandbox
+    from kubedl_local.node.process import ContainerSpec, PodRef, ProcessRuntime, Sandbox, check_mount_sandbox
 
     async def main():
         state, pidfile = Path(sys.argv[1]), sys.argv[2]

@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
+from kubedl_local.image import BASE_IMAGE
+from kubedl_local.kubernetes.controlplane import ControlPlaneOptions
 from kubedl_py import TrainingClient
 from kubedl_py.cli.local import EmbeddedController
-from kubedl_py.local.image import BASE_IMAGE
-from kubedl_py.local.kubernetes.controlplane import ControlPlaneOptions
 from tests.node.conftest import LOCK_WAIT, NodeCluster, eventually, start_node_cluster, stop_node_cluster
 
 pytestmark = pytest.mark.timeout(LOCK_WAIT + 900)

@@ -36,11 +36,11 @@ from typing import Any
 import pytest
 import yaml
 
+from kubedl_local.image import BASE_IMAGE
+from kubedl_local.kubernetes.node.host import _run, _tool
 from kubedl_py import TrainingClient
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.resources import PODS, SERVICES, Resource
-from kubedl_py.local.image import BASE_IMAGE
-from kubedl_py.local.kubernetes.node.host import _run, _tool
 from kubedl_py.sdk import job_state
 from tests.node.conftest import (
     KUBECTL,

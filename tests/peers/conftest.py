@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from harness.peers import PEERS
-from kubedl_py.local.kubernetes.binaries import GoNotFound, find_go
-from kubedl_py.local.kubernetes.cluster import KubernetesCluster, KubernetesClusterOptions
-from kubedl_py.local.kubernetes.programs import find_program
+from kubedl_local.kubernetes.binaries import GoNotFound, find_go
+from kubedl_local.kubernetes.cluster import KubernetesCluster, KubernetesClusterOptions
+from kubedl_local.kubernetes.programs import find_program
 from tests.tiers import KUBERNETES, require_tier
 
 #: simulated nodes of each test's cluster

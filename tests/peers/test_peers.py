@@ -27,11 +27,11 @@ from harness.peers import (
     peer_pytorchjob,
     run_peer,
 )
+from kubedl_local.kubernetes.cluster import KubernetesCluster, create_namespace
+from kubedl_local.kubernetes.controlplane import log_tail
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import NotFound
 from kubedl_py.kube.resources import PODS, SERVICES
-from kubedl_py.local.kubernetes.cluster import KubernetesCluster, create_namespace
-from kubedl_py.local.kubernetes.controlplane import log_tail
 from tests.integration.conftest import eventually
 
 # The first test may build a peer (minutes cold, one Go build at a time). make test-peers runs these, make test

@@ -13,9 +13,9 @@ import os
 import time
 from typing import Any
 
+from kubedl_local.faults import FaultRule
 from kubedl_py.api import constants as c
 from kubedl_py.kube.resources import PODS, SERVICES
-from kubedl_py.local.faults import FaultRule
 from tests.integration.conftest import (
     PYTORCHJOBS,
     TFJOBS,

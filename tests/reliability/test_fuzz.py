@@ -20,13 +20,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kubedl_local import LocalCluster
+from kubedl_local.faults import Faults, RequestLog
+from kubedl_local.kubernetes.cluster import create_namespace
 from kubedl_py.api import JobValidationError, parse_job
 from kubedl_py.api import constants as c
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
-from kubedl_py.local import LocalCluster
-from kubedl_py.local.faults import Faults, RequestLog
-from kubedl_py.local.kubernetes.cluster import create_namespace
 from tests.conftest import RealCluster
 from tests.integration.conftest import (
     PYTORCHJOBS,

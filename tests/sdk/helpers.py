@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kubedl_py.local import EXIT_CODE, RUN_SECONDS
+from kubedl_local import EXIT_CODE, RUN_SECONDS
 from kubedl_py.sdk import PyTorchJob, pytorch_job
 
 

@@ -14,7 +14,7 @@ import signal
 import sys
 from pathlib import Path
 
-from kubedl_py.local.pins import cache_root
+from kubedl_local.pins import cache_root
 
 CLI = [sys.executable, "-m", "kubedl_py.cli"]
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import yaml
 
+from kubedl_local.kubernetes.cluster import create_namespace
 from kubedl_py.api.kinds import all_kinds
 from kubedl_py.kube.client import KubeClient
-from kubedl_py.local.kubernetes.cluster import create_namespace
 from kubedl_py.sdk import AsyncTrainingClient
 from tests.integration.conftest import Env, RunningController, fast_options
 from tests.sdk.helpers import failing, running_forever, succeeding

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from kubedl_local import EXIT_CODE, RUN_SECONDS
 from kubedl_py.kube.resources import Resource
-from kubedl_py.local import EXIT_CODE, RUN_SECONDS
 from kubedl_py.sdk.kubeflow import TrainingClient as KubedlTrainingClient
 from kubedl_py.sdk.kubeflow import objects
 from tests.integration.conftest import Env, Kube, RunningController

@@ -28,9 +28,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kubedl_local.image import BASE_IMAGE, INSTALL_HINT, Engine, ensure_base_image
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.resources import PODS
-from kubedl_py.local.image import BASE_IMAGE, INSTALL_HINT, Engine, ensure_base_image
 from tests.sdk.local_up import LocalUpProcess, user_env
 from tests.sdk.test_cli import kubedl
 from tests.tiers import EMBEDDED, KUBERNETES, require_tier

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
+from kubedl_local.pins import cache_root
 from kubedl_py.api.common import FailurePolicy
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.resources import EVENTS, NODES, PODS
-from kubedl_py.local.pins import cache_root
 from kubedl_py.sdk import AsyncTrainingClient, pytorch_job
 from tests.integration.conftest import eventually
 from tests.sdk.test_cli import kubedl

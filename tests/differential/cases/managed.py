@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubedl_py.local.apiserver import protobuf
+from kubedl_local.apiserver import protobuf
 from tests.differential.cases.common import configmap, core, grouped, make, pod, pytorchjob, run_pod, service
 from tests.differential.harness import Tier, case
 

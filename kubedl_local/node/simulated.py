@@ -1,0 +1,526 @@
+"""The simulated runtime: pods "run" as timers, for scale and integration tests.
+
+Bound pods become Running with the status fields a real kubelet reports (containerStatuses, podIP, hostIP,
+startTime, conditions), a few log lines are "written" (served by the kubelet endpoint), and per-pod
+annotations decide how they end:
+
+- ``local.kubedl.io/exit-code``: the exit code of every container (default: containers never exit);
+- ``local.kubedl.io/run-seconds``: how long containers run before exiting (default 0 with an exit code;
+  with only run-seconds the exit code is 0);
+- ``local.kubedl.io/termination-seconds``: how long containers take to stop after deletion (default
+  ``termination_seconds``, capped at the grace period; the pod shows ``deletionTimestamp`` meanwhile).
+- ``local.kubedl.io/image-pull``: ``fail`` makes every image of the pod unpullable: the pod stays Pending
+  with its containers waiting in ``ImagePullBackOff``, as a kubelet reports an image that does not exist.
+
+``restartPolicy`` is applied as the kubelet does: Always restarts in place (restartCount+1 after a doubling
+back-off), OnFailure restarts non-zero exits, Never leaves the pod Succeeded/Failed.
+
+Why it is cheap enough for 10,000 pods on hundreds of nodes: the agent has one watch for all its nodes;
+changes are queued and handled in batches by one task; containers are ``call_later`` timers, not tasks;
+status goes through the agent's status writer, which coalesces bursts into one PATCH per pod. Nothing polls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubedl_local.node.agent import NodeAgent, Runtime, SyncQueue, now_iso
+from kubedl_local.node.logs import LogError, LogStream, MemoryLogs
+from kubedl_local.node.spec import SIMULATED_POD_CIDR, IPPool
+from kubedl_local.node.status import pod_conditions
+from kubedl_local.node.termination import termination_message
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+EXIT_CODE = "local.kubedl.io/exit-code"
+RUN_SECONDS = "local.kubedl.io/run-seconds"
+TERMINATION_SECONDS = "local.kubedl.io/termination-seconds"
+IMAGE_PULL = "local.kubedl.io/image-pull"
+
+
+def iso_at(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+@dataclass
+class PodRun:
+    """The runtime's memory of one pod it runs."""
+
+    ns: str
+    name: str
+    uid: str
+    node: str
+    status: Obj = field(default_factory=dict)  # what we last asked the status writer to write
+    started: dict[str, float] = field(default_factory=dict)  # container -> start time of current instance
+    timers: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
+    stopping: asyncio.TimerHandle | None = None
+    plan: tuple[str | None, str | None] = (None, None)  # annotations the exit timers were planned from
+    done: bool = False
+
+
+def _annotation_float(pod: Obj, key: str) -> float | None:
+    v = (pod["metadata"].get("annotations") or {}).get(key)
+    if v is None:
+        return None
+    try:
+        return float(v)
+    except ValueError:
+        return None
+
+
+class SimulatedRuntime(Runtime):
+    """All simulated pods of one agent (any number of nodes)."""
+
+    runtime_version = "simulated://1.0"
+
+    def __init__(
+        self,
+        *,
+        pod_cidr: str = SIMULATED_POD_CIDR,
+        restart_backoff: float = 0.1,
+        max_backoff: float = 2.0,
+        termination_seconds: float = 0.1,
+    ) -> None:
+        self.logs = MemoryLogs()
+        self.pod_ips = IPPool(pod_cidr)
+        self.restart_backoff = restart_backoff
+        self.max_backoff = max_backoff
+        self.termination_seconds = termination_seconds
+        self.runs: dict[tuple[str, str], PodRun] = {}
+        self.queue = SyncQueue("simulated")
+        self._task: asyncio.Task[None] | None = None
+
+    # ---- lifecycle ----------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="simulated-runtime")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        for run in self.runs.values():
+            self._cancel(run)
+
+    def _cancel(self, run: PodRun) -> None:
+        for t in run.timers.values():
+            t.cancel()
+        run.timers.clear()
+        if run.stopping is not None:
+            run.stopping.cancel()
+            run.stopping = None
+
+    def freeze(self, node: str) -> None:
+        for run in self.runs.values():
+            if run.node == node:
+                self._cancel(run)
+
+    def thaw(self, node: str) -> None:
+        for run in self.runs.values():
+            if run.node == node:
+                run.plan = (None, "resync")  # re-plan exits from the annotations
+
+    def node_removed(self, node: str) -> None:
+        for key, run in list(self.runs.items()):
+            if run.node == node:
+                self._cancel(run)
+                del self.runs[key]
+
+    # ---- events -------------------------------------------------------------------------------------------
+
+    def pod_changed(self, pod: Obj) -> None:
+        md = pod["metadata"]
+        if not (pod.get("spec") or {}).get("hostNetwork"):
+            self.pod_ips.mark((pod.get("status") or {}).get("podIP"))  # after a restart: IPs in use stay taken
+        self.queue.add(md["namespace"], md["name"])
+
+    def pod_deleted(self, pod: Obj) -> None:
+        md = pod["metadata"]
+        key = (md["namespace"], md["name"])
+        run = self.runs.get(key)
+        if run is not None and run.uid == md.get("uid"):
+            self._cancel(run)
+            del self.runs[key]
+        if not (pod.get("spec") or {}).get("hostNetwork"):
+            self.pod_ips.give((pod.get("status") or {}).get("podIP"))
+        if key not in self.runs:
+            self.logs.forget_pod(*key)
+
+    async def _run(self) -> None:
+        await self.queue.drain(self._sync)
+
+    # ---- the pod state machine ----------------------------------------------------------------------------
+
+    def _write(self, pod: Obj, run: PodRun, status: Obj) -> None:
+        run.status = status
+        self.agent.status.set(pod, status)
+
+    def _sync(self, key: tuple[str, str]) -> None:
+        pod = self.agent.pod(*key)
+        if pod is None:
+            return
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node or self.agent.is_frozen(node):
+            return
+        run = self.runs.get(key)
+        if run is not None and run.uid != pod["metadata"]["uid"]:
+            self._cancel(run)
+            run = None
+            del self.runs[key]
+        if pod["metadata"].get("deletionTimestamp"):
+            self._terminate(pod, run)
+            return
+        phase = (pod.get("status") or {}).get("phase")
+        if run is None:
+            if phase in ("Succeeded", "Failed"):
+                return
+            run = self.runs[key] = PodRun(key[0], key[1], pod["metadata"]["uid"], node)
+            self._start_pod(pod, run)
+            return
+        if run.done:
+            return
+        ann = pod["metadata"].get("annotations") or {}
+        plan = (ann.get(EXIT_CODE), ann.get(RUN_SECONDS))
+        if plan != run.plan:
+            run.plan = plan
+            self._plan_exits(pod, run)
+
+    def _node_ip(self, node: str) -> str:
+        spec = self.agent.node(node)
+        return spec.ip if spec is not None else "127.0.0.1"
+
+    def _start_pod(self, pod: Obj, run: PodRun) -> None:
+        spec = pod.get("spec") or {}
+        now = time.time()
+        ts = iso_at(now)
+        status = dict(pod.get("status") or {})
+        if (pod["metadata"].get("annotations") or {}).get(IMAGE_PULL) == "fail":
+            self._image_pull_failed(pod, run, status)
+            return
+        host_ip = self._node_ip(run.node)
+        pod_ip = host_ip if spec.get("hostNetwork") else status.get("podIP") or self.pod_ips.take()
+        status.update(
+            phase="Running",
+            hostIP=host_ip,
+            hostIPs=[{"ip": host_ip}],
+            podIP=pod_ip,
+            podIPs=[{"ip": pod_ip}],
+            startTime=status.get("startTime") or ts,
+        )
+        if spec.get("initContainers"):
+            status["initContainerStatuses"] = [
+                {
+                    "name": c["name"],
+                    "image": c.get("image", ""),
+                    "imageID": _image_id(c),
+                    "ready": True,
+                    "started": False,
+                    "restartCount": 0,
+                    "containerID": _cid(run, c["name"], 0),
+                    "state": {
+                        "terminated": {
+                            "exitCode": 0,
+                            "reason": "Completed",
+                            "startedAt": ts,
+                            "finishedAt": ts,
+                            "containerID": _cid(run, c["name"], 0),
+                        }
+                    },
+                }
+                for c in spec["initContainers"]
+            ]
+        statuses = []
+        for c in spec.get("containers") or []:
+            name = c["name"]
+            run.started[name] = now
+            statuses.append(_running_status(c, run, 0, ts, None))
+            self.logs.start((run.ns, run.name, name))
+            self.logs.write(
+                (run.ns, run.name, name),
+                f"[simulated] container {name} started (image {c.get('image', '')}) on {run.node}",
+            )
+        status["containerStatuses"] = statuses
+        status["conditions"] = pod_conditions(status, ready=True, now=now_iso())
+        self._write(pod, run, status)
+        ann = pod["metadata"].get("annotations") or {}
+        run.plan = (ann.get(EXIT_CODE), ann.get(RUN_SECONDS))
+        self._plan_exits(pod, run)
+
+    def _image_pull_failed(self, pod: Obj, run: PodRun, status: Obj) -> None:
+        """What a kubelet reports for images it cannot pull: Pending, every container waiting in back-off."""
+        spec = pod.get("spec") or {}
+        host_ip = self._node_ip(run.node)
+        status.update(
+            phase="Pending", hostIP=host_ip, hostIPs=[{"ip": host_ip}], startTime=status.get("startTime") or now_iso()
+        )
+        status["containerStatuses"] = [
+            {
+                "name": c["name"],
+                "image": c.get("image", ""),
+                "imageID": "",
+                "ready": False,
+                "started": False,
+                "restartCount": 0,
+                "state": {
+                    "waiting": {
+                        "reason": "ImagePullBackOff",
+                        "message": f'Back-off pulling image "{c.get("image", "")}": not found in any registry',
+                    }
+                },
+            }
+            for c in spec.get("containers") or []
+        ]
+        status["conditions"] = pod_conditions(status, ready=False, now=now_iso())
+        run.done = True
+        self._write(pod, run, status)
+
+    def _plan_exits(self, pod: Obj, run: PodRun) -> None:
+        for t in run.timers.values():
+            t.cancel()
+        run.timers.clear()
+        code = _annotation_float(pod, EXIT_CODE)
+        secs = _annotation_float(pod, RUN_SECONDS)
+        if code is None and secs is None:
+            return
+        loop = asyncio.get_running_loop()
+        for name, started in run.started.items():
+            delay = max(0.0, started + (secs or 0.0) - time.time())
+            run.timers[name] = loop.call_later(delay, self._exit, run, name, int(code or 0))
+
+    def _live(self, run: PodRun) -> Obj | None:
+        """The pod, if this run should still act on it (same uid, not deleting, node not lost)."""
+        if self.agent.is_frozen(run.node) or run.done or self.runs.get((run.ns, run.name)) is not run:
+            return None
+        pod = self.agent.pod(run.ns, run.name)
+        if pod is None or pod["metadata"].get("uid") != run.uid or pod["metadata"].get("deletionTimestamp"):
+            return None
+        return pod
+
+    def _exit(self, run: PodRun, container: str, code: int) -> None:
+        run.timers.pop(container, None)
+        pod = self._live(run)
+        if pod is None:
+            return
+        key = (run.ns, run.name, container)
+        self.logs.write(key, f"[simulated] container {container} exiting with code {code}")
+        self.logs.close(key)
+        status = dict(run.status)
+        statuses = [dict(s) for s in status.get("containerStatuses") or []]
+        now = time.time()
+        term: Obj = {
+            "exitCode": code,
+            "reason": "Completed" if code == 0 else "Error",
+            "startedAt": iso_at(run.started.get(container, now)),
+            "finishedAt": iso_at(now),
+        }
+        containers = (pod.get("spec") or {}).get("containers") or []
+        spec: Obj = next((c for c in containers if c.get("name") == container), {})
+        stream = self.logs.stream(key, previous=False)
+        message = termination_message(spec, code, (e.text for e in stream.read()) if stream is not None else ())
+        if message:
+            term["message"] = message
+        policy = (pod.get("spec") or {}).get("restartPolicy", "Always")
+        restart = policy == "Always" or (policy == "OnFailure" and code != 0)
+        restarts = 0
+        for s in statuses:
+            if s["name"] != container:
+                continue
+            term["containerID"] = s.get("containerID", "")
+            s["ready"] = False
+            s["started"] = False
+            restarts = int(s.get("restartCount", 0))
+            if restart:
+                s["lastState"] = {"terminated": term}
+                s["state"] = {
+                    "waiting": {
+                        "reason": "CrashLoopBackOff" if code else "Completed",
+                        "message": f"back-off restarting failed container {container}",
+                    }
+                }
+            else:
+                s["state"] = {"terminated": term}
+        status["containerStatuses"] = statuses
+        run.started.pop(container, None)
+        if not restart and not run.started:
+            codes = [s["state"].get("terminated", {}).get("exitCode", 0) for s in statuses]
+            status["phase"] = "Succeeded" if all(c == 0 for c in codes) else "Failed"
+            run.done = True
+        status["conditions"] = pod_conditions(status, ready=False, terminal=run.done, now=now_iso())
+        self._write(pod, run, status)
+        if restart:
+            backoff = min(self.max_backoff, self.restart_backoff * (2**restarts))
+            if code:
+                self.agent.event(pod, "Warning", "BackOff", f"Back-off restarting failed container {container}")
+            run.timers[container] = asyncio.get_running_loop().call_later(backoff, self._restart, run, container)
+        # A terminal pod keeps its IP in status until deleted, as in the real cluster.
+
+    def _restart(self, run: PodRun, container: str) -> None:
+        run.timers.pop(container, None)
+        pod = self._live(run)
+        if pod is None:
+            return
+        spec_c = next((c for c in (pod.get("spec") or {}).get("containers") or [] if c["name"] == container), None)
+        if spec_c is None:
+            return
+        status = dict(run.status)
+        statuses = [dict(s) for s in status.get("containerStatuses") or []]
+        now = time.time()
+        for i, s in enumerate(statuses):
+            if s["name"] == container:
+                restarts = int(s.get("restartCount", 0)) + 1
+                statuses[i] = _running_status(spec_c, run, restarts, iso_at(now), s.get("lastState"))
+        run.started[container] = now
+        self.logs.start((run.ns, run.name, container))
+        self.logs.write((run.ns, run.name, container), f"[simulated] container {container} restarted")
+        status["containerStatuses"] = statuses
+        status["conditions"] = pod_conditions(status, ready=all(s.get("ready") for s in statuses), now=now_iso())
+        self._write(pod, run, status)
+        code = _annotation_float(pod, EXIT_CODE)
+        secs = _annotation_float(pod, RUN_SECONDS)
+        if code is None and secs is None:
+            return
+        run.timers[container] = asyncio.get_running_loop().call_later(
+            max(0.0, secs or 0.0), self._exit, run, container, int(code or 0)
+        )
+
+    def _terminate(self, pod: Obj, run: PodRun | None) -> None:
+        """A pod with deletionTimestamp: stop containers, report, then confirm deletion (grace 0)."""
+        if run is not None and run.stopping is not None:
+            return
+        grace = float(pod["metadata"].get("deletionGracePeriodSeconds") or 0)
+        delay = _annotation_float(pod, TERMINATION_SECONDS)
+        delay = min(grace, self.termination_seconds if delay is None else delay)
+        md = pod["metadata"]
+        if run is None:
+            run = self.runs[(md["namespace"], md["name"])] = PodRun(
+                md["namespace"], md["name"], md["uid"], pod["spec"]["nodeName"], status=dict(pod.get("status") or {})
+            )
+            run.done = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        for t in run.timers.values():
+            t.cancel()
+        run.timers.clear()
+        if not run.done:
+            names = ", ".join(c["name"] for c in (pod.get("spec") or {}).get("containers") or [])
+            self.agent.event(pod, "Normal", "Killing", f"Stopping container {names}")
+        run.stopping = asyncio.get_running_loop().call_later(delay, self._stopped, run, pod)
+
+    def _stopped(self, run: PodRun, pod: Obj) -> None:
+        run.stopping = None
+        if self.agent.is_frozen(run.node) or self.runs.get((run.ns, run.name)) is not run:
+            return
+        if not run.done and run.status.get("phase") not in ("Succeeded", "Failed"):
+            status = dict(run.status)
+            statuses = []
+            now = iso_at(time.time())
+            for s0 in status.get("containerStatuses") or []:
+                s = dict(s0)
+                if "running" in (s.get("state") or {}) or "waiting" in (s.get("state") or {}):
+                    s["state"] = {
+                        "terminated": {
+                            "exitCode": 143,
+                            "reason": "Error",
+                            "startedAt": (s.get("state", {}).get("running") or {}).get("startedAt", now),
+                            "finishedAt": now,
+                            "containerID": s.get("containerID", ""),
+                        }
+                    }
+                    s["ready"] = False
+                    s["started"] = False
+                statuses.append(s)
+                self.logs.close((run.ns, run.name, s["name"]))
+            status["containerStatuses"] = statuses
+            codes = [s["state"].get("terminated", {}).get("exitCode", 0) for s in statuses]
+            status["phase"] = "Succeeded" if all(c == 0 for c in codes) else "Failed"
+            status["conditions"] = pod_conditions(status, ready=False, terminal=True, now=now_iso())
+            self._write(pod, run, status)
+            run.done = True
+        self.agent.status.confirm_deletion(pod)
+
+    # ---- hooks and logs -----------------------------------------------------------------------------------
+
+    async def evict(self, pod: Obj, message: str) -> None:
+        """Evict as the kubelet does under node pressure: phase Failed, reason Evicted; the pod stays."""
+        md = pod["metadata"]
+        key = (md["namespace"], md["name"])
+        run = self.runs.get(key)
+        if run is None or run.uid != md["uid"]:
+            run = self.runs[key] = PodRun(key[0], key[1], md["uid"], pod["spec"]["nodeName"])
+            run.status = dict(pod.get("status") or {})
+        self._cancel(run)
+        run.done = True
+        run.started.clear()
+        now = iso_at(time.time())
+        status = dict(run.status)
+        statuses = []
+        for s0 in status.get("containerStatuses") or []:
+            s = dict(s0)
+            s["state"] = {
+                "terminated": {
+                    "exitCode": 137,
+                    "reason": "Error",
+                    "startedAt": ((s.get("state") or {}).get("running") or {}).get("startedAt", now),
+                    "finishedAt": now,
+                    "containerID": s.get("containerID", ""),
+                }
+            }
+            s["ready"] = False
+            s["started"] = False
+            statuses.append(s)
+            self.logs.close((key[0], key[1], s["name"]))
+        status.update(phase="Failed", reason="Evicted", message=message, containerStatuses=statuses)
+        conds = pod_conditions(status, ready=False, terminal=True, now=now_iso())
+        conds.append(
+            {
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": "TerminationByKubelet",
+                "message": message,
+                "lastProbeTime": None,
+                "lastTransitionTime": now,
+            }
+        )
+        status["conditions"] = conds
+        self._write(pod, run, status)
+        self.agent.event(pod, "Warning", "Evicted", message)
+
+    def log_stream(self, pod: Obj, container: str, previous: bool) -> LogStream:
+        md = pod["metadata"]
+        stream = self.logs.stream((md["namespace"], md["name"], container), previous=previous)
+        if stream is None:
+            if previous:
+                raise LogError(400, f'previous terminated container "{container}" in pod "{md["name"]}" not found')
+            raise LogError(400, f'container "{container}" in pod "{md["name"]}" is waiting to start: ContainerCreating')
+        return stream
+
+
+def _running_status(c: Obj, run: PodRun, restarts: int, ts: str, last: Obj | None) -> Obj:
+    return {
+        "name": c["name"],
+        "image": c.get("image", ""),
+        "imageID": _image_id(c),
+        "ready": True,
+        "started": True,
+        "restartCount": restarts,
+        "containerID": _cid(run, c["name"], restarts),
+        "state": {"running": {"startedAt": ts}},
+        "lastState": last or {},
+    }
+
+
+def _cid(run: PodRun, container: str, restarts: int) -> str:
+    h = hashlib.sha256(f"{run.uid}/{container}/{restarts}".encode()).hexdigest()
+    return f"simulated://{h[:32]}"
+
+
+def _image_id(c: Obj) -> str:
+    return "simulated://" + hashlib.sha256(str(c.get("image", "")).encode()).hexdigest()[:16]
+
+
+__all__ = ["EXIT_CODE", "IMAGE_PULL", "RUN_SECONDS", "TERMINATION_SECONDS", "NodeAgent", "SimulatedRuntime"]
