@@ -39,7 +39,6 @@ import copy
 import logging
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Final, Literal, Protocol
 
 from kubedl_py.api import TrainingJob
@@ -48,6 +47,7 @@ from kubedl_py.api.groups import KUBEDL, ApiGroup
 from kubedl_py.api.plain import Object
 from kubedl_py.controllers import status as st
 from kubedl_py.controllers.features import Wiring
+from kubedl_py.controllers.kueue_status import condition, set_condition, workload_is
 from kubedl_py.controllers.observation import Observation, Replica
 from kubedl_py.controllers.outcomes import JobFailure
 from kubedl_py.controllers.ownership import owner_reference
@@ -179,48 +179,6 @@ def build_workload(job: TrainingJob, *, priority: int, priority_ref: Object | No
         },
         "spec": spec,
     }
-
-
-def condition(workload: Object | None, kind: str) -> Object | None:
-    for cond in ((workload or {}).get("status") or {}).get("conditions") or []:
-        if cond.get("type") == kind:
-            found: Object = cond
-            return found
-    return None
-
-
-def workload_is(workload: Object | None, kind: str) -> bool:
-    cond = condition(workload, kind)
-    return cond is not None and cond.get("status") == "True"
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-_REASON = re.compile(r"[^A-Za-z0-9_,:]")
-
-
-def _set_condition(conditions: list[Object], kind: str, status: bool, *, reason: str, message: str, gen: int) -> None:
-    """metav1.Condition semantics: lastTransitionTime moves only when the status does."""
-    value = "True" if status else "False"
-    reason = _REASON.sub("", reason) or "Unknown"
-    for cond in conditions:
-        if cond.get("type") == kind:
-            if cond.get("status") != value:
-                cond["lastTransitionTime"] = _now()
-            cond.update(status=value, reason=reason, message=message[:32768], observedGeneration=gen)
-            return
-    conditions.append(
-        {
-            "type": kind,
-            "status": value,
-            "reason": reason,
-            "message": message[:32768],
-            "lastTransitionTime": _now(),
-            "observedGeneration": gen,
-        }
-    )
 
 
 @dataclass
@@ -502,9 +460,9 @@ class Workloads:
         status = copy.deepcopy(workload.get("status") or {})
         conditions: list[Object] = status.get("conditions") or []
         generation = int((workload.get("metadata") or {}).get("generation") or 0)
-        _set_condition(conditions, REQUEUED, reason in REQUEUED_AFTER, reason=reason, message=message, gen=generation)
-        _set_condition(conditions, QUOTA_RESERVED, False, reason="Pending", message=message, gen=generation)
-        _set_condition(
+        set_condition(conditions, REQUEUED, reason in REQUEUED_AFTER, reason=reason, message=message, gen=generation)
+        set_condition(conditions, QUOTA_RESERVED, False, reason="Pending", message=message, gen=generation)
+        set_condition(
             conditions,
             ADMITTED,
             False,
@@ -542,7 +500,7 @@ class Workloads:
         meta = workload.get("metadata") or {}
         generation = int(meta.get("generation") or 0)
         outcome = "Succeeded" if succeeded else "Failed"
-        _set_condition(conditions, FINISHED, True, reason=outcome, message=message, gen=generation)
+        set_condition(conditions, FINISHED, True, reason=outcome, message=message, gen=generation)
         patch = {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": {"conditions": conditions}}
         try:
             await self.client.patch_status(WORKLOADS, str(meta.get("name")), patch, namespace=job.namespace)

@@ -252,3 +252,16 @@ async def test_a_registered_feature_takes_part_in_the_reconcile(stamped: None, c
         assert event["involvedObject"]["kind"] == "PyTorchJob"
     finally:
         await running.stop()
+
+
+def test_no_controller_module_over_600_lines_and_no_class_over_400() -> None:
+    """The reconcile stays easy to read (issue 48): small modules, small classes."""
+    too_long: list[str] = []
+    for path in sorted(CONTROLLERS.rglob("*.py")):
+        source = path.read_text()
+        if source.count("\n") > 600:
+            too_long.append(f"{path.relative_to(ROOT)}: {source.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ClassDef) and (node.end_lineno or 0) - node.lineno + 1 > 400:
+                too_long.append(f"{path.relative_to(ROOT)}: class {node.name}")
+    assert not too_long, too_long

@@ -48,6 +48,22 @@ def reaches_backoff_limit(restarts: int, limit: int) -> bool:
     return restarts >= max(limit, 1)
 
 
+def restarts_of(seen: Observation, replica_type: str | None = None) -> int:
+    """Restarts recorded in the status plus the live pods' in-place ones: of the job, or of one type."""
+    statuses = seen.status.get("replicaStatuses") or {}
+    recorded = sum(
+        int(value.get("restarts") or 0)
+        for name, value in statuses.items()
+        if replica_type is None or name == replica_type
+    )
+    live = sum(
+        in_place_restarts(r.pod)
+        for r in seen.replicas.values()
+        if r.pod and (replica_type is None or r.replica_type == replica_type)
+    )
+    return recorded + live
+
+
 class Reports(Protocol):
     """What failure handling needs of the reporter (``reporting.Reporter``): its staged conditions and the
     status write that must precede a pod's deletion."""
@@ -133,28 +149,13 @@ class FailureHandling:
         )
         return True
 
-    def _restarts(self, seen: Observation, replica_type: str | None = None) -> int:
-        """Restarts recorded in the status plus the live pods' in-place ones: of the job, or of one type."""
-        statuses = seen.status.get("replicaStatuses") or {}
-        recorded = sum(
-            int(value.get("restarts") or 0)
-            for name, value in statuses.items()
-            if replica_type is None or name == replica_type
-        )
-        live = sum(
-            in_place_restarts(r.pod)
-            for r in seen.replicas.values()
-            if r.pod and (replica_type is None or r.replica_type == replica_type)
-        )
-        return recorded + live
-
     def _limit_reached(self, seen: Observation, *, more: int = 0, replica_type: str | None = None) -> str | None:
         """Which restart limit fails the job (the job-wide ``backoffLimit``, or the ``backoffLimit`` of
         ``replica_type`` or of any type), counting ``more`` restarts about to happen, as a clause for the
         message; None while neither is reached."""
         job = seen.job
         limit = job.run_policy.backoff_limit
-        restarts = self._restarts(seen) + more
+        restarts = restarts_of(seen) + more
         if limit is not None and reaches_backoff_limit(restarts, limit):
             if more:
                 return f"{restarts} restarts would reach backoffLimit {limit}"
@@ -162,7 +163,7 @@ class FailureHandling:
         for name, spec in job.replica_specs.items():
             if spec.backoff_limit is None or (replica_type is not None and name != replica_type):
                 continue
-            count = self._restarts(seen, name) + more
+            count = restarts_of(seen, name) + more
             if reaches_backoff_limit(count, spec.backoff_limit):
                 own = spec.backoff_limit
                 if more:
@@ -195,7 +196,7 @@ class FailureHandling:
             if waited < timeout:
                 seen.want_requeue(timeout - waited)
                 continue
-            cause = pending_cause(pod) or await self._volume_trouble(pod) or "no cause reported"
+            cause = pending_cause(pod) or await volume_trouble(self.client, pod) or "no cause reported"
             name = meta.get("name")
             message = (
                 f"{seen.job.kind} {seen.key}: pod {name} has been Pending for {int(waited)}s, over "
@@ -205,22 +206,6 @@ class FailureHandling:
             await self.recorder.warning(seen.raw, "PendingTimeout", f"pod {name}: {cause}")
             return True
         return False
-
-    async def _volume_trouble(self, pod: Object) -> str | None:
-        """A volume that cannot be mounted shows only in the pod's events (asked once, at the timeout)."""
-        meta = pod.get("metadata") or {}
-        try:
-            listed = await self.client.list(
-                EVENTS,
-                namespace=meta.get("namespace"),
-                field_selector=f"involvedObject.kind=Pod,involvedObject.name={meta.get('name')}",
-            )
-        except (errors.Forbidden, errors.NotFound):
-            return None
-        for event in reversed(listed.items):
-            if event.get("reason") in VOLUME_EVENT_REASONS:
-                return f"{event.get('reason')}: {event.get('message') or 'no message'}"
-        return None
 
     # ----------------------------------------------------------------------------------------- recover
 
@@ -481,3 +466,20 @@ class FailureHandling:
         recovery.charge(seen.status, replica.replica_type, failure.failure_class)
         if in_place:
             recovery.charge(seen.status, replica.replica_type, USER, in_place)
+
+
+async def volume_trouble(client: KubeClient, pod: Object) -> str | None:
+    """A volume that cannot be mounted shows only in the pod's events (asked once, at the timeout)."""
+    meta = pod.get("metadata") or {}
+    try:
+        listed = await client.list(
+            EVENTS,
+            namespace=meta.get("namespace"),
+            field_selector=f"involvedObject.kind=Pod,involvedObject.name={meta.get('name')}",
+        )
+    except (errors.Forbidden, errors.NotFound):
+        return None
+    for event in reversed(listed.items):
+        if event.get("reason") in VOLUME_EVENT_REASONS:
+            return f"{event.get('reason')}: {event.get('message') or 'no message'}"
+    return None
