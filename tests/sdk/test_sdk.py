@@ -226,6 +226,7 @@ def test_resolve_config_falls_back_to_the_service_account(monkeypatch: pytest.Mo
     monkeypatch.setattr(kube_client, "SERVICE_ACCOUNT_TOKEN", str(token))
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))
+    monkeypatch.setenv("HOME", str(tmp_path))  # a real ~/.kubedl-py/local.kubeconfig would change the advice
     resolved = resolve_config(namespace="team-a")
     assert resolved == ResolvedConfig(None, None, "team-a", in_cluster=True)
     token.unlink()
