@@ -11,7 +11,8 @@ Organised like the real kubelet:
 
 - one *pod worker* per pod (``PodWorker``), owning its sandbox, volumes, containers and the pod's status;
 - a *container loop* per container: start (env with downward API and ``$(VAR)`` expansion), wait, report
-  ``terminated``, apply ``restartPolicy`` with a doubling back-off (``CrashLoopBackOff`` meanwhile);
+  ``terminated``, restart it by the kubelet's rules (``restarts.should_restart``) with a doubling back-off
+  (``CrashLoopBackOff`` meanwhile);
 - deletion: SIGTERM to every container, wait ``deletionGracePeriodSeconds``, SIGKILL, report the final
   status, tear down the sandbox, then the agent confirms the deletion (grace 0), as the kubelet does;
 - the kube-proxy and cluster-DNS roles: Services and Endpoints come from informers (list + watch, like
@@ -79,6 +80,7 @@ from kubedl_local.node.process import (
     wrap_argv,
 )
 from kubedl_local.node.process.runner import RunningContainer
+from kubedl_local.node.restarts import should_restart
 from kubedl_local.node.status import pod_conditions
 from kubedl_local.node.termination import MAX_LOG_LINES, termination_message
 from kubedl_local.node.volumes import Ownership, VolumeError, VolumeManager
@@ -385,7 +387,7 @@ class PodWorker:
             term = await self._start_and_wait(ctr)
             if term is None:
                 return None
-            restart = policy == "Always" or (policy == "OnFailure" and term.exit_code != 0)
+            restart = should_restart(ctr.spec, {"restartPolicy": policy}, term.exit_code)
             if not restart:
                 ctr.status = _terminated_status(ctr.spec, ctr, term)
                 self._release_devices(ctr.spec["name"])

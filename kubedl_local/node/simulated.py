@@ -5,6 +5,9 @@ startTime, conditions), a few log lines are "written" (served by the kubelet end
 annotations decide how they end:
 
 - ``local.kubedl.io/exit-code``: the exit code of every container (default: containers never exit);
+- ``local.kubedl.io/exit-codes``: the exit codes of successive runs of each container, comma-separated
+  (``137,0``: the first run is killed, the one restarted in place succeeds); runs past the list repeat its
+  last; it takes precedence over ``exit-code``;
 - ``local.kubedl.io/run-seconds``: how long containers run before exiting (default 0 with an exit code;
   with only run-seconds the exit code is 0);
 - ``local.kubedl.io/termination-seconds``: how long containers take to stop after deletion (default
@@ -12,8 +15,9 @@ annotations decide how they end:
 - ``local.kubedl.io/image-pull``: ``fail`` makes every image of the pod unpullable: the pod stays Pending
   with its containers waiting in ``ImagePullBackOff``, as a kubelet reports an image that does not exist.
 
-``restartPolicy`` is applied as the kubelet does: Always restarts in place (restartCount+1 after a doubling
-back-off), OnFailure restarts non-zero exits, Never leaves the pod Succeeded/Failed.
+Restarts are the kubelet's (``restarts.should_restart``: the container's own ``restartPolicy`` and
+``restartPolicyRules``, else the pod's ``restartPolicy``): a restarted container comes back in the same pod
+(restartCount+1 after a doubling back-off); once no container will run again the pod is Succeeded/Failed.
 
 Why it is cheap enough for 10,000 pods on hundreds of nodes: the agent has one watch for all its nodes;
 changes are queued and handled in batches by one task; containers are ``call_later`` timers, not tasks;
@@ -31,6 +35,7 @@ from typing import Any
 
 from kubedl_local.node.agent import NodeAgent, Runtime, SyncQueue, now_iso
 from kubedl_local.node.logs import LogError, LogStream, MemoryLogs
+from kubedl_local.node.restarts import should_restart
 from kubedl_local.node.spec import SIMULATED_POD_CIDR, IPPool
 from kubedl_local.node.status import pod_conditions
 from kubedl_local.node.termination import termination_message
@@ -42,6 +47,7 @@ EXIT_CODE = "local.kubedl.io/exit-code"
 RUN_SECONDS = "local.kubedl.io/run-seconds"
 TERMINATION_SECONDS = "local.kubedl.io/termination-seconds"
 IMAGE_PULL = "local.kubedl.io/image-pull"
+EXIT_CODES = "local.kubedl.io/exit-codes"
 
 
 def iso_at(ts: float) -> str:
@@ -60,7 +66,7 @@ class PodRun:
     started: dict[str, float] = field(default_factory=dict)  # container -> start time of current instance
     timers: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
     stopping: asyncio.TimerHandle | None = None
-    plan: tuple[str | None, str | None] = (None, None)  # annotations the exit timers were planned from
+    plan: tuple[str | None, ...] = (None, None, None)  # annotations the exit timers were planned from
     done: bool = False
 
 
@@ -125,7 +131,7 @@ class SimulatedRuntime(Runtime):
     def thaw(self, node: str) -> None:
         for run in self.runs.values():
             if run.node == node:
-                run.plan = (None, "resync")  # re-plan exits from the annotations
+                run.plan = (None, "resync", None)  # re-plan exits from the annotations
 
     def node_removed(self, node: str) -> None:
         for key, run in list(self.runs.items()):
@@ -187,7 +193,7 @@ class SimulatedRuntime(Runtime):
         if run.done:
             return
         ann = pod["metadata"].get("annotations") or {}
-        plan = (ann.get(EXIT_CODE), ann.get(RUN_SECONDS))
+        plan = _plan_of(ann)
         if plan != run.plan:
             run.plan = plan
             self._plan_exits(pod, run)
@@ -250,7 +256,7 @@ class SimulatedRuntime(Runtime):
         status["conditions"] = pod_conditions(status, ready=True, now=now_iso())
         self._write(pod, run, status)
         ann = pod["metadata"].get("annotations") or {}
-        run.plan = (ann.get(EXIT_CODE), ann.get(RUN_SECONDS))
+        run.plan = _plan_of(ann)
         self._plan_exits(pod, run)
 
     def _image_pull_failed(self, pod: Obj, run: PodRun, status: Obj) -> None:
@@ -285,12 +291,13 @@ class SimulatedRuntime(Runtime):
         for t in run.timers.values():
             t.cancel()
         run.timers.clear()
-        code = _annotation_float(pod, EXIT_CODE)
         secs = _annotation_float(pod, RUN_SECONDS)
-        if code is None and secs is None:
-            return
+        runs = {s.get("name"): int(s.get("restartCount") or 0) for s in run.status.get("containerStatuses") or []}
         loop = asyncio.get_running_loop()
         for name, started in run.started.items():
+            code = _exit_code(pod, runs.get(name, 0))  # of the container's current run
+            if code is None and secs is None:
+                continue
             delay = max(0.0, started + (secs or 0.0) - time.time())
             run.timers[name] = loop.call_later(delay, self._exit, run, name, int(code or 0))
 
@@ -326,8 +333,7 @@ class SimulatedRuntime(Runtime):
         message = termination_message(spec, code, (e.text for e in stream.read()) if stream is not None else ())
         if message:
             term["message"] = message
-        policy = (pod.get("spec") or {}).get("restartPolicy", "Always")
-        restart = policy == "Always" or (policy == "OnFailure" and code != 0)
+        restart = should_restart(spec, pod.get("spec") or {}, code)
         restarts = 0
         for s in statuses:
             if s["name"] != container:
@@ -372,6 +378,7 @@ class SimulatedRuntime(Runtime):
         status = dict(run.status)
         statuses = [dict(s) for s in status.get("containerStatuses") or []]
         now = time.time()
+        restarts = 0
         for i, s in enumerate(statuses):
             if s["name"] == container:
                 restarts = int(s.get("restartCount", 0)) + 1
@@ -382,7 +389,7 @@ class SimulatedRuntime(Runtime):
         status["containerStatuses"] = statuses
         status["conditions"] = pod_conditions(status, ready=all(s.get("ready") for s in statuses), now=now_iso())
         self._write(pod, run, status)
-        code = _annotation_float(pod, EXIT_CODE)
+        code = _exit_code(pod, restarts)
         secs = _annotation_float(pod, RUN_SECONDS)
         if code is None and secs is None:
             return
@@ -498,6 +505,25 @@ class SimulatedRuntime(Runtime):
                 raise LogError(400, f'previous terminated container "{container}" in pod "{md["name"]}" not found')
             raise LogError(400, f'container "{container}" in pod "{md["name"]}" is waiting to start: ContainerCreating')
         return stream
+
+
+def _plan_of(annotations: dict[str, str]) -> tuple[str | None, ...]:
+    """The annotations that decide how a pod's containers end (a change re-plans them)."""
+    return annotations.get(EXIT_CODE), annotations.get(RUN_SECONDS), annotations.get(EXIT_CODES)
+
+
+def _exit_code(pod: Obj, run: int) -> float | None:
+    """How run ``run`` (0: the first) of a container ends: ``exit-codes`` by run, else ``exit-code``."""
+    listed = ((pod.get("metadata") or {}).get("annotations") or {}).get(EXIT_CODES)
+    if listed:
+        try:
+            codes = [int(code) for code in listed.split(",") if code.strip()]
+        except ValueError:
+            log.warning("pod %s: %s=%r is not a list of exit codes", pod["metadata"].get("name"), EXIT_CODES, listed)
+            codes = []
+        if codes:
+            return float(codes[min(run, len(codes) - 1)])
+    return _annotation_float(pod, EXIT_CODE)
 
 
 def _running_status(c: Obj, run: PodRun, restarts: int, ts: str, last: Obj | None) -> Obj:

@@ -243,6 +243,13 @@ class FailurePolicy(KubeModel):
     restart_scope: Literal["Replica", "Job"] | None = None
     """Replica (default): a failed replica's pod is replaced alone. Job: every pod of the job is replaced
     together, new ones only once all old ones are gone (a fresh rendezvous), one restart per time."""
+    restart_mode: Literal["Auto", "InPlace", "Recreate"] | None = None
+    """How a retryable failure of a restartPolicy ExitCode replica restarts it. Auto (default) and InPlace:
+    in its own pod (the kubelet's container restart rules: exits 128-255 restart the container; same pod,
+    node, IP and host port, its emptyDir volumes kept), recreated only where the node cannot (a kubelet
+    before 1.35, ContainerRestartRules off), with an InPlaceRestartUnavailable event. Recreate: a new pod
+    every time. With restartScope Job every pod is recreated (the whole job in place is not built yet):
+    InPlace is refused there, Auto recreates."""
     pending_timeout_seconds: Annotated[int, Field(ge=1)] | None = None
     """Fail the job when one of its pods has been Pending this long, naming the pod and why (an image that
     cannot be pulled, no node that fits, a volume that cannot be mounted); unset: wait forever."""
@@ -417,6 +424,9 @@ class JobStatus(StatusModel):
     logs --previous prints for ranks whose pods are gone."""
     avoided_nodes: list[AvoidedNode] | None = None
     """Nodes the job's new pods are kept off (failurePolicy.avoidNodeAfterFailures), until it finishes."""
+    in_place_counted: dict[str, NonNegativeInt] | None = None
+    """The container restarts of each live pod (by pod uid) already counted in replicaStatuses restarts:
+    in-place restarts are counted as they happen, each once, also across a controller restart."""
     start_time: datetime | None = None
     """When the controller started the job (again after a suspension)."""
     completion_time: datetime | None = None

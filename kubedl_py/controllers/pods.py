@@ -18,6 +18,7 @@ from kubedl_py.api import constants as c
 from kubedl_py.api.defaults import default_container_index, training_port
 from kubedl_py.api.groups import peer_labels
 from kubedl_py.controllers.addressing import Addressing, replica_name
+from kubedl_py.controllers.failures.policies import in_place_rule, restarts_in_place
 from kubedl_py.controllers.kinds.base import Kind
 from kubedl_py.controllers.ownership import owner_reference
 from kubedl_py.controllers.rendezvous import apply_rendezvous
@@ -121,6 +122,11 @@ def build_pod(
     main = containers[main_index]
     port = addressing.service_port(replica_type)
     _ensure_port(main, job.framework.port_name, port)
+    if restarts_in_place(job, replica_type):
+        # The retryable exits restart the program in its pod, by the kubelet; the rest end it (Never), as the
+        # pod's policy says. A template's own rules come first (the kubelet takes the first that matches).
+        main["restartPolicy"] = "Never"
+        main["restartPolicyRules"] = [*(main.get("restartPolicyRules") or []), in_place_rule()]
     # The evidence of a failure: the kubelet keeps a failed container's last log lines as its termination
     # message, which the controller copies into the job's status before the pod goes (failures.py).
     main.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")

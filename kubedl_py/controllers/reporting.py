@@ -18,21 +18,19 @@ from kubedl_py.api.groups import KUBEDL, condition_reason, group_of
 from kubedl_py.api.plain import Object
 from kubedl_py.controllers import status as st
 from kubedl_py.controllers.addressing import replica_name
-from kubedl_py.controllers.failures.classes import USER
 from kubedl_py.controllers.failures.policies import (
     completion_of,
     count_phase,
     unschedulable_message,
     unseen_by_scheduler,
 )
-from kubedl_py.controllers.failures.recovery import charge
 from kubedl_py.controllers.kinds.base import Kind
 from kubedl_py.controllers.memory import Memories
 from kubedl_py.controllers.observation import Observation, Replica
 from kubedl_py.controllers.outcomes import StaleDecision
 from kubedl_py.controllers.ownership import NAME_IN_USE, PREVIOUS_JOB_TERMINATING
 from kubedl_py.controllers.pods import type_selector
-from kubedl_py.controllers.podstate import in_place_restarts, is_crashing, slot_of
+from kubedl_py.controllers.podstate import is_crashing, slot_of
 from kubedl_py.controllers.status_pacing import StatusYield
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
@@ -103,18 +101,9 @@ class Reporter:
 
     def set_failed(self, seen: Observation, reason: str, message: str) -> None:
         if st.set_condition(seen.status, st.FAILED, reason=reason_of(seen.job, "Failed", reason), message=message):
-            self.fold_in_place_restarts(seen)
             seen.status["completionTime"] = st.timestamp(seen.now)
             self.on_transition(seen.job.kind, st.FAILED, seen.job.namespace)
             logger.info("%s: failed (%s): %s", seen.key, reason, message)
-
-    def fold_in_place_restarts(self, seen: Observation) -> None:
-        """The job just finished: the live pods' in-place restarts join ``replicaStatuses.<type>.restarts``, so
-        the counts stay what the job was judged by once cleanup deletes the pods (nothing counts after)."""
-        for replica in seen.replicas.values():
-            restarts = in_place_restarts(replica.pod)
-            if restarts:
-                charge(seen.status, replica.replica_type, USER, restarts)
 
     # ------------------------------------------------------------------------------------------- report
 
@@ -234,7 +223,6 @@ class Reporter:
                 message=f"{job.kind} {seen.key} successfully completed.",
             )
             status["completionTime"] = st.timestamp(seen.now)
-            self.fold_in_place_restarts(seen)
             self.on_transition(job.kind, st.SUCCEEDED, job.namespace)
             return
         slots = list(seen.replicas.values())

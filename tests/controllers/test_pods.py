@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
+from kubedl_py.api import JobValidationError, parse_job
 from kubedl_py.api import constants as c
-from kubedl_py.api.common import EnvVar
+from kubedl_py.api.common import EnvVar, FailurePolicy
 from kubedl_py.controllers.pods import addressing_for, build_pod, build_service
 from tests.controllers.test_rendezvous import pytorchjob, tfjob
 
@@ -53,6 +56,49 @@ def test_exit_code_policy_runs_the_pod_with_never() -> None:
     assert pod["spec"]["restartPolicy"] == "Never"
     (container,) = pod["spec"]["containers"]
     assert [e["name"] for e in container["env"]] == ["TF_CONFIG"]
+
+
+def test_exit_code_replicas_restart_retryable_exits_in_place_unless_recreated_or_whole() -> None:
+    """restartMode Auto (default): a retryable exit (128-255) restarts the main container in its pod by the
+    kubelet's restart rules, any other exit ends it (Never); Recreate and restartScope Job keep today's pod."""
+    job = tfjob("t", "ns", PS=1, Worker=2)
+    main = build_pod(job, "Worker", 0, addressing_for(job))["spec"]["containers"][0]
+    assert main["restartPolicy"] == "Never"
+    (rule,) = main["restartPolicyRules"]
+    assert rule == {"action": "Restart", "exitCodes": {"operator": "In", "values": list(range(128, 256))}}
+    for policy in (
+        {"restartMode": "Recreate"},
+        {"restartScope": "Job"},
+        {"restartScope": "Job", "restartMode": "Auto"},
+    ):
+        other = tfjob("t", "ns", PS=1, Worker=2)
+        other.run_policy.failure_policy = FailurePolicy.model_validate(policy)
+        container = build_pod(other, "Worker", 0, addressing_for(other))["spec"]["containers"][0]
+        assert "restartPolicyRules" not in container and "restartPolicy" not in container, policy
+    on_failure = pytorchjob()  # restartPolicy OnFailure: the pod's own policy restarts it, no rule needed
+    container = build_pod(on_failure, "Worker", 0, addressing_for(on_failure))["spec"]["containers"][0]
+    assert "restartPolicyRules" not in container
+
+
+def test_in_place_with_a_whole_job_restart_is_refused_naming_the_field() -> None:
+    document = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "p", "namespace": "ns"},
+        "spec": {
+            "runPolicy": {"failurePolicy": {"restartScope": "Job", "restartMode": "InPlace"}},
+            "pytorchReplicaSpecs": {
+                "Master": {"template": {"spec": {"containers": [{"name": "pytorch", "image": "i"}]}}}
+            },
+        },
+    }
+    with pytest.raises(JobValidationError) as info:
+        parse_job(document)
+    (error,) = info.value.errors
+    assert error.field == "spec.runPolicy.failurePolicy.restartMode"
+    assert "use Auto" in error.message and "Recreate" in error.message
+    document["spec"]["runPolicy"]["failurePolicy"]["restartMode"] = "Auto"  # type: ignore[index]
+    assert parse_job(document).run_policy.failure_policy.restart_mode == "Auto"  # type: ignore[union-attr]
 
 
 def test_normal_mode_service_is_headless_with_the_container_ports() -> None:

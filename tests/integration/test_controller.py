@@ -8,6 +8,8 @@ import json
 import time
 from typing import Any
 
+import pytest
+
 from kubedl_py.api import constants as c
 from kubedl_py.kube.errors import AlreadyExists
 from kubedl_py.kube.resources import NAMESPACES, PODS, SERVICES
@@ -118,10 +120,14 @@ async def test_never_policy_fails_the_job_with_the_exit_code(kube: Kube, control
     assert "Worker 0 exited with code 3" in cond["message"]
 
 
-async def test_exit_code_policy_retries_signals_until_backoff_limit(kube: Kube, controller: RunningController) -> None:
+@pytest.mark.parametrize("mode", ["Auto", "Recreate"])
+async def test_exit_code_policy_retries_signals_until_backoff_limit(
+    kube: Kube, controller: RunningController, mode: str
+) -> None:
     job = tfjob(
         "retry",
         backoffLimit=2,
+        failurePolicy={"restartMode": mode},
         replicas={
             "PS": replica(1, name="tensorflow"),
             "Worker": replica(1, name="tensorflow", restart_policy="ExitCode", exit_code=137, run_seconds=0.2),
@@ -131,14 +137,24 @@ async def test_exit_code_policy_retries_signals_until_backoff_limit(kube: Kube, 
     failed = await wait_condition(kube, TFJOBS, "retry", "Failed", within=30)
     cond = condition(failed, "Failed")
     assert cond is not None and cond["reason"] == "BackoffLimitExceeded", cond
-    # The job fails when its restarts reach the limit (the Training Operator's and KubeDL's count): with
-    # backoffLimit 2, one replacement is made and the second failure, which would be restart 2, ends the job.
-    assert failed["status"]["replicaStatuses"]["Worker"]["restarts"] == 1
-    assert "2 restarts would reach backoffLimit 2" in cond["message"]
-    # PS once, the worker once plus one replacement.
-    assert len(controller.cluster.request_log.find(verb="create", resource="pods", status=201)) == 3
-    events = await events_for(kube, "retry")
-    assert sum(1 for e in events if e["reason"] == "JobRestarting") >= 1
+    creates = controller.cluster.request_log.find(verb="create", resource="pods", status=201)
+    # The job fails when its restarts reach the limit (the Training Operator's and KubeDL's count).
+    if mode == "Recreate":
+        # With backoffLimit 2, one replacement is made and the second failure, which would be restart 2, ends
+        # the job. PS once, the worker once plus one replacement.
+        assert failed["status"]["replicaStatuses"]["Worker"]["restarts"] == 1
+        assert "2 restarts would reach backoffLimit 2" in cond["message"]
+        assert len(creates) == 3
+        events = await events_for(kube, "retry")
+        assert sum(1 for e in events if e["reason"] == "JobRestarting") >= 1
+    else:
+        # In place: the kubelet restarts the worker in its pod; its second restart reaches the limit. No pod
+        # is made but the first two.
+        assert failed["status"]["replicaStatuses"]["Worker"]["restarts"] == 2
+        assert "has restarted 2 times, reaching backoffLimit 2" in cond["message"], cond["message"]
+        assert len(creates) == 2
+        events = await events_for(kube, "retry")
+        assert sum(1 for e in events if e["reason"] == "RestartedInPlace") == 2
 
 
 async def test_exit_code_policy_fails_fast_on_a_program_error(kube: Kube, controller: RunningController) -> None:

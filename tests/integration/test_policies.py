@@ -160,7 +160,9 @@ async def test_a_replica_types_own_backoff_limit_fails_the_job_when_reached(
     assert cond is not None and cond["reason"] == "BackoffLimitExceeded", cond
     assert "Worker replicas" in cond["message"] and "backoffLimit 2" in cond["message"], cond["message"]
     statuses = failed["status"]["replicaStatuses"]
-    assert int(statuses["Worker"]["restarts"]) == 1
+    # In place (restartMode Auto) the kubelet has made the restart that reaches the limit when the job fails
+    # (both workers may restart between two looks); recreated, the job fails before the second replacement.
+    assert int(statuses["Worker"]["restarts"]) >= 2
     assert int(statuses["PS"].get("restarts") or 0) == 0
 
 

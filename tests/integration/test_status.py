@@ -170,7 +170,13 @@ async def test_a_failed_pod_replaced_leaves_restarting_false_once_running_again(
     worker = replica(1, restart_policy="ExitCode", exit_code=137, run_seconds=1.0)
     await kube.create(
         PYTORCHJOBS,
-        pytorchjob("crash", host=True, replicas={"Master": replica(1), "Worker": worker}),
+        # Recreate: this is about a replacement (in place, the pod stays: tests/integration/test_in_place.py)
+        pytorchjob(
+            "crash",
+            host=True,
+            replicas={"Master": replica(1), "Worker": worker},
+            failurePolicy={"restartMode": "Recreate"},
+        ),
         namespace=kube.ns,
     )
     first = await eventually(lambda: _pod_named(kube, "crash", "crash-worker-0"), what="worker 0")
@@ -258,7 +264,13 @@ async def test_a_failures_record_survives_a_write_that_fails_around_its_pods_del
     worker = replica(1, restart_policy="ExitCode", exit_code=137, run_seconds=4.0)
     await kube.create(
         PYTORCHJOBS,
-        pytorchjob("evidence", host=True, services="all", replicas={"Master": replica(1), "Worker": worker}),
+        pytorchjob(
+            "evidence",
+            host=True,
+            services="all",
+            replicas={"Master": replica(1), "Worker": worker},
+            failurePolicy={"restartMode": "Recreate"},  # the pod's deletion is what the faults surround
+        ),
         namespace=kube.ns,
     )
     await wait_condition(kube, PYTORCHJOBS, "evidence", "Running")

@@ -179,6 +179,7 @@ def ddp_job(name: str, args: list[str]) -> dict[str, Any]:
         "spec": {
             "backoffLimit": 10,
             "cleanPodPolicy": "None",
+            "failurePolicy": {"restartMode": "Recreate"},  # a failover: the pod replaced, its Service re-pointed
             "pytorchReplicaSpecs": {"Master": replica(), "Worker": replica()},
         },
     }
@@ -373,7 +374,8 @@ def test_tfjob_ps_and_workers_from_the_controller_image(installed: NodeCluster) 
 
 def once_then_succeed(name: str, marker_dir: Path, first_attempt: str, *, limits: dict[str, str]) -> dict[str, Any]:
     """A one-Master PyTorchJob whose first attempt runs ``first_attempt`` (which makes the kubelet or the
-    kernel end it) and every later attempt exits 0: a hostPath marker tells them apart."""
+    kernel end it) and every later attempt exits 0: a hostPath marker tells them apart. Recreated on a
+    failure (``restartMode: Recreate``): these tests are about the failed pod and its replacement."""
     script = f'if [ -e /marker/{name} ]; then echo "second attempt"; exit 0; fi; touch /marker/{name}; {first_attempt}'
     container = {
         "name": "pytorch",
@@ -389,6 +391,7 @@ def once_then_succeed(name: str, marker_dir: Path, first_attempt: str, *, limits
         "metadata": {"name": name, "namespace": "default"},
         "spec": {
             "backoffLimit": 3,
+            "failurePolicy": {"restartMode": "Recreate"},
             "pytorchReplicaSpecs": {
                 "Master": {
                     "replicas": 1,
@@ -490,6 +493,80 @@ def test_a_rank_evicted_by_the_kubelet_is_recognised_and_replaced(installed: Nod
             client.delete(name)
     restarts = _restart_events(installed, name)
     assert any("Evicted" in m for m in restarts), restarts
+
+
+# ---------------------------------------------------------------------------------------------- in place
+
+
+def marker_job(name: str, mode: str) -> dict[str, Any]:
+    """A host-network one-Master PyTorchJob whose program exits 137 (a signal: retryable) unless the marker it
+    leaves in an ``emptyDir`` is there: only a restart that keeps the pod's sandbox can succeed."""
+    script = 'if [ -e /data/marker ]; then echo "marker kept"; exit 0; fi; touch /data/marker; echo "first"; exit 137'
+    container = {
+        "name": "pytorch",
+        "image": BASE_IMAGE,
+        "imagePullPolicy": "Never",
+        "command": ["sh", "-c", script],
+        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+    }
+    return {
+        "apiVersion": "training.kubedl.io/v1alpha1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": "default", "annotations": {"kubedl.io/network-mode": "host"}},
+        "spec": {
+            "backoffLimit": 3,
+            "cleanPodPolicy": "None",  # the pod stays to be looked at
+            "failurePolicy": {"restartMode": mode},
+            "pytorchReplicaSpecs": {
+                "Master": {
+                    "replicas": 1,
+                    "restartPolicy": "ExitCode",
+                    "template": {"spec": {"containers": [container], "volumes": [{"name": "data", "emptyDir": {}}]}},
+                }
+            },
+        },
+    }
+
+
+@pytest.mark.parametrize("mode", ["Auto", "Recreate"])
+def test_a_killed_rank_restarts_in_its_own_pod_through_the_real_kubelet(installed: NodeCluster, mode: str) -> None:
+    """The real kubelet's container restart rules (Kubernetes 1.37.2, ContainerRestartRules): in place (Auto)
+    the second run finds its marker (the sandbox and its emptyDir kept), in the same pod on the same host port,
+    and the job succeeds with one restart counted and a ``RestartedInPlace`` event. Recreated, every new pod
+    has a new emptyDir, so every run exits 137 until backoffLimit fails the job."""
+    name = f"inplace-{mode.lower()}-{uuid.uuid4().hex[:6]}"
+    pod_name = f"{name}-master-0"
+    with TrainingClient(kubeconfig=installed.kubeconfig) as client:
+        client.submit(marker_job(name, mode))
+        try:
+            first = eventually(lambda: _pod_or_none(installed, pod_name), within=120, what="the Master's pod")
+            finished = client.wait(name, timeout=240)
+            master = _master_status(client.get(name))
+            pod = installed.get("pod", pod_name)
+            if mode == "Auto":
+                assert job_state(finished) == "Succeeded", finished.status
+                assert pod["metadata"]["uid"] == first["metadata"]["uid"]
+                assert (
+                    pod["metadata"]["annotations"]["training.kubedl.io/host-port"]
+                    == (first["metadata"]["annotations"]["training.kubedl.io/host-port"])
+                )
+                assert pod["status"]["containerStatuses"][0]["restartCount"] == 1
+                assert client.logs(name, "master", 0).strip() == "marker kept"
+                assert (master.restarts, master.infrastructure_restarts or 0) == (1, 0), master
+                events = installed.get("events", "-n", "default", "--field-selector", f"involvedObject.name={name}")
+                reasons = [e.get("reason") for e in events["items"]]
+                assert reasons.count("RestartedInPlace") == 1, reasons
+            else:
+                assert job_state(finished) == "Failed", finished.status
+                assert pod["metadata"]["uid"] != first["metadata"]["uid"]
+                assert client.logs(name, "master", 0).strip() == "first"
+        finally:
+            client.delete(name)
+
+
+def _pod_or_none(cluster: NodeCluster, name: str) -> dict[str, Any] | None:
+    found = cluster.get("pods", "-n", "default", "--field-selector", f"metadata.name={name}")["items"]
+    return found[0] if found else None
 
 
 # ---------------------------------------------------------------------------------------------- MPIJob

@@ -20,7 +20,7 @@ from kubedl_py.api.groups import condition_reason
 from kubedl_py.api.plain import Object, parse_time
 from kubedl_py.controllers import status as st
 from kubedl_py.controllers.addressing import replica_name
-from kubedl_py.controllers.failures import recovery
+from kubedl_py.controllers.failures import in_place, recovery
 from kubedl_py.controllers.failures.classes import USER, Failure, classify, disruption, in_place_failure
 from kubedl_py.controllers.failures.policies import (
     VOLUME_EVENT_REASONS,
@@ -28,11 +28,12 @@ from kubedl_py.controllers.failures.policies import (
     count_phase,
     keeps_pods_after_failure,
     pending_cause,
+    restarts_in_place,
     whole_job_restart,
 )
 from kubedl_py.controllers.observation import Observation, Replica
 from kubedl_py.controllers.outcomes import JobFailure
-from kubedl_py.controllers.podstate import in_place_restarts, is_active, slot_of
+from kubedl_py.controllers.podstate import is_active, slot_of
 from kubedl_py.controllers.writes import Writes
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
@@ -49,19 +50,14 @@ def reaches_backoff_limit(restarts: int, limit: int) -> bool:
 
 
 def restarts_of(seen: Observation, replica_type: str | None = None) -> int:
-    """Restarts recorded in the status plus the live pods' in-place ones: of the job, or of one type."""
+    """Restarts charged to the program, of the job or of one type: pods replaced and in-place restarts, each
+    counted as it happened (``FailureHandling.count_in_place``)."""
     statuses = seen.status.get("replicaStatuses") or {}
-    recorded = sum(
+    return sum(
         int(value.get("restarts") or 0)
         for name, value in statuses.items()
         if replica_type is None or name == replica_type
     )
-    live = sum(
-        in_place_restarts(r.pod)
-        for r in seen.replicas.values()
-        if r.pod and (replica_type is None or r.replica_type == replica_type)
-    )
-    return recorded + live
 
 
 class Reports(Protocol):
@@ -110,8 +106,8 @@ class FailureHandling:
     async def judge(self, seen: Observation) -> bool:
         """Before anything is made: the evidence of in-place restarts recorded; True when the job fails now
         (``activeDeadlineSeconds``, ``backoffLimit``, ``pendingTimeoutSeconds``), its pods stopped."""
-        # The evidence of in-place restarts first: a limit reached below names the latest one.
-        self._note_in_place_failures(seen)
+        # In-place restarts first, counted and recorded: a limit reached below counts them and names the latest.
+        await self.count_in_place(seen)
         if self._deadline_passed(seen) or self._backoff_exceeded(seen):
             failed = st.get_condition(seen.status, st.FAILED) or {}
             reason = str(failed.get("reason") or "Failed")
@@ -258,6 +254,9 @@ class FailureHandling:
                 # write) replaces the pod without charging it again.
                 self._check_budget(seen, replica, failure)
                 self._count_restart(seen, replica, failure)
+                if restarts_in_place(job, replica.replica_type) and not failure.infrastructure:
+                    unavailable = in_place.unavailable_message(replica, failure)
+                    await self.recorder.warning(seen.raw, "InPlaceRestartUnavailable", unavailable)
             if whole_job_restart(job):
                 await self._restart_job(seen, f"{who} {failure.description}")
                 return  # one restart of the whole job, however many pods failed with it
@@ -312,17 +311,20 @@ class FailureHandling:
             logger.info("%s: new pods avoid node %s: %s", seen.key, entry.get("node"), why)
         return True
 
-    def _note_in_place_failures(self, seen: Observation) -> None:
-        """The evidence of in-place restarts (``OnFailure``/``Always``): the kubelet restarted the program and
-        kept only the last run's end in ``lastState``; record it before the next one replaces it. Charged as
-        today: the live pods' restart counts are what backoffLimit adds up (``_restarts``)."""
-        for replica in seen.replicas.values():
-            pod = replica.pod
-            if pod is None:
-                continue
-            failure = in_place_failure(pod, self.main_container(pod))
+    async def count_in_place(self, seen: Observation) -> None:
+        """In-place restarts, as they happen (``in_place.py``): each charged once to its class, the latest run's
+        end recorded as evidence (the kubelet keeps only it, in ``lastState``), the job saying it restarts, and
+        a ``RestartedInPlace`` event naming the rank."""
+        for item in in_place.restarted(seen):
+            failure = in_place_failure(item.pod, self.main_container(item.pod))
             if failure is not None:
-                self._record(seen, replica, pod, failure)
+                self._record(seen, item.replica, item.pod, failure)
+            recovery.charge(
+                seen.status, item.replica.replica_type, failure.failure_class if failure else USER, item.new
+            )
+            message = in_place.restarted_message(item, failure)
+            self.reporter.restarting(seen, message)
+            await self.recorder.normal(seen.raw, "RestartedInPlace", message)
 
     async def _note_disruptions(self, seen: Observation) -> None:
         """Pods Kubernetes is ending for a disruption (``DisruptionTarget``: preemption, the Eviction API, taint
@@ -337,7 +339,7 @@ class FailureHandling:
             if not self._record(seen, replica, pod, failure):
                 continue
             self._check_budget(seen, replica, failure)
-            self._count_restart(seen, replica, failure, pod=pod)
+            self._count_restart(seen, replica, failure)
             who = f"{replica.replica_type} {replica.index}"
             if whole_job_restart(job):
                 await self._restart_job(seen, f"{who} {failure.description}")
@@ -382,9 +384,9 @@ class FailureHandling:
         whole = whole_job_restart(job)
         refused: JobFailure | None = None
         try:
-            for replica, charge, pod in charged[: 1 if whole else None]:
+            for replica, charge, _ in charged[: 1 if whole else None]:
                 self._check_budget(seen, replica, charge)
-                self._count_restart(seen, replica, charge, pod=pod)
+                self._count_restart(seen, replica, charge)
         except JobFailure as exc:
             refused = exc  # the job fails; its lost pods are deleted all the same, as nothing else will end them
             self.reporter.set_failed(seen, exc.reason, exc.message)
@@ -431,7 +433,7 @@ class FailureHandling:
         failure = recovery.stalled_failure(replica, replica.pod, why, self.progress.last_line.get(seen.key, ""))
         self._record(seen, replica, replica.pod, failure)
         self._check_budget(seen, replica, failure)
-        self._count_restart(seen, replica, failure, pod=None)
+        self._count_restart(seen, replica, failure)
         message = f"{job.kind} {seen.key} is stalled: {why}; restarting every pod of the job."
         st.set_condition(
             status,
@@ -456,16 +458,10 @@ class FailureHandling:
             replica.pod, replica.terminating = None, True
         logger.info("%s: restarting the whole job: %s", seen.key, what)
 
-    def _count_restart(
-        self, seen: Observation, replica: Replica, failure: Failure, *, pod: Object | bool | None = True
-    ) -> None:
-        """Charge a replacement to its class's budget; the in-place restarts the pod had made (the program's
-        own) move into ``restarts`` with it, as the live pod no longer carries them."""
-        gone = replica.pod if pod is True else pod
-        in_place = in_place_restarts(gone) if isinstance(gone, dict) else 0
+    def _count_restart(self, seen: Observation, replica: Replica, failure: Failure) -> None:
+        """Charge a replacement to its class's budget (the pod's in-place restarts were counted as they
+        happened: ``count_in_place``)."""
         recovery.charge(seen.status, replica.replica_type, failure.failure_class)
-        if in_place:
-            recovery.charge(seen.status, replica.replica_type, USER, in_place)
 
 
 async def volume_trouble(client: KubeClient, pod: Object) -> str | None:

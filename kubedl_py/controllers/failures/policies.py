@@ -16,6 +16,7 @@ from kubedl_py.api import TrainingJob
 from kubedl_py.api.common import CompletionPolicy
 from kubedl_py.api.groups import KUBEDL, group_of
 from kubedl_py.api.plain import Object, parse_time
+from kubedl_py.controllers.failures.classes import FIRST_SIGNAL_EXIT_CODE
 
 #: container waiting reasons that say why a pod cannot start (the kubelet's words)
 STUCK_REASONS: Final = frozenset(
@@ -36,6 +37,34 @@ VOLUME_EVENT_REASONS: Final = ("FailedMount", "FailedAttachVolume")
 def whole_job_restart(job: TrainingJob) -> bool:
     policy = job.run_policy.failure_policy
     return policy is not None and policy.restart_scope == "Job"
+
+
+#: the exits a restartPolicy ExitCode replica retries (a signal: 128+n), as container restart rules give them
+#: to the kubelet: 128 values, within the API's 255 per rule
+IN_PLACE_EXIT_CODES: Final = tuple(range(FIRST_SIGNAL_EXIT_CODE, 256))
+
+
+def restart_mode(job: TrainingJob) -> str:
+    """``failurePolicy.restartMode``, defaulted (Auto)."""
+    policy = job.run_policy.failure_policy
+    return (policy.restart_mode if policy is not None else None) or "Auto"
+
+
+def restarts_in_place(job: TrainingJob, replica_type: str) -> bool:
+    """Whether a retryable failure of ``replica_type`` restarts its container in its own pod: a
+    ``restartPolicy: ExitCode`` replica, unless the job restarts whole (not built in place yet) or asks to be
+    recreated (``restartMode: Recreate``)."""
+    spec = job.replica_specs.get(replica_type)
+    if spec is None or spec.restart_policy != "ExitCode" or whole_job_restart(job):
+        return False
+    return restart_mode(job) != "Recreate"
+
+
+def in_place_rule() -> Object:
+    """The main container's restart rule under :func:`restarts_in_place`: a retryable exit restarts it (the
+    kubelet's ``restartPolicyRules``, ContainerRestartRules: beta and on since Kubernetes 1.35); any other
+    exit ends it (the container's own ``restartPolicy: Never``) and the job's policy decides."""
+    return {"action": "Restart", "exitCodes": {"operator": "In", "values": list(IN_PLACE_EXIT_CODES)}}
 
 
 def share(value: int | str, total: int, *, round_up: bool) -> int:
