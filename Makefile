@@ -48,7 +48,7 @@ kube-binaries: $(STAMP)
 # pinned in kubedl_local/pins.py, into ~/.cache/kubedl-py (once: about 6 minutes on 2 cores
 # after the control plane's build; seconds when built). runc and the CNI plugins come from Debian.
 node-binaries: $(STAMP)
-	$(BIN)/python -m kubedl_local.kubernetes.node
+	$(BIN)/python -m kubedl_local.kubernetes.real_node
 
 # What the embedded API server reads from the pinned Kubernetes release, into ~/.cache/kubedl-py (once;
 # nothing of Kubernetes' is committed): the field table of the built-in kinds (protobuf bodies, typed
@@ -86,7 +86,7 @@ test-peers: $(STAMP)
 # failover runs torch from this venv (the demo extra), the images are built with podman as `make image` does.
 test-node: $(STAMP) $(DEMO_STAMP)
 	$(BIN)/python -m kubedl_local.kubernetes
-	$(BIN)/python -m kubedl_local.kubernetes.node
+	$(BIN)/python -m kubedl_local.kubernetes.real_node
 	KUBEDL_TEST_TIERS=node $(BIN)/python -m pytest -q -p no:cacheprovider tests/node
 
 lint: $(STAMP)

@@ -49,7 +49,7 @@ BUILDS: Final[dict[str, Build]] = {
         Build("schedulers", "harness.schedulers", "make test-gang (scheduler-plugins, Volcano)"),
         Build("kueue", "harness.kueue", "tests/kueue, tests/kueue_workloads"),
         Build("helm", "kubedl_local.kubernetes.helm", "tests/test_chart.py, tests/test_helm_install.py"),
-        Build("node", "kubedl_local.kubernetes.node", "make test-node"),
+        Build("node", "kubedl_local.kubernetes.real_node", "make test-node"),
     )
 }
 #: what ``make test`` needs (the gang schedulers are ``make test-gang``'s)

@@ -261,7 +261,7 @@ class LocalCluster:
         await self._agent_client.open()
         runtime: Runtime
         if self.runtime in HOST_RUNTIMES:
-            from kubedl_local.node.processes import LocalProcessRuntime
+            from kubedl_local.node.process_kubelet import LocalProcessRuntime
 
             runtime = LocalProcessRuntime(
                 state_dir=self._process_state_dir(),

@@ -35,7 +35,7 @@ class ClusterStartError(RuntimeError):
 
 
 def _user_fixable(exc: BaseException) -> bool:
-    from kubedl_local.kubernetes.node import NodeBusy, NodeError
+    from kubedl_local.kubernetes.real_node import NodeBusy, NodeError
 
     return isinstance(exc, NodeBusy | NodeError)
 
@@ -116,7 +116,7 @@ def build_cluster(options: LocalUpOptions) -> UpCluster:
         )
     from kubedl_local.kubernetes.cluster import KubernetesCluster, KubernetesClusterOptions
     from kubedl_local.kubernetes.controlplane import ControlPlaneOptions
-    from kubedl_local.kubernetes.node import RealNodeOptions
+    from kubedl_local.kubernetes.real_node import RealNodeOptions
     from kubedl_py.templates import ManifestOptions
 
     kubernetes = KubernetesClusterOptions(

@@ -36,7 +36,7 @@ import pytest
 
 from kubedl_local.image import BASE_IMAGE, IMAGE, INSTALL_HINT, Engine, build_image, ensure_base_image
 from kubedl_local.kubernetes.cluster import KubernetesCluster, KubernetesClusterOptions, create_namespace
-from kubedl_local.node.processes import LocalProcessRuntime
+from kubedl_local.node.process_kubelet import LocalProcessRuntime
 from kubedl_py.api import constants as c
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import NotFound

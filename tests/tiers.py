@@ -10,7 +10,7 @@
 both. A tier that is not selected skips its tests with a reason; a selected tier that cannot start fails.
 
 - ``node`` (opt-in, never in the default selection): the real control plane with a real node on this machine
-  (containerd, kubelet, kube-proxy, CNI, CoreDNS: ``kubedl_local.kubernetes.node``), root only. One real
+  (containerd, kubelet, kube-proxy, CNI, CoreDNS: ``kubedl_local.kubernetes.real_node``), root only. One real
   node per machine, so its suites (``tests/node``) run one cluster at a time, each waiting for the machine's
   node lock. ``make test-node`` (``KUBEDL_TEST_TIERS=node``) runs it; CI does, after ``make test``.
 """

@@ -38,7 +38,7 @@ from kubedl_local.kubernetes.install import (
     manifest_documents,
     service_account_token,
 )
-from kubedl_local.kubernetes.node import RealNode, RealNodeOptions
+from kubedl_local.kubernetes.real_node import RealNode, RealNodeOptions
 from kubedl_local.node import (
     AgentSettings,
     KubeletTLS,
@@ -89,7 +89,7 @@ class KubernetesClusterOptions:
     #: how their pods run: "simulated" (annotations decide), "process" (one node, real processes),
     #: "container" (one node: pods whose images are all in the local podman store run in containers, the
     #: others as processes; see kubedl_local/node/containers.py) or "kubelet" (a real node: containerd,
-    #: kubelet, kube-proxy, CNI and CoreDNS, see kubedl_local/kubernetes/node/; the other nodes, if any,
+    #: kubelet, kube-proxy, CNI and CoreDNS, see kubedl_local/kubernetes/real_node/; the other nodes, if any,
     #: are simulated)
     runtime: str = "simulated"
     #: install the CRDs and the controller's identity (Namespace, ServiceAccount, RBAC) from deploy/ at start;
@@ -210,7 +210,7 @@ class KubernetesCluster:
                 await self._start_simulated_agent([self.next_node_spec(node_name(i)) for i in range(1, options.nodes)])
             return
         if options.runtime in HOST_RUNTIMES:
-            from kubedl_local.node.processes import LocalProcessRuntime
+            from kubedl_local.node.process_kubelet import LocalProcessRuntime
 
             if options.state_dir is None:
                 self._state_tmp = tempfile.TemporaryDirectory(prefix="kubedl-process-")
@@ -371,7 +371,7 @@ async def create_namespace(kube: KubeClient, name: str, *, labels: dict[str, str
 def _prepare_real_node(options: KubernetesClusterOptions) -> None:
     """What the real node needs of the control plane: an API server its pods reach (the host's address, which
     it then publishes as the ``kubernetes`` Service's endpoint) and a Service range kube-proxy can forward."""
-    from kubedl_local.kubernetes.node import node_address
+    from kubedl_local.kubernetes.real_node import node_address
 
     if options.nodes < 1:
         raise ValueError("the kubelet runtime runs one real node (and nodes - 1 simulated ones): use --nodes 1 or more")

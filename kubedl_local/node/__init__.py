@@ -8,7 +8,7 @@ embedded cluster runs the very same agents against its own HTTP server.
   watch, status, graceful deletion, events, the HTTPS log endpoint, test hooks);
 - :mod:`.simulated` — :class:`SimulatedRuntime`: annotations decide how pods end (thousands of pods,
   hundreds of nodes in one agent);
-- :mod:`.processes` — :class:`LocalProcessRuntime`: pods' commands run as local processes, with a Service
+- :mod:`.process_kubelet` — :class:`LocalProcessRuntime`: pods' commands run as local processes, with a Service
   proxy, hosts-file DNS and volumes; its OS layer is :mod:`.process`; with ``containers=True`` the pods whose
   images are all in the local podman store run in containers instead (:mod:`.containers`); :mod:`.probes`
   runs both kinds' startup, liveness and readiness probes;

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kubedl_local.kubernetes.node import config, host
-from kubedl_local.kubernetes.node.images import normalized, pause_archive, pause_image
+from kubedl_local.kubernetes.real_node import config, host
+from kubedl_local.kubernetes.real_node.images import normalized, pause_archive, pause_image
 from kubedl_local.up import LocalUpOptions, build_cluster
 
 

@@ -1,4 +1,4 @@
-"""The ``node`` tier: the real control plane with a real node on this machine (``kubedl_local.kubernetes.node``).
+"""The ``node`` tier: the real control plane with a real node on this machine (``kubedl_local.kubernetes.real_node``).
 
 Opt-in (``KUBEDL_TEST_TIERS=node``, ``make test-node``) and serialized: one real node per machine, so each
 module's cluster waits for the machine's node lock (a second run on the machine waits for the first instead
@@ -32,7 +32,7 @@ import pytest
 from kubedl_local.image import BASE_IMAGE, IMAGE, build_image, detect_engine, ensure_base_image
 from kubedl_local.kubernetes.cluster import KubernetesCluster, KubernetesClusterOptions
 from kubedl_local.kubernetes.controlplane import ControlPlaneOptions
-from kubedl_local.kubernetes.node import RealNodeOptions, preflight
+from kubedl_local.kubernetes.real_node import RealNodeOptions, preflight
 from kubedl_py.templates import ManifestOptions
 from tests.tiers import NODE, LoopThread, require_tier
 

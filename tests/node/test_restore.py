@@ -28,10 +28,10 @@ from typing import Any
 import pytest
 
 from kubedl_local.image import BASE_IMAGE
-from kubedl_local.kubernetes.node import HostState
-from kubedl_local.kubernetes.node.host import KUBEPODS, _pod_processes
-from kubedl_local.kubernetes.node.images import pause_image
-from kubedl_local.kubernetes.node.journal import JOURNAL_PATH, MachineLock, replay_leftovers
+from kubedl_local.kubernetes.real_node import HostState
+from kubedl_local.kubernetes.real_node.host import KUBEPODS, _pod_processes
+from kubedl_local.kubernetes.real_node.images import pause_image
+from kubedl_local.kubernetes.real_node.journal import JOURNAL_PATH, MachineLock, replay_leftovers
 from tests.node.conftest import KUBECTL, LOCK_WAIT, REPO, require_node_tier
 
 pytestmark = pytest.mark.timeout(LOCK_WAIT + 900)

@@ -37,7 +37,7 @@ import pytest
 import yaml
 
 from kubedl_local.image import BASE_IMAGE
-from kubedl_local.kubernetes.node.host import _run, _tool
+from kubedl_local.kubernetes.real_node.host import _run, _tool
 from kubedl_py import TrainingClient
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.resources import PODS, SERVICES, Resource

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from kubedl_local.kubernetes.node import host
+from kubedl_local.kubernetes.real_node import host
 
 log = logging.getLogger(__name__)
 

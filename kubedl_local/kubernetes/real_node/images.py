@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kubedl_local.image import Engine
-from kubedl_local.kubernetes.node.binaries import pause_digest
+from kubedl_local.kubernetes.real_node.binaries import pause_digest
 
 PAUSE_REPOSITORY = "localhost/kubedl-py/pause"
 #: the containerd namespace of the CRI plugin
@@ -78,7 +78,7 @@ def pause_archive(pause_binary: Path, target: Path) -> Path:
         "os": "linux",
         "config": {"Entrypoint": ["/pause"], "User": "65535:65535"},
         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_id}"]},
-        "history": [{"created_by": "kubedl-py: the pod sandbox's process (kubedl_local/kubernetes/node)"}],
+        "history": [{"created_by": "kubedl-py: the pod sandbox's process (kubedl_local/kubernetes/real_node)"}],
     }
     config_bytes = json.dumps(config, sort_keys=True).encode()
     config_name = f"{hashlib.sha256(config_bytes).hexdigest()}.json"

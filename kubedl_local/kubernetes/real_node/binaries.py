@@ -20,7 +20,7 @@ machines this project runs on, but the Go module proxy answers. Each part is cac
 
 Cold, on 2 cores with the control plane already built: about 3.5 minutes for kubelet and kube-proxy, 2 for
 containerd, 1.5 for CoreDNS (docs/local-cluster.md has the measurements); seconds when cached.
-``python -m kubedl_local.kubernetes.node`` builds them (``make node-binaries``).
+``python -m kubedl_local.kubernetes.real_node`` builds them (``make node-binaries``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``python -m kubedl_local.kubernetes.node``: build (or find) the real node's programs; print where they are.
+"""``python -m kubedl_local.kubernetes.real_node``: build (or find) the real node's programs; print where they are.
 
 ``make node-binaries`` runs this (and ``make test-node`` before its tests), so the first build's progress
 shows in the terminal and a failure ends with one message naming the fix instead of a traceback.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 from kubedl_local.kubernetes.binaries import BuildError
-from kubedl_local.kubernetes.node.binaries import ensure_node_binaries
+from kubedl_local.kubernetes.real_node.binaries import ensure_node_binaries
 
 
 def main() -> int:

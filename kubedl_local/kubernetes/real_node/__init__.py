@@ -6,10 +6,10 @@ Public names: :class:`RealNode` / :class:`RealNodeOptions` (start, stop, crash o
 real node per machine).
 """
 
-from kubedl_local.kubernetes.node.binaries import NodeBinaries, ensure_node_binaries, find_node_binaries
-from kubedl_local.kubernetes.node.host import HostState
-from kubedl_local.kubernetes.node.journal import NodeBusy
-from kubedl_local.kubernetes.node.node import NodeError, RealNode, RealNodeOptions, node_address, preflight
+from kubedl_local.kubernetes.real_node.binaries import NodeBinaries, ensure_node_binaries, find_node_binaries
+from kubedl_local.kubernetes.real_node.host import HostState
+from kubedl_local.kubernetes.real_node.journal import NodeBusy
+from kubedl_local.kubernetes.real_node.node import NodeError, RealNode, RealNodeOptions, node_address, preflight
 
 __all__ = [
     "HostState",

@@ -54,9 +54,9 @@ from kubedl_local.kubernetes.controlplane import (
     start_process,
     stop_process,
 )
-from kubedl_local.kubernetes.node import config, host, journal
-from kubedl_local.kubernetes.node.binaries import NodeBinaries, ensure_node_binaries
-from kubedl_local.kubernetes.node.images import ImageLoadError, Images
+from kubedl_local.kubernetes.real_node import config, host, journal
+from kubedl_local.kubernetes.real_node.binaries import NodeBinaries, ensure_node_binaries
+from kubedl_local.kubernetes.real_node.images import ImageLoadError, Images
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import AlreadyExists, NotFound
 from kubedl_py.kube.resources import Resource
@@ -365,7 +365,7 @@ class RealNode:
         layout.cni_ipam_dir.mkdir(parents=True, exist_ok=True)
         runc = host._tool("runc")
         assert runc is not None
-        from kubedl_local.kubernetes.node.images import pause_image
+        from kubedl_local.kubernetes.real_node.images import pause_image
 
         layout.containerd_config.write_text(config.containerd_config(layout, sandbox_image=pause_image(), runc=runc))
         (layout.cni_conf_dir / "10-kubedl-py.conflist").write_text(
