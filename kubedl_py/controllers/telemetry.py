@@ -17,17 +17,23 @@ the number of jobs):
 - ``kubedl_pod_failures_total{kind,class}``: replicas that failed, as restarts are counted, by the class
   failures.py gives them (the one the failure budgets charge): ``user`` (the program's own exit, also when
   the kubelet restarts it in place; OOM kills too) or ``infrastructure`` (eviction, preemption, a lost node,
-  a disruption the cluster announces with the ``DisruptionTarget`` condition).
+  a disruption the cluster announces with the ``DisruptionTarget`` condition);
+- ``kubedl_job_recovery_seconds{kind,mode,class}``: from a rank's failure (its container's ``finishedAt``) to its
+  program running again (the next run's ``startedAt``): ``mode="in_place"`` when the kubelet restarted it in its
+  pod (``failurePolicy.restartMode``), ``recreate`` when a new pod of the same replica runs; per rank (a whole-job
+  restart observes the rank that failed).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from kubedl_py.api import constants as c
 from kubedl_py.api.plain import Object, parse_time
 from kubedl_py.controllers import status as st
 from kubedl_py.controllers.failures.classes import classify, disruption
@@ -45,6 +51,11 @@ USER, INFRASTRUCTURE = "user", "infrastructure"
 POD_FAILURE_CLASSES = (USER, INFRASTRUCTURE)
 #: time to Running: from seconds (an idle cluster) to many minutes (a queue, a gang waiting for room)
 TIME_TO_RUNNING_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
+#: recovery: from a restart in place (a second or the kubelet's back-off) to a reschedule of a whole gang
+RECOVERY_BUCKETS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+RECOVERY_MODES = ("in_place", "recreate")
+#: failed ranks waiting for their replacement to run (the oldest go first past this many)
+MAX_AWAITED_RECOVERIES = 10_000
 
 
 def _conditions(obj: Object) -> list[Object]:
@@ -123,9 +134,18 @@ class JobTelemetry:
             " user (the program's own exit, OOM) or infrastructure (eviction, preemption, lost node, disruption).",
             ["kind", "class"],
         )
+        self.recovery = metrics.histogram(
+            "job_recovery_seconds",
+            "Seconds from a rank's failure to its program running again, by kind, mode (in_place: restarted in its"
+            " pod; recreate: a new pod) and class.",
+            ["kind", "mode", "class"],
+            buckets=RECOVERY_BUCKETS,
+        )
         self._kinds: set[str] = set()
         #: pods whose end was counted (a Failed pod may also be disrupted): counted once, forgotten when gone
         self._ended: set[str] = set()
+        #: failed ranks (job uid, type, index) -> (the failed pod's uid, when it ended, its class)
+        self._awaited: dict[tuple[str, str, str], tuple[str, datetime, str]] = {}
 
     def _kind(self, kind: str) -> None:
         """Series of a kind exist from the start (0), so rates and dashboards see them before anything happens."""
@@ -136,6 +156,8 @@ class JobTelemetry:
         self.failovers.labels(kind)
         for failure in POD_FAILURE_CLASSES:
             self.pod_failures.labels(kind, failure)
+            for mode in RECOVERY_MODES:
+                self.recovery.labels(kind, mode, failure)
 
     # ------------------------------------------------------------------------------------------- jobs
 
@@ -168,6 +190,7 @@ class JobTelemetry:
         in_place = _restarts(new) - _restarts(old)
         if in_place > 0:
             self.pod_failures.labels(kind, USER).inc(in_place)
+        self._observe_recovery(kind, old, new)
         uid = _uid(new)
         if uid in self._ended:
             return
@@ -175,7 +198,33 @@ class JobTelemetry:
         was_failed = (old.get("status") or {}).get("phase") == "Failed"
         if (phase == "Failed" and not was_failed) or (disruption(new) is not None and disruption(old) is None):
             self._ended.add(uid)
-            self.pod_failures.labels(kind, failure_class(new)).inc()
+            failed_as = failure_class(new)
+            self.pod_failures.labels(kind, failed_as).inc()
+            slot = _slot(new)
+            if slot is not None:
+                ended = _last_finish(new) or datetime.now(UTC)
+                self._awaited[slot] = (uid, ended, failed_as)
+                while len(self._awaited) > MAX_AWAITED_RECOVERIES:
+                    del self._awaited[next(iter(self._awaited))]
+
+    def _observe_recovery(self, kind: str, old: Object, new: Object) -> None:
+        """A container that runs again: restarted in its pod after a failure (``lastState`` says when it ended),
+        or the first run of a failed rank's new pod."""
+        for before, after in _running_again(old, new):
+            if int(after.get("restartCount") or 0) > int(before.get("restartCount") or 0):
+                last = (after.get("lastState") or {}).get("terminated") or {}
+                ended, started = parse_time(last.get("finishedAt")), _started(after)
+                if last.get("exitCode") not in (0, None) and ended is not None and started is not None:
+                    self.recovery.labels(kind, "in_place", USER).observe(max(0.0, (started - ended).total_seconds()))
+        slot = _slot(new)
+        awaited = self._awaited.get(slot) if slot is not None else None
+        if slot is None or awaited is None or awaited[0] == _uid(new):
+            return
+        started = min((t for _, after in _running_again(old, new) if (t := _started(after)) is not None), default=None)
+        if started is not None:
+            del self._awaited[slot]
+            _, ended, failed_as = awaited
+            self.recovery.labels(kind, "recreate", failed_as).observe(max(0.0, (started - ended).total_seconds()))
 
     # ------------------------------------------------------------------------------------------- Services
 
@@ -190,6 +239,42 @@ class JobTelemetry:
         before, after = _target_ports(old), _target_ports(new)
         if before and after and before != after:
             self.failovers.labels(kind).inc()
+
+
+def _slot(pod: Object) -> tuple[str, str, str] | None:
+    """The replica a pod is (its job's uid, its type, its index), from the contract labels."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    job, replica_type, index = (
+        labels.get(key) for key in (c.LABEL_JOB_UID, c.LABEL_REPLICA_TYPE, c.LABEL_REPLICA_INDEX)
+    )
+    return (str(job), str(replica_type), str(index)) if job and replica_type and index else None
+
+
+def _statuses(pod: Object) -> dict[str, Object]:
+    return {str(s.get("name")): s for s in (pod.get("status") or {}).get("containerStatuses") or []}
+
+
+def _running_again(old: Object, new: Object) -> Iterator[tuple[Object, Object]]:
+    """(before, after) of each container that runs in ``new`` and did not in ``old``."""
+    before = _statuses(old)
+    for name, after in _statuses(new).items():
+        earlier = before.get(name, {})
+        if "running" in (after.get("state") or {}) and (
+            "running" not in (earlier.get("state") or {}) or earlier.get("restartCount") != after.get("restartCount")
+        ):
+            yield earlier, after
+
+
+def _started(status: Object) -> datetime | None:
+    return parse_time(((status.get("state") or {}).get("running") or {}).get("startedAt"))
+
+
+def _last_finish(pod: Object) -> datetime | None:
+    """When the failed pod's last container ended."""
+    ends = [
+        parse_time(((s.get("state") or {}).get("terminated") or {}).get("finishedAt")) for s in _statuses(pod).values()
+    ]
+    return max((t for t in ends if t is not None), default=None)
 
 
 def _uid(obj: Object) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kubedl_local.node.simulated import EXIT_CODE, EXIT_CODES
+from kubedl_local.node.simulated import EXIT_CODE, EXIT_CODES, RUN_SECONDS
 from kubedl_py.kube.resources import PODS
 from tests.integration.conftest import (
     PYTORCHJOBS,
@@ -62,6 +62,17 @@ def controller_writes(cluster: Env, resource: str) -> list[tuple[str, str]]:
     ]
 
 
+def recoveries(controller: RunningController, mode: str) -> float:
+    """How many recoveries ``kubedl_job_recovery_seconds`` observed in ``mode`` (the program's failures)."""
+    assert controller.manager is not None
+    labels = {"kind": "PyTorchJob", "mode": mode, "class": "user"}
+    return controller.manager.metrics.value("kubedl_job_recovery_seconds_count", labels) or 0.0
+
+
+async def _now(value: bool) -> bool:
+    return value
+
+
 async def test_a_killed_rank_restarts_in_its_own_pod_keeping_its_node_port_and_service(
     cluster: Env, kube: Kube, controller: RunningController
 ) -> None:
@@ -78,8 +89,8 @@ async def test_a_killed_rank_restarts_in_its_own_pod_keeping_its_node_port_and_s
     before = await eventually(lambda: running(kube, "inplace", 3), what="3 pods running")
     assert [s["targetPort"] for svc in await services_of(kube, "inplace") for s in svc["spec"]["ports"]]
     cluster.request_log.clear()
-    # This run is killed (137); the one after it, in the same pod, succeeds.
-    patch = {"metadata": {"annotations": {EXIT_CODES: "137,0"}}}
+    # This run is killed (137); the one after it, in the same pod, runs a second (seen running) and succeeds.
+    patch = {"metadata": {"annotations": {EXIT_CODES: "137,0", RUN_SECONDS: "1"}}}
     await kube.patch(PODS, "inplace-worker-0", patch, namespace=kube.ns)
 
     counted = await eventually(lambda: restarts_counted(kube, "inplace", "Worker", 1), what="the restart counted")
@@ -101,6 +112,7 @@ async def test_a_killed_rank_restarts_in_its_own_pod_keeping_its_node_port_and_s
     assert int(statuses["Worker"]["lastFailure"]["exitCode"]) == 137
     assert controller_writes(cluster, "services") == []
     assert [w for w in controller_writes(cluster, "pods") if w[0] in ("create", "delete")] == []
+    assert recoveries(controller, "in_place") == 1 and recoveries(controller, "recreate") == 0
     services = {svc["metadata"]["name"]: target_port(svc) for svc in await services_of(kube, "inplace")}
     assert services == {name: host_port(pod) for name, pod in before.items() if name in services}
 
@@ -126,6 +138,8 @@ async def test_restart_mode_recreate_replaces_the_pod_as_before(
 
     worker = await eventually(replaced, what="a new pod for Worker 0")
     assert restart_count(worker) == 0
+    await eventually(lambda: _now(recoveries(controller, "recreate") == 1), what="the recovery observed")
+    assert recoveries(controller, "in_place") == 0
     assert await restarts_counted(kube, "recreated", "Worker", 1) is not None
     assert "restartPolicyRules" not in worker["spec"]["containers"][0]
 
