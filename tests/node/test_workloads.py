@@ -540,7 +540,7 @@ def test_a_killed_rank_restarts_in_its_own_pod_through_the_real_kubelet(installe
         client.submit(marker_job(name, mode))
         try:
             first = eventually(lambda: _pod_or_none(installed, pod_name), within=120, what="the Master's pod")
-            finished = client.wait(name, timeout=240)
+            finished = client.wait(name, ("Succeeded", "Failed"), timeout=240)
             master = _master_status(client.get(name))
             pod = installed.get("pod", pod_name)
             if mode == "Auto":
