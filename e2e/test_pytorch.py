@@ -131,7 +131,8 @@ def test_ddp_survives_sigkill_of_the_worker(torch_target: Target, client: Traini
         # restartMode Auto (the default): the killed worker restarts in its own pod, on the same host port.
         assert new[worker][0] == old[worker][0], "restarted in its pod, the worker keeps its host port"
         restarts = {pod.name: pod.restarts for pod in after.pods}
-        assert restarts[worker] == 1 and restarts[f"{name}-master-0"] == 0, restarts
+        # The Master may die with its peer (its gloo collective aborts, a signal) and restart in place too.
+        assert restarts[worker] == 1 and restarts[f"{name}-master-0"] <= 1, restarts
         # The Master's Service (the one dialed) still points at the Master; the Worker has no Service to re-point.
         master = f"{name}-master-0"
         assert new[master][1] == new[master][0], f"Service of {master} not pointing at its pod: {new}"
