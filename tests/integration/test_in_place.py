@@ -28,6 +28,7 @@ from tests.integration.conftest import (
     wait_condition,
 )
 from tests.integration.test_hostnetwork import host_port, target_port
+from tests.integration.test_metrics import _async
 from tests.sdk.test_cli import kubedl
 
 pytestmark = pytest.mark.nodes(2)
@@ -67,10 +68,6 @@ def recoveries(controller: RunningController, mode: str) -> float:
     assert controller.manager is not None
     labels = {"kind": "PyTorchJob", "mode": mode, "class": "user"}
     return controller.manager.metrics.value("kubedl_job_recovery_seconds_count", labels) or 0.0
-
-
-async def _now(value: bool) -> bool:
-    return value
 
 
 async def test_a_killed_rank_restarts_in_its_own_pod_keeping_its_node_port_and_service(
@@ -138,7 +135,7 @@ async def test_restart_mode_recreate_replaces_the_pod_as_before(
 
     worker = await eventually(replaced, what="a new pod for Worker 0")
     assert restart_count(worker) == 0
-    await eventually(lambda: _now(recoveries(controller, "recreate") == 1), what="the recovery observed")
+    await eventually(lambda: _async(recoveries(controller, "recreate") == 1), what="the recovery observed")
     assert recoveries(controller, "in_place") == 0
     assert await restarts_counted(kube, "recreated", "Worker", 1) is not None
     assert "restartPolicyRules" not in worker["spec"]["containers"][0]

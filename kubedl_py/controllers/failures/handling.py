@@ -23,6 +23,7 @@ from kubedl_py.controllers.addressing import replica_name
 from kubedl_py.controllers.failures import in_place, recovery
 from kubedl_py.controllers.failures.classes import USER, Failure, classify, disruption, in_place_failure
 from kubedl_py.controllers.failures.policies import (
+    IN_PLACE_EXIT_CODES,
     VOLUME_EVENT_REASONS,
     completion_of,
     count_phase,
@@ -254,7 +255,10 @@ class FailureHandling:
                 # write) replaces the pod without charging it again.
                 self._check_budget(seen, replica, failure)
                 self._count_restart(seen, replica, failure)
-                if restarts_in_place(job, replica.replica_type) and not failure.infrastructure:
+                # Only an exit the rule covers says the kubelet ignored it (a pod failed for a reason, or an
+                # exit below 128 retried for its reason, was never the rule's to restart).
+                ruled = failure.exit_code in IN_PLACE_EXIT_CODES and not failure.infrastructure
+                if ruled and restarts_in_place(job, replica.replica_type):
                     unavailable = in_place.unavailable_message(replica, failure)
                     await self.recorder.warning(seen.raw, "InPlaceRestartUnavailable", unavailable)
             if whole_job_restart(job):
