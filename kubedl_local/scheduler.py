@@ -75,6 +75,25 @@ def _ports_conflict(want: list[tuple[str, str, int]], used: set[tuple[str, str, 
     return False
 
 
+#: kube-scheduler 1.37's NodeDeclaredFeatures plugin, refusing a node that lacks a feature the pod needs
+UNDECLARED_FEATURES = "node(s) didn't match Pod's required features"
+
+
+def needed_features(pod: Obj) -> set[str]:
+    """The node features a pod needs (kube-scheduler's inference, ``component-helpers/nodedeclaredfeatures``):
+    RestartAllContainersOnContainerExits for a container with a ``RestartAllContainers`` rule."""
+    spec = pod.get("spec") or {}
+    for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        if any(rule.get("action") == "RestartAllContainers" for rule in container.get("restartPolicyRules") or []):
+            return {"RestartAllContainersOnContainerExits"}
+    return set()
+
+
+def declares_needed_features(pod: Obj, node: Obj) -> bool:
+    needed = needed_features(pod)
+    return not needed or needed <= set((node.get("status") or {}).get("declaredFeatures") or [])
+
+
 def tolerates(pod: Obj, taint: dict[str, Any]) -> bool:
     for t in (pod.get("spec") or {}).get("tolerations") or []:
         if t.get("effect") and t.get("effect") != taint.get("effect"):
@@ -409,6 +428,9 @@ class Scheduler:
             name = n["metadata"]["name"]
             labels = n["metadata"].get("labels") or {}
             nspec = n.get("spec") or {}
+            if not declares_needed_features(pod, n):
+                reasons[UNDECLARED_FEATURES] += 1
+                continue
             if any(labels.get(k) != v for k, v in selector.items()) or not _affinity_ok(pod, labels, name):
                 reasons["node(s) didn't match Pod's node affinity/selector"] += 1
                 continue

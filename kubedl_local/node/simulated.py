@@ -18,6 +18,14 @@ annotations decide how they end:
 Restarts are the kubelet's (``restarts.should_restart``: the container's own ``restartPolicy`` and
 ``restartPolicyRules``, else the pod's ``restartPolicy``): a restarted container comes back in the same pod
 (restartCount+1 after a doubling back-off); once no container will run again the pod is Succeeded/Failed.
+An exit matching a ``RestartAllContainers`` rule restarts the pod whole, as kubelet 1.37 does: the exit is
+shown with the pod's ``AllContainersRestarting`` condition, then every container (init ones too) is removed
+(waiting ``RestartingAllContainers``, restartCount+1) and the pod initialises again (Pending while an init
+container runs); the nodes declare ``RestartAllContainersOnContainerExits``.
+
+The in-place restart agent's two programs (``kubedl_py.agent``: the barrier init container and the watcher
+sidecar) are run by their decisions, on the pod's annotations as its downward API volume would show them:
+the barrier holds the pod Pending until its attempt is released, the watcher exits 86 once the job is past it.
 
 Why it is cheap enough for 10,000 pods on hundreds of nodes: the agent has one watch for all its nodes;
 changes are queued and handled in batches by one task; containers are ``call_later`` timers, not tasks;
@@ -35,10 +43,11 @@ from typing import Any
 
 from kubedl_local.node.agent import NodeAgent, Runtime, SyncQueue, now_iso
 from kubedl_local.node.logs import LogError, LogStream, MemoryLogs
-from kubedl_local.node.restarts import should_restart
+from kubedl_local.node.restarts import matching_rule, should_restart
 from kubedl_local.node.spec import SIMULATED_POD_CIDR, IPPool
 from kubedl_local.node.status import pod_conditions
 from kubedl_local.node.termination import termination_message
+from kubedl_py import agent as restart_agent
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +57,8 @@ RUN_SECONDS = "local.kubedl.io/run-seconds"
 TERMINATION_SECONDS = "local.kubedl.io/termination-seconds"
 IMAGE_PULL = "local.kubedl.io/image-pull"
 EXIT_CODES = "local.kubedl.io/exit-codes"
+#: the timer of a pending restart of a pod whole (beside the containers' exit timers)
+RESTART_ALL = "*restart-all*"
 
 
 def iso_at(ts: float) -> str:
@@ -68,6 +79,9 @@ class PodRun:
     stopping: asyncio.TimerHandle | None = None
     plan: tuple[str | None, ...] = (None, None, None)  # annotations the exit timers were planned from
     done: bool = False
+    #: the in-place agent's pod attempt (its emptyDir), and whether its barrier holds the pod
+    attempt: int | None = None
+    holding: bool = False
 
 
 def _annotation_float(pod: Obj, key: str) -> float | None:
@@ -132,6 +146,7 @@ class SimulatedRuntime(Runtime):
         for run in self.runs.values():
             if run.node == node:
                 run.plan = (None, "resync", None)  # re-plan exits from the annotations
+                self.queue.add(run.ns, run.name)  # and act on what changed meanwhile
 
     def node_removed(self, node: str) -> None:
         for key, run in list(self.runs.items()):
@@ -192,6 +207,19 @@ class SimulatedRuntime(Runtime):
             return
         if run.done:
             return
+        if _has_agent(pod) and run.attempt is not None:
+            if run.holding and restart_agent.released(run.attempt, _ann_int(pod, restart_agent.ANNOTATION_RELEASED)):
+                self._release(pod, run)
+                return
+            job_attempt = _ann_int(pod, restart_agent.ANNOTATION_ATTEMPT)
+            restarting = RESTART_ALL in run.timers
+            if not run.holding and not restarting and restart_agent.told_to_restart(run.attempt, job_attempt):
+                self.logs.write(
+                    (run.ns, run.name, restart_agent.WATCHER),
+                    f"the job is at attempt {job_attempt}, this pod at {run.attempt}: restarting the pod",
+                )
+                self._restart_all(pod, run, restart_agent.WATCHER, restart_agent.RESTART_EXIT_CODE)
+                return
         ann = pod["metadata"].get("annotations") or {}
         plan = _plan_of(ann)
         if plan != run.plan:
@@ -213,51 +241,200 @@ class SimulatedRuntime(Runtime):
         host_ip = self._node_ip(run.node)
         pod_ip = host_ip if spec.get("hostNetwork") else status.get("podIP") or self.pod_ips.take()
         status.update(
-            phase="Running",
             hostIP=host_ip,
             hostIPs=[{"ip": host_ip}],
             podIP=pod_ip,
             podIPs=[{"ip": pod_ip}],
             startTime=status.get("startTime") or ts,
         )
-        if spec.get("initContainers"):
-            status["initContainerStatuses"] = [
-                {
-                    "name": c["name"],
-                    "image": c.get("image", ""),
-                    "imageID": _image_id(c),
-                    "ready": True,
-                    "started": False,
-                    "restartCount": 0,
-                    "containerID": _cid(run, c["name"], 0),
-                    "state": {
+        if _has_agent(pod):
+            run.attempt = restart_agent.next_attempt(None, _ann_int(pod, restart_agent.ANNOTATION_CREATED))
+            if not restart_agent.released(run.attempt, _ann_int(pod, restart_agent.ANNOTATION_RELEASED)):
+                self._hold(pod, run, status)
+                return
+        self._run_containers(pod, run, status, now)
+
+    def _init_statuses(self, pod: Obj, run: PodRun, ts: str, old: list[Obj], *, holding: bool) -> list[Obj]:
+        """The init containers' statuses: done (a sidecar running), or the barrier running while it holds."""
+        previous = {s.get("name"): s for s in old}
+        out = []
+        for c in (pod.get("spec") or {}).get("initContainers") or []:
+            before = previous.get(c["name"]) or {}
+            restarts = int(before.get("restartCount") or 0)
+            cid = _cid(run, c["name"], restarts)
+            entry: Obj = {
+                "name": c["name"],
+                "image": c.get("image", ""),
+                "imageID": _image_id(c),
+                "restartCount": restarts,
+                "containerID": cid,
+                "lastState": before.get("lastState") or {},
+            }
+            sidecar = c.get("restartPolicy") == "Always"
+            if holding and c["name"] == restart_agent.BARRIER:
+                entry.update(ready=False, started=True, state={"running": {"startedAt": ts}})
+            elif holding and sidecar and c["name"] == restart_agent.WATCHER:
+                entry.update(ready=False, started=False, state={"waiting": {"reason": "PodInitializing"}})
+            elif sidecar:
+                entry.update(ready=True, started=True, state={"running": {"startedAt": ts}})
+            else:
+                entry.update(
+                    ready=True,
+                    started=False,
+                    state={
                         "terminated": {
                             "exitCode": 0,
                             "reason": "Completed",
                             "startedAt": ts,
                             "finishedAt": ts,
-                            "containerID": _cid(run, c["name"], 0),
+                            "containerID": cid,
                         }
                     },
-                }
-                for c in spec["initContainers"]
-            ]
+                )
+            out.append(entry)
+        return out
+
+    def _run_containers(self, pod: Obj, run: PodRun, status: Obj, now: float) -> None:
+        """Start the pod's containers (their restart counts and last states kept: after a restart whole)."""
+        spec = pod.get("spec") or {}
+        ts = iso_at(now)
+        run.holding = False
+        status["phase"] = "Running"
+        if spec.get("initContainers"):
+            status["initContainerStatuses"] = self._init_statuses(
+                pod, run, ts, status.get("initContainerStatuses") or [], holding=False
+            )
+        previous = {s.get("name"): s for s in status.get("containerStatuses") or []}
         statuses = []
         for c in spec.get("containers") or []:
             name = c["name"]
+            before = previous.get(name) or {}
             run.started[name] = now
-            statuses.append(_running_status(c, run, 0, ts, None))
+            statuses.append(_running_status(c, run, int(before.get("restartCount") or 0), ts, before.get("lastState")))
             self.logs.start((run.ns, run.name, name))
             self.logs.write(
                 (run.ns, run.name, name),
                 f"[simulated] container {name} started (image {c.get('image', '')}) on {run.node}",
             )
         status["containerStatuses"] = statuses
-        status["conditions"] = pod_conditions(status, ready=True, now=now_iso())
+        status["conditions"] = _conditions(status, ready=True)
         self._write(pod, run, status)
         ann = pod["metadata"].get("annotations") or {}
         run.plan = _plan_of(ann)
         self._plan_exits(pod, run)
+
+    def _hold(self, pod: Obj, run: PodRun, status: Obj) -> None:
+        """The barrier holds the pod: Pending, the barrier running, the containers waiting."""
+        run.holding = True
+        ts = iso_at(time.time())
+        status["phase"] = "Pending"
+        status["initContainerStatuses"] = self._init_statuses(
+            pod, run, ts, status.get("initContainerStatuses") or [], holding=True
+        )
+        previous = {s.get("name"): s for s in status.get("containerStatuses") or []}
+        statuses = []
+        for c in (pod.get("spec") or {}).get("containers") or []:
+            before = previous.get(c["name"]) or {}
+            statuses.append(
+                {
+                    "name": c["name"],
+                    "image": c.get("image", ""),
+                    "imageID": "",
+                    "ready": False,
+                    "started": False,
+                    "restartCount": int(before.get("restartCount") or 0),
+                    "state": before.get("state")
+                    if "waiting" in (before.get("state") or {})
+                    else {"waiting": {"reason": "PodInitializing"}},
+                    "lastState": before.get("lastState") or {},
+                }
+            )
+        status["containerStatuses"] = statuses
+        status["conditions"] = _conditions(status, ready=False)
+        key = (run.ns, run.name, restart_agent.BARRIER)
+        self.logs.start(key)
+        attempt = run.attempt or 0
+        self.logs.write(key, f"attempt {attempt}: waiting until every rank has stopped attempt {attempt - 1}")
+        self._write(pod, run, status)
+
+    def _release(self, pod: Obj, run: PodRun) -> None:
+        key = (run.ns, run.name, restart_agent.BARRIER)
+        self.logs.write(key, f"attempt {run.attempt} released: starting")
+        self.logs.close(key)
+        self._run_containers(pod, run, dict(run.status), time.time())
+
+    def _restart_all(self, pod: Obj, run: PodRun, source: str, code: int) -> None:
+        """RestartAllContainers (kubelet 1.37): the exit shown with ``AllContainersRestarting``, then every
+        container removed (after :attr:`restart_backoff`) and the pod initialised again."""
+        for t in run.timers.values():
+            t.cancel()
+        run.timers.clear()
+        now = time.time()
+        status = dict(run.status)
+        statuses = [dict(s) for s in status.get("containerStatuses") or []]
+        for s in statuses:
+            if s["name"] == source:
+                s.update(
+                    ready=False,
+                    started=False,
+                    state={
+                        "terminated": {
+                            "exitCode": code,
+                            "reason": "Error",
+                            "startedAt": iso_at(run.started.get(source, now)),
+                            "finishedAt": iso_at(now),
+                            "containerID": s.get("containerID", ""),
+                        }
+                    },
+                )
+        status["containerStatuses"] = statuses
+        status["conditions"] = _conditions(status, ready=False, restarting=True)
+        self._write(pod, run, status)
+        self.agent.event(pod, "Normal", "Killing", f"Container {source} exited: restarting all containers")
+        run.timers[RESTART_ALL] = asyncio.get_running_loop().call_later(self.restart_backoff, self._reinitialise, run)
+
+    def _reinitialise(self, run: PodRun) -> None:
+        run.timers.pop(RESTART_ALL, None)
+        pod = self._live(run)
+        if pod is None:
+            return
+        status = dict(run.status)
+        removed = {
+            "waiting": {
+                "reason": "RestartingAllContainers",
+                "message": "The container is removed because RestartAllContainers in place",
+            }
+        }
+        last = {
+            "terminated": {
+                "exitCode": 137,
+                "reason": "RestartingAllContainers",
+                "message": "The container is removed because RestartAllContainers in place",
+            }
+        }
+        for field_name in ("initContainerStatuses", "containerStatuses"):
+            entries = []
+            for s0 in status.get(field_name) or []:
+                s = dict(s0)
+                s.update(
+                    ready=False,
+                    started=False,
+                    restartCount=int(s.get("restartCount") or 0) + 1,
+                    state=dict(removed),
+                    lastState=dict(last),
+                )
+                self.logs.close((run.ns, run.name, s["name"]))
+                entries.append(s)
+            if entries:
+                status[field_name] = entries
+        run.started.clear()
+        status["conditions"] = _conditions(status, ready=False)
+        if _has_agent(pod):
+            run.attempt = restart_agent.next_attempt(run.attempt, _ann_int(pod, restart_agent.ANNOTATION_ATTEMPT))
+            if not restart_agent.released(run.attempt, _ann_int(pod, restart_agent.ANNOTATION_RELEASED)):
+                self._hold(pod, run, status)
+                return
+        self._run_containers(pod, run, status, time.time())
 
     def _image_pull_failed(self, pod: Obj, run: PodRun, status: Obj) -> None:
         """What a kubelet reports for images it cannot pull: Pending, every container waiting in back-off."""
@@ -288,6 +465,8 @@ class SimulatedRuntime(Runtime):
         self._write(pod, run, status)
 
     def _plan_exits(self, pod: Obj, run: PodRun) -> None:
+        if RESTART_ALL in run.timers:
+            return  # planned again when the pod's containers start again
         for t in run.timers.values():
             t.cancel()
         run.timers.clear()
@@ -333,6 +512,11 @@ class SimulatedRuntime(Runtime):
         message = termination_message(spec, code, (e.text for e in stream.read()) if stream is not None else ())
         if message:
             term["message"] = message
+        if spec.get("restartPolicy") is not None:
+            rule = matching_rule(spec, code)
+            if rule is not None and rule.get("action") == "RestartAllContainers":
+                self._restart_all(pod, run, container, code)
+                return
         restart = should_restart(spec, pod.get("spec") or {}, code)
         restarts = 0
         for s in statuses:
@@ -505,6 +689,41 @@ class SimulatedRuntime(Runtime):
                 raise LogError(400, f'previous terminated container "{container}" in pod "{md["name"]}" not found')
             raise LogError(400, f'container "{container}" in pod "{md["name"]}" is waiting to start: ContainerCreating')
         return stream
+
+
+def _conditions(status: Obj, *, ready: bool, restarting: bool = False) -> list[Obj]:
+    """The kubelet's pod conditions, with ``AllContainersRestarting`` once a pod has restarted whole (True
+    while it does: kubelet 1.37)."""
+    conditions = pod_conditions(status, ready=ready, now=now_iso())
+    old = next((c for c in status.get("conditions") or [] if c.get("type") == "AllContainersRestarting"), None)
+    if old is None and not restarting:
+        return conditions
+    value = "True" if restarting else "False"
+    since = old.get("lastTransitionTime") if old is not None and old.get("status") == value else None
+    conditions.append(
+        {
+            "type": "AllContainersRestarting",
+            "status": value,
+            "reason": "RestartAllContainersStarted" if restarting else None,
+            "message": "container exited with restart policy rule" if restarting else None,
+            "lastProbeTime": None,
+            "lastTransitionTime": since or now_iso(),
+        }
+    )
+    return conditions
+
+
+def _has_agent(pod: Obj) -> bool:
+    """Whether the pod carries the in-place restart agent (``kubedl_py.agent``)."""
+    return any(c.get("name") == restart_agent.BARRIER for c in (pod.get("spec") or {}).get("initContainers") or [])
+
+
+def _ann_int(pod: Obj, key: str) -> int:
+    value = ((pod.get("metadata") or {}).get("annotations") or {}).get(key)
+    try:
+        return int(value) if value is not None else 0
+    except ValueError:
+        return 0
 
 
 def _plan_of(annotations: dict[str, str]) -> tuple[str | None, ...]:

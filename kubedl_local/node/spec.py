@@ -62,6 +62,8 @@ class NodeSpec:
     kubelet_port: int = 0
     os_image: str = "kubedl-py node agent"
     runtime_version: str = "simulated://1.0"
+    #: ``status.declaredFeatures`` (None: what the runtime implements, :func:`declared_features`)
+    declared_features: tuple[str, ...] | None = None
 
     def all_labels(self) -> dict[str, str]:
         out = {
@@ -101,6 +103,30 @@ def node_conditions(now: str, *, ready: bool = True) -> list[Obj]:
     return conds
 
 
+#: kube-apiserver 1.37 proxies an exec's WebSocket straight to a node declaring this (execs.py), as to a 1.36+
+#: kubelet: every runtime here does
+EXEC_WEBSOCKETS = "ExtendWebSocketsToKubelet"
+#: the kubelet's RestartAllContainers (a restart rule restarting the pod whole in place): the simulated
+#: runtime implements it (simulated.py); the scheduler places a pod needing it only on a node declaring it
+RESTART_ALL_CONTAINERS = "RestartAllContainersOnContainerExits"
+
+
+#: a node label naming one feature the node does not declare although its runtime has it (a test's node of an
+#: older kubelet)
+UNDECLARE_LABEL = "local.kubedl.io/undeclare"
+
+
+def declared_features(spec: NodeSpec) -> list[str]:
+    """What the node declares in ``status.declaredFeatures``: the spec's, else what its runtime implements
+    less the one its :data:`UNDECLARE_LABEL` label names."""
+    if spec.declared_features is not None:
+        return list(spec.declared_features)
+    features = [EXEC_WEBSOCKETS]
+    if spec.runtime_version.startswith("simulated://"):
+        features.append(RESTART_ALL_CONTAINERS)
+    return [feature for feature in features if feature != spec.labels.get(UNDECLARE_LABEL)]
+
+
 def node_status(spec: NodeSpec, port: int, now: str, boot_id: str) -> Obj:
     """``Node.status`` as the kubelet reports it."""
     allocatable = dict(spec.allocatable if spec.allocatable is not None else spec.capacity)
@@ -113,8 +139,7 @@ def node_status(spec: NodeSpec, port: int, now: str, boot_id: str) -> Obj:
         "conditions": conds,
         "addresses": [{"type": "InternalIP", "address": spec.ip}, {"type": "Hostname", "address": spec.name}],
         "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
-        # kube-apiserver 1.37 then proxies an exec's WebSocket straight here (execs.py), as to a 1.36+ kubelet
-        "declaredFeatures": ["ExtendWebSocketsToKubelet"],
+        "declaredFeatures": declared_features(spec),
         "nodeInfo": {
             "machineID": uuid.uuid5(uuid.NAMESPACE_DNS, spec.name).hex,
             "systemUUID": str(uuid.uuid5(uuid.NAMESPACE_DNS, spec.name)),

@@ -248,8 +248,10 @@ class FailurePolicy(KubeModel):
     in its own pod (the kubelet's container restart rules: exits 128-255 restart the container; same pod,
     node, IP and host port, its emptyDir volumes kept), recreated only where the node cannot (a kubelet
     before 1.35, ContainerRestartRules off), with an InPlaceRestartUnavailable event. Recreate: a new pod
-    every time. With restartScope Job every pod is recreated (the whole job in place is not built yet):
-    InPlace is refused there, Auto recreates."""
+    every time. With restartScope Job, Auto and InPlace restart every pod whole in its place (the kubelet's
+    RestartAllContainers, Kubernetes 1.36+: an agent container in each pod is told the job's attempt and
+    holds the program until every rank has stopped the one before); Auto recreates where no node declares
+    RestartAllContainersOnContainerExits, InPlace waits for one."""
     pending_timeout_seconds: Annotated[int, Field(ge=1)] | None = None
     """Fail the job when one of its pods has been Pending this long, naming the pod and why (an image that
     cannot be pulled, no node that fits, a volume that cannot be mounted); unset: wait forever."""
@@ -389,6 +391,21 @@ class AvoidedNode(StatusModel):
     """Since when."""
 
 
+class RestartAttempt(StatusModel):
+    """Where a job restarted whole in place stands (``failurePolicy.restartScope: Job``)."""
+
+    attempt: NonNegativeInt | None = None
+    """The job's attempt: raised by one on every restart of the whole job in place."""
+    released: NonNegativeInt | None = None
+    """The attempt the ranks may run: raised once every pod has stopped its program of the one before."""
+    since: datetime | None = None
+    """When the attempt was raised, while it is not released."""
+    pods: dict[str, list[NonNegativeInt]] | None = None
+    """Per live pod (by uid): the attempt it was at when the last one was released, and its restarts then."""
+    unavailable: str | None = None
+    """Why the job's pods are made without the in-place agent (restartMode Auto where no node can)."""
+
+
 class ReplicaStatus(StatusModel):
     """The pods of one replica type."""
 
@@ -427,6 +444,8 @@ class JobStatus(StatusModel):
     in_place_counted: dict[str, NonNegativeInt] | None = None
     """The container restarts of each live pod (by pod uid) already counted in replicaStatuses restarts:
     in-place restarts are counted as they happen, each once, also across a controller restart."""
+    restart_attempt: RestartAttempt | None = None
+    """A job restarted whole in place: its attempt, the released one, and where each pod stands."""
     start_time: datetime | None = None
     """When the controller started the job (again after a suspension)."""
     completion_time: datetime | None = None

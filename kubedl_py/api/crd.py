@@ -35,7 +35,7 @@ from kubedl_py.api.common import OpenModel
 from kubedl_py.api.groups import KUBEDL, KUBEFLOW, RUN_POLICY_FIELDS, ApiGroup
 from kubedl_py.api.kinds import all_kinds, kind_api
 from kubedl_py.api.kinds.base import Framework, KindAPI
-from kubedl_py.api.validation import KUBEDL_ONLY_REPLICA_FIELDS, KUBEDL_ONLY_SPEC_FIELDS, RESTART_MODE_REFUSAL
+from kubedl_py.api.validation import KUBEDL_ONLY_REPLICA_FIELDS, KUBEDL_ONLY_SPEC_FIELDS
 
 Schema = dict[str, Any]
 
@@ -80,7 +80,6 @@ def crd_for(kind: KindAPI | Framework, group: ApiGroup = KUBEDL) -> dict[str, An
     specs["x-kubernetes-validations"] = _replica_rules(plugin)
     _lay_out_run_policy(spec, group)
     _refuse_unsupported(spec, framework)
-    _failure_policy_rules(spec)
     singular = framework.singular
     kubedl = group is KUBEDL
     names: dict[str, Any] = {
@@ -188,19 +187,6 @@ def _refuse_unsupported(spec: Schema, framework: Framework) -> None:
         replica.setdefault("x-kubernetes-validations", []).append(
             {"rule": f"!has(self.{key})", "message": f"{key} {why}"}
         )
-
-
-def _failure_policy_rules(spec: Schema) -> None:
-    """What a failurePolicy cannot combine (validation.py checks the same for the embedded cluster)."""
-    rule = {
-        "rule": "!(has(self.restartMode) && self.restartMode == 'InPlace' && has(self.restartScope) && "
-        "self.restartScope == 'Job')",
-        "message": f"restartMode {RESTART_MODE_REFUSAL}",
-    }
-    for holder in (spec, spec["properties"].get("runPolicy") or {}):
-        policy = (holder.get("properties") or {}).get("failurePolicy")
-        if policy is not None:
-            policy.setdefault("x-kubernetes-validations", []).append(dict(rule))
 
 
 def _refused(key: str, why: str) -> Schema:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
 import pydantic
 
@@ -173,7 +173,6 @@ def validate_job(job: Job) -> list[FieldError]:
     errors += _check_totals(job)
     errors += _check_scheduling(job)
     errors += _check_completion(job)
-    errors += _check_restart_mode(job)
     errors += _check_rdma(job)
     errors += _check_network_mode(job)
     errors += _check_resources(job)
@@ -404,23 +403,6 @@ def _check_completion(job: Job) -> list[FieldError]:
             )
         ]
     return []
-
-
-def _check_restart_mode(job: Job) -> list[FieldError]:
-    """``restartMode: InPlace`` asks for what ``restartScope: Job`` cannot give yet (the whole job restarted in
-    its own pods): refused, rather than recreating the pods against what the job says."""
-    policy = job.run_policy.failure_policy
-    if policy is None or policy.restart_mode != "InPlace" or policy.restart_scope != "Job":
-        return []
-    return [FieldError("spec.failurePolicy.restartMode", RESTART_MODE_REFUSAL)]
-
-
-#: why ``restartMode: InPlace`` with ``restartScope: Job`` is refused (the CRD's CEL rule says the same)
-RESTART_MODE_REFUSAL: Final = (
-    "InPlace cannot be given with restartScope Job yet: the whole job is recreated on a failure "
-    "(docs/policies.md); use Auto (in place for one rank under restartScope Replica, recreated under Job) "
-    "or Recreate"
-)
 
 
 def _check_resources(job: Job) -> list[FieldError]:

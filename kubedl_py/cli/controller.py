@@ -18,9 +18,11 @@ from pathlib import Path
 import yaml
 
 from kubedl_py.api.common import RdmaSpec
+from kubedl_py.api.images import image_reference_problem
 from kubedl_py.api.validation import JobValidationError, parse_rdma
 from kubedl_py.cli.errors import UsageError
 from kubedl_py.controllers.hostnetwork.ports import parse_range
+from kubedl_py.controllers.restart_agent import DEFAULT_AGENT_IMAGE
 from kubedl_py.controllers.setup import ControllerOptions, build_manager, discovered
 from kubedl_py.controllers.setup import run_controller as serve_controller
 from kubedl_py.kube.client import KubeClient
@@ -65,6 +67,10 @@ def controller_options(args: argparse.Namespace) -> ControllerOptions:
     if args.infrastructure_backoff_limit < 0:
         raise UsageError(f"--infrastructure-backoff-limit must be 0 or more, not {args.infrastructure_backoff_limit}")
     _check_endpoints(args)
+    agent_image = args.agent_image or os.environ.get("KUBEDL_AGENT_IMAGE") or DEFAULT_AGENT_IMAGE
+    problem = image_reference_problem(agent_image)
+    if problem is not None:
+        raise UsageError(f"--agent-image {agent_image!r} {problem}")
     return ControllerOptions(
         informer=informer,
         namespaces=namespaces(args.namespace),
@@ -91,6 +97,7 @@ def controller_options(args: argparse.Namespace) -> ControllerOptions:
         node_lost_timeout=args.node_lost_timeout,
         infrastructure_backoff_limit=args.infrastructure_backoff_limit,
         kueue_workloads=args.kueue_workloads,
+        agent_image=agent_image,
     )
 
 

@@ -369,6 +369,13 @@ def _add_controller(sub: Subcommands) -> None:
         " job (default 100)",
     )
     p.add_argument(
+        "--agent-image",
+        default=None,
+        metavar="IMAGE",
+        help="image of the in-place restart agent added to the pods of jobs restarted whole in place"
+        " (failurePolicy.restartScope Job; docs/policies.md); default: $KUBEDL_AGENT_IMAGE, else kubedl-py:<version>",
+    )
+    p.add_argument(
         "--kueue-workloads",
         choices=KUEUE_MODES,
         default="kubedl",

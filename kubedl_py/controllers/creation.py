@@ -16,6 +16,8 @@ import time
 from kubedl_py.controllers.addressing import Addressing, replica_name
 from kubedl_py.controllers.failures.policies import whole_job_restart
 from kubedl_py.controllers.failures.recovery import avoided_nodes, keep_off
+from kubedl_py.controllers.failures.whole_in_place import applies as applies_in_place
+from kubedl_py.controllers.failures.whole_in_place import pod_annotations
 from kubedl_py.controllers.features import Session
 from kubedl_py.controllers.memory import Block, Memories
 from kubedl_py.controllers.observation import Observation, Replica
@@ -25,6 +27,7 @@ from kubedl_py.controllers.plan import Plan
 from kubedl_py.controllers.pods import build_pod, build_service, service_drift
 from kubedl_py.controllers.podstate import slot_of
 from kubedl_py.controllers.refusals import Outcome, Refusal, in_template
+from kubedl_py.controllers.restart_agent import DEFAULT_AGENT_IMAGE
 from kubedl_py.controllers.writes import Writes
 from kubedl_py.kube import errors
 from kubedl_py.kube.client import KubeClient
@@ -42,9 +45,18 @@ BLOCKED_RECHECK_FIRST = 1.0
 
 class Creation:
     def __init__(
-        self, *, client: KubeClient, recorder: EventRecorder, writes: Writes, memories: Memories, wait_requeue: float
+        self,
+        *,
+        client: KubeClient,
+        recorder: EventRecorder,
+        writes: Writes,
+        memories: Memories,
+        wait_requeue: float,
+        agent_image: str = DEFAULT_AGENT_IMAGE,
     ) -> None:
         self.client = client
+        #: the image of the in-place restart agent (``restart_agent.py``) in pods of jobs restarted whole in place
+        self.agent_image = agent_image
         self.recorder = recorder
         self.writes = writes
         self.memories = memories
@@ -319,7 +331,16 @@ class Creation:
         self, plan: Plan, session: Session, replica: Replica, addressing: Addressing
     ) -> Refusal | Conflict | None:
         seen = plan.seen
-        pod = build_pod(seen.job, replica.replica_type, replica.index, addressing, kind=plan.kind)
+        whole_in_place = applies_in_place(seen.job, seen.status)
+        pod = build_pod(
+            seen.job,
+            replica.replica_type,
+            replica.index,
+            addressing,
+            kind=plan.kind,
+            annotations=pod_annotations(seen.status) if whole_in_place else None,
+            agent_image=self.agent_image if whole_in_place else None,
+        )
         pod_key = seen.pod_key(replica)
         try:
             session.shape_pod(plan, replica, pod)  # a feature may refuse the pod (JobFailure)

@@ -64,6 +64,7 @@ from kubedl_py.controllers.outcomes import JobFailure, StaleDecision
 from kubedl_py.controllers.plan import Plan, make_plan
 from kubedl_py.controllers.podstate import is_active
 from kubedl_py.controllers.reporting import NOT_SCHEDULED, UNSCHEDULABLE, Reporter, reason_of
+from kubedl_py.controllers.restart_agent import DEFAULT_AGENT_IMAGE
 from kubedl_py.controllers.status_pacing import StatusYield
 from kubedl_py.controllers.writes import WRITE_CONCURRENCY, Writes
 from kubedl_py.kube import errors
@@ -124,6 +125,9 @@ class ReconcilerSettings(Protocol):
     @property
     def infrastructure_backoff_limit(self) -> int: ...
 
+    @property
+    def agent_image(self) -> str: ...
+
 
 @dataclass(frozen=True)
 class ReconcilerOptions:
@@ -140,6 +144,8 @@ class ReconcilerOptions:
     node_lost_timeout: int = recovery.DEFAULT_NODE_LOST_TIMEOUT
     #: default of failurePolicy.infrastructureBackoffLimit (``--infrastructure-backoff-limit``)
     infrastructure_backoff_limit: int = recovery.DEFAULT_INFRASTRUCTURE_BACKOFF_LIMIT
+    #: the in-place restart agent's image (``--agent-image``)
+    agent_image: str = DEFAULT_AGENT_IMAGE
 
 
 class JobReconciler:
@@ -203,6 +209,7 @@ class JobReconciler:
             writes=self.writes,
             memories=self.memories,
             wait_requeue=self.options.wait_requeue,
+            agent_image=self.options.agent_image,
         )
 
     @property

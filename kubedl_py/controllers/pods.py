@@ -22,6 +22,7 @@ from kubedl_py.controllers.failures.policies import in_place_rule, restarts_in_p
 from kubedl_py.controllers.kinds.base import Kind
 from kubedl_py.controllers.ownership import owner_reference
 from kubedl_py.controllers.rendezvous import apply_rendezvous
+from kubedl_py.controllers.restart_agent import add_agent
 
 
 def replica_labels(job: TrainingJob, replica_type: str, index: int) -> dict[str, str]:
@@ -102,8 +103,10 @@ def build_pod(
     *,
     annotations: dict[str, str] | None = None,
     kind: Kind[Any] | None = None,
+    agent_image: str | None = None,
 ) -> dict[str, Any]:
-    """The pod of one replica (``job`` already defaulted), before the reconcile's steps add to it."""
+    """The pod of one replica (``job`` already defaulted), before the reconcile's steps add to it. With
+    ``agent_image`` the job restarts whole in place and the pod carries the agent (``restart_agent.py``)."""
     spec = job.replica_specs[replica_type]
     template = spec.template.to_dict()  # a fresh structure on every call (model_dump), ours to edit
     metadata = template.get("metadata") or {}
@@ -127,6 +130,8 @@ def build_pod(
         # pod's policy says. A template's own rules come first (the kubelet takes the first that matches).
         main["restartPolicy"] = "Never"
         main["restartPolicyRules"] = [*(main.get("restartPolicyRules") or []), in_place_rule()]
+    if agent_image is not None:
+        add_agent(pod_spec, main, job, replica_type, agent_image)
     # The evidence of a failure: the kubelet keeps a failed container's last log lines as its termination
     # message, which the controller copies into the job's status before the pod goes (failures.py).
     main.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")

@@ -36,6 +36,7 @@ from kubedl_py.controllers.hostnetwork import PORT_RETRY_AFTER
 from kubedl_py.controllers.hostnetwork.ports import DEFAULT_RANGE
 from kubedl_py.controllers.job import JobReconciler
 from kubedl_py.controllers.kueue import DEFAULT_KUEUE_MODE, WORKLOADS, KueueMode
+from kubedl_py.controllers.restart_agent import DEFAULT_AGENT_IMAGE
 from kubedl_py.controllers.telemetry import JobTelemetry
 from kubedl_py.controllers.trimming import trim_pod
 from kubedl_py.controllers.writes import WRITE_CONCURRENCY
@@ -111,6 +112,8 @@ class ControllerOptions:
     kubeflow_api: bool = False
     #: ``--kueue-workloads``: which API groups' queued jobs get a Kueue Workload made by kubedl-py (kueue.py)
     kueue_workloads: KueueMode = DEFAULT_KUEUE_MODE
+    #: ``--agent-image``: the in-place restart agent's image (restart_agent.py)
+    agent_image: str = DEFAULT_AGENT_IMAGE
     #: the (group, plural) pairs served by the API server, from :func:`served_resources`; None: assume all.
     #: Only kubeflow.org kinds missing here are skipped; the gang scheduler's PodGroups are watched when
     #: served (else found with requests: see gang.py), Kueue's Workloads only when listed here (kueue.py).

@@ -46,17 +46,18 @@ def trim_pod(pod: Object) -> Object:
                 {key: cs[key] for key in ("name", "restartCount", "state", "lastState") if key in cs}
                 for cs in status.get("containerStatuses") or []
             ],
-            # why a pod is Pending (failurePolicy.pendingTimeoutSeconds): image pulls and scheduling
+            # why a pod is Pending (failurePolicy.pendingTimeoutSeconds): image pulls and scheduling; the
+            # in-place barrier's restartCount: how often the pod restarted whole (whole_in_place.py)
             "initContainerStatuses": [
-                {key: cs[key] for key in ("name", "state") if key in cs}
+                {key: cs[key] for key in ("name", "state", "restartCount") if key in cs}
                 for cs in status.get("initContainerStatuses") or []
             ],
             # PodScheduled: why a pod is Pending; Ready: false on a lost node; DisruptionTarget: ended by the
-            # cluster (an infrastructure failure, failures.py)
+            # cluster (an infrastructure failure, failures.py); AllContainersRestarting: restarting whole now
             "conditions": [
                 {key: cond[key] for key in ("type", "status", "reason", "message", "lastTransitionTime") if key in cond}
                 for cond in status.get("conditions") or []
-                if cond.get("type") in ("PodScheduled", "Ready", "DisruptionTarget")
+                if cond.get("type") in ("PodScheduled", "Ready", "DisruptionTarget", "AllContainersRestarting")
             ],
         },
     }

@@ -187,6 +187,29 @@ class Writes:
         meta = pod.get("metadata") or {}
         return bool(meta.get("deletionTimestamp")) or self.expectations.pending_delete(str(meta.get("uid")))
 
+    async def annotate_pods(self, pods: Iterable[Object], annotations: dict[str, str]) -> list[Object]:
+        """Set ``annotations`` on each pod, on its uid (a JSON patch testing it: a newer pod of the name is not
+        touched); a pod gone or replaced meanwhile is skipped (the next reconcile sees it). Returns the pods
+        not patched."""
+
+        async def annotate(pod: Object) -> Object | None:
+            meta = pod.get("metadata") or {}
+            ops: list[Object] = [{"op": "test", "path": "/metadata/uid", "value": str(meta.get("uid"))}]
+            if meta.get("annotations") is None:
+                ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
+            for key, value in annotations.items():
+                path = "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
+                ops.append({"op": "add", "path": path, "value": value})
+            try:
+                await self.client.patch(
+                    PODS, str(meta.get("name")), ops, namespace=meta.get("namespace"), patch_type="json"
+                )
+            except (errors.NotFound, errors.Conflict, errors.Invalid):
+                return pod
+            return None
+
+        return [pod for pod in await self.gather(annotate(pod) for pod in pods) if pod is not None]
+
     async def delete_service(self, service: Object) -> None:
         """Delete one of the job's Services, on its uid: if the name now holds another Service (ours went and a
         stranger's took the name), that one is not ours to delete. That Conflict fails the reconcile, which

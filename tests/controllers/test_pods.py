@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
-from kubedl_py.api import JobValidationError, parse_job
+from kubedl_py import agent
 from kubedl_py.api import constants as c
+from kubedl_py.api import parse_job, with_defaults
 from kubedl_py.api.common import EnvVar, FailurePolicy
 from kubedl_py.controllers.pods import addressing_for, build_pod, build_service
 from tests.controllers.test_rendezvous import pytorchjob, tfjob
@@ -80,7 +79,8 @@ def test_exit_code_replicas_restart_retryable_exits_in_place_unless_recreated_or
     assert "restartPolicyRules" not in container
 
 
-def test_in_place_with_a_whole_job_restart_is_refused_naming_the_field() -> None:
+def test_in_place_with_a_whole_job_restart_is_accepted() -> None:
+    """restartMode InPlace with restartScope Job was refused while the whole job could not restart in place."""
     document = {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
@@ -92,13 +92,76 @@ def test_in_place_with_a_whole_job_restart_is_refused_naming_the_field() -> None
             },
         },
     }
-    with pytest.raises(JobValidationError) as info:
-        parse_job(document)
-    (error,) = info.value.errors
-    assert error.field == "spec.runPolicy.failurePolicy.restartMode"
-    assert "use Auto" in error.message and "Recreate" in error.message
-    document["spec"]["runPolicy"]["failurePolicy"]["restartMode"] = "Auto"  # type: ignore[index]
-    assert parse_job(document).run_policy.failure_policy.restart_mode == "Auto"  # type: ignore[union-attr]
+    policy = parse_job(document).run_policy.failure_policy
+    assert policy is not None and (policy.restart_scope, policy.restart_mode) == ("Job", "InPlace")
+
+
+def test_a_pod_of_a_job_restarted_whole_in_place_carries_the_agent() -> None:
+    """With an agent image (restartScope Job, in place): the main container's exits its replica retries restart
+    the pod whole (RestartAllContainers); the barrier (last init container) and the watcher (a native sidecar
+    whose exit 86 restarts the pod whole) read the downward API volume and keep the pod's attempt in an
+    emptyDir; both run unprivileged from the agent image; the template's own init containers come first."""
+
+    def replica(policy: str, **spec: object) -> dict[str, object]:
+        return {
+            "restartPolicy": policy,
+            "template": {"spec": {"containers": [{"name": "tensorflow", "image": "i"}], **spec}},
+        }
+
+    document = {
+        "apiVersion": "training.kubedl.io/v1alpha1",
+        "kind": "TFJob",
+        "metadata": {"name": "t", "namespace": "ns", "uid": "u"},
+        "spec": {
+            "failurePolicy": {"restartScope": "Job"},
+            "tfReplicaSpecs": {
+                "PS": replica("Never"),
+                "Worker": replica("ExitCode", initContainers=[{"name": "fetch", "image": "busybox"}]),
+            },
+        },
+    }
+    job = with_defaults(parse_job(document))
+    pod = build_pod(job, "Worker", 0, addressing_for(job), agent_image="registry/kubedl-py:1")
+    spec = pod["spec"]
+    assert spec["restartPolicy"] == "Never"
+    main = spec["containers"][0]
+    assert main["restartPolicy"] == "Never"
+    assert main["restartPolicyRules"] == [
+        {"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": list(range(128, 256))}}
+    ]
+    fetch, barrier, watcher = spec["initContainers"]
+    assert fetch["name"] == "fetch"
+    assert (barrier["name"], barrier["command"]) == (agent.BARRIER, ["kubedl-py-agent", "barrier"])
+    assert "restartPolicy" not in barrier  # a plain init container: it runs again on every restart whole
+    assert (watcher["name"], watcher["command"]) == (agent.WATCHER, ["kubedl-py-agent", "watcher"])
+    assert watcher["restartPolicy"] == "Always"
+    assert watcher["restartPolicyRules"] == [
+        {"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [agent.RESTART_EXIT_CODE]}}
+    ]
+    for container in (barrier, watcher):
+        assert container["image"] == "registry/kubedl-py:1"
+        security = container["securityContext"]
+        assert security["runAsNonRoot"] and security["readOnlyRootFilesystem"]
+        assert security["capabilities"] == {"drop": ["ALL"]} and security["allowPrivilegeEscalation"] is False
+        assert {m["mountPath"] for m in container["volumeMounts"]} == {agent.SIGNALS_DIR, agent.STATE_DIR}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    paths = {
+        item["path"]: item["fieldRef"]["fieldPath"] for item in volumes[agent.SIGNALS_VOLUME]["downwardAPI"]["items"]
+    }
+    assert paths == {
+        agent.ATTEMPT_FILE: f"metadata.annotations['{agent.ANNOTATION_ATTEMPT}']",
+        agent.RELEASED_FILE: f"metadata.annotations['{agent.ANNOTATION_RELEASED}']",
+        agent.CREATED_FILE: f"metadata.annotations['{agent.ANNOTATION_CREATED}']",
+    }
+    assert volumes[agent.STATE_VOLUME]["emptyDir"]["medium"] == "Memory"
+    # OnFailure replicas restart the job on any non-zero exit; Never replicas' exits end their pod (no rule).
+    ps = build_pod(job, "PS", 0, addressing_for(job), agent_image="registry/kubedl-py:1")["spec"]["containers"][0]
+    assert "restartPolicyRules" not in ps and ps["restartPolicy"] == "Never"
+    job.replica_specs["PS"].restart_policy = "OnFailure"
+    ps = build_pod(job, "PS", 0, addressing_for(job), agent_image="registry/kubedl-py:1")["spec"]["containers"][0]
+    assert ps["restartPolicyRules"] == [
+        {"action": "RestartAllContainers", "exitCodes": {"operator": "NotIn", "values": [0]}}
+    ]
 
 
 def test_normal_mode_service_is_headless_with_the_container_ports() -> None:

@@ -100,7 +100,10 @@ async def test_restart_scope_job_replaces_every_pod_together_and_counts_each_res
     master = annotated(replica(1, restart_policy="OnFailure"), **{TERMINATION_SECONDS: "1"})
     workers = replica(2, restart_policy="OnFailure", exit_code=1, run_seconds=1)
     job = pytorchjob(
-        "whole", replicas={"Master": master, "Worker": workers}, backoffLimit=3, failurePolicy={"restartScope": "Job"}
+        "whole",
+        replicas={"Master": master, "Worker": workers},
+        backoffLimit=3,
+        failurePolicy={"restartScope": "Job", "restartMode": "Recreate"},
     )
     async with pod_events(kube, "whole") as events:
         await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
@@ -132,7 +135,7 @@ async def test_restart_scope_job_pods_are_left_for_the_controller_to_restart(
     job = pytorchjob(
         "never",
         replicas={"Master": replica(1, restart_policy="Always"), "Worker": replica(1, restart_policy="OnFailure")},
-        failurePolicy={"restartScope": "Job"},
+        failurePolicy={"restartScope": "Job", "restartMode": "Recreate"},
     )
     await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
 
@@ -288,7 +291,7 @@ async def test_restart_scope_job_in_host_network_mode_gets_new_ports_services_re
         host=True,
         services=c.REPLICA_SERVICES_ALL,  # every replica's Service, each re-pointed
         replicas={"Master": replica(1), "Worker": workers},
-        failurePolicy={"restartScope": "Job"},
+        failurePolicy={"restartScope": "Job", "restartMode": "Recreate"},
     )
     await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
 

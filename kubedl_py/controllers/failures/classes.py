@@ -192,3 +192,37 @@ def in_place_failure(pod: Object, container: str | None) -> Failure | None:
             True, code, reason, description, USER, signal_of(code), bounded(terminated.get("message")), restarts - 1
         )
     return None
+
+
+#: the reason the kubelet gives every container of a pod it restarts whole (RestartAllContainers, Kubernetes
+#: 1.37), the one whose exit triggered it included once its container is removed
+RESTARTING_ALL_CONTAINERS: Final = "RestartingAllContainers"
+
+
+def whole_restart_failure(pod: Object, container: str | None) -> Failure:
+    """Why a pod restarted whole in place: its container's exit while the kubelet restarts the pod (state
+    ``terminated``), or after (``lastState``); a user failure. Once the kubelet has removed the container its
+    status shows only ``RestartingAllContainers``: the exit was one the pod's restart rule restarts."""
+    for status in _statuses(pod, container):
+        restarts = int(status.get("restartCount") or 0)
+        for terminated, run in (
+            ((status.get("state") or {}).get("terminated") or {}, restarts),
+            ((status.get("lastState") or {}).get("terminated") or {}, max(0, restarts - 1)),
+        ):
+            code = terminated.get("exitCode")
+            if not terminated or code in (0, None) or terminated.get("reason") == RESTARTING_ALL_CONTAINERS:
+                continue
+            reason = str(terminated.get("reason") or "Error")
+            description = f"exited with code {code}" if reason == "Error" else f"container {reason} (exit code {code})"
+            return Failure(
+                True, code, reason, description, USER, signal_of(code), bounded(terminated.get("message")), run
+            )
+        return Failure(
+            True,
+            None,
+            RESTARTING_ALL_CONTAINERS,
+            "ended with an exit its restart rule restarts (the kubelet's status no longer shows which)",
+            USER,
+            attempt=max(0, restarts - 1),
+        )
+    return Failure(True, None, RESTARTING_ALL_CONTAINERS, "restarted its pod", USER)
