@@ -6,8 +6,8 @@ annotations decide how they end:
 
 - ``local.kubedl.io/exit-code``: the exit code of every container (default: containers never exit);
 - ``local.kubedl.io/exit-codes``: the exit codes of successive runs of each container, comma-separated
-  (``137,0``: the first run is killed, the one restarted in place succeeds); runs past the list repeat its
-  last; it takes precedence over ``exit-code``;
+  (``137,0``: the first run is killed, the one restarted in place succeeds; ``-``: that run does not exit);
+  runs past the list repeat its last; it takes precedence over ``exit-code``;
 - ``local.kubedl.io/run-seconds``: how long containers run before exiting (default 0 with an exit code;
   with only run-seconds the exit code is 0);
 - ``local.kubedl.io/termination-seconds``: how long containers take to stop after deletion (default
@@ -736,12 +736,13 @@ def _exit_code(pod: Obj, run: int) -> float | None:
     listed = ((pod.get("metadata") or {}).get("annotations") or {}).get(EXIT_CODES)
     if listed:
         try:
-            codes = [int(code) for code in listed.split(",") if code.strip()]
+            codes = [None if code.strip() == "-" else int(code) for code in listed.split(",") if code.strip()]
         except ValueError:
             log.warning("pod %s: %s=%r is not a list of exit codes", pod["metadata"].get("name"), EXIT_CODES, listed)
             codes = []
         if codes:
-            return float(codes[min(run, len(codes) - 1)])
+            code = codes[min(run, len(codes) - 1)]
+            return None if code is None else float(code)
     return _annotation_float(pod, EXIT_CODE)
 
 

@@ -21,7 +21,9 @@ the number of jobs):
 - ``kubedl_job_recovery_seconds{kind,mode,class}``: from a rank's failure (its container's ``finishedAt``) to its
   program running again (the next run's ``startedAt``): ``mode="in_place"`` when the kubelet restarted it in its
   pod (``failurePolicy.restartMode``), ``recreate`` when a new pod of the same replica runs; per rank (a whole-job
-  restart observes the rank that failed).
+  restart observes the rank that failed); ``in_place_job`` for a whole job restarted in place (``restartScope:
+  Job``): from the controller raising the job's attempt to its release, when every rank starts its program
+  again (the pods' own restarts are not counted as failures: the job's one restart is).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from datetime import UTC, datetime
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from kubedl_py import agent
 from kubedl_py.api import constants as c
 from kubedl_py.api.plain import Object, parse_time
 from kubedl_py.controllers import status as st
@@ -53,7 +56,7 @@ POD_FAILURE_CLASSES = (USER, INFRASTRUCTURE)
 TIME_TO_RUNNING_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
 #: recovery: from a restart in place (a second or the kubelet's back-off) to a reschedule of a whole gang
 RECOVERY_BUCKETS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
-RECOVERY_MODES = ("in_place", "recreate")
+RECOVERY_MODES = ("in_place", "in_place_job", "recreate")
 #: failed ranks waiting for their replacement to run (the oldest go first past this many)
 MAX_AWAITED_RECOVERIES = 10_000
 
@@ -70,6 +73,11 @@ def failure_class(pod: Object) -> str:
 
 def _restarts(pod: Object) -> int:
     return sum(int(cs.get("restartCount") or 0) for cs in (pod.get("status") or {}).get("containerStatuses") or [])
+
+
+def _restarted_whole(pod: Object) -> bool:
+    """Whether the pod carries the in-place agent (its restarts are the job's, ``whole_in_place.py``)."""
+    return any(cs.get("name") == agent.BARRIER for cs in (pod.get("status") or {}).get("initContainerStatuses") or [])
 
 
 def _owner_kind(obj: Object) -> str | None:
@@ -167,6 +175,7 @@ class JobTelemetry:
         jobs.add_handler(Handler(on_update=lambda old, new: self._job_updated(kind, old, new)))
 
     def _job_updated(self, kind: str, old: Object, new: Object) -> None:
+        self._observe_whole_in_place(kind, old, new)
         if any(c.get("type") == st.RUNNING for c in _conditions(old)):
             return  # only the first Running: a restart's Running again is not a start
         running = st.get_condition(new.get("status") or {}, st.RUNNING)
@@ -176,6 +185,18 @@ class JobTelemetry:
         started = _parse_time(running.get("lastTransitionTime"))
         if created is not None and started is not None:
             self.time_to_running.labels(kind).observe(max(0.0, (started - created).total_seconds()))
+
+    def _observe_whole_in_place(self, kind: str, old: Object, new: Object) -> None:
+        """A whole job restarted in place: one failure when its attempt is raised, its recovery when released."""
+        before = (old.get("status") or {}).get("restartAttempt") or {}
+        after = (new.get("status") or {}).get("restartAttempt") or {}
+        if int(after.get("attempt") or 0) > int(before.get("attempt") or 0) and not after.get("unavailable"):
+            self.pod_failures.labels(kind, USER).inc()
+        if int(after.get("released") or 0) > int(before.get("released") or 0) and before.get("since"):
+            since = _parse_time(before.get("since"))
+            if since is not None:
+                took = (datetime.now(UTC) - since).total_seconds()
+                self.recovery.labels(kind, "in_place_job", USER).observe(max(0.0, took))
 
     # ------------------------------------------------------------------------------------------- pods
 
@@ -187,7 +208,9 @@ class JobTelemetry:
         kind = _owner_kind(new)
         if kind is None or kind not in self._kinds:
             return
-        in_place = _restarts(new) - _restarts(old)
+        # A pod restarted whole in place (its agent's barrier) is one rank of the job's restart, counted once
+        # for the job (``_observe_whole_in_place``).
+        in_place = 0 if _restarted_whole(new) else _restarts(new) - _restarts(old)
         if in_place > 0:
             self.pod_failures.labels(kind, USER).inc(in_place)
         self._observe_recovery(kind, old, new)
@@ -210,7 +233,7 @@ class JobTelemetry:
     def _observe_recovery(self, kind: str, old: Object, new: Object) -> None:
         """A container that runs again: restarted in its pod after a failure (``lastState`` says when it ended),
         or the first run of a failed rank's new pod."""
-        for before, after in _running_again(old, new):
+        for before, after in [] if _restarted_whole(new) else _running_again(old, new):
             if int(after.get("restartCount") or 0) > int(before.get("restartCount") or 0):
                 last = (after.get("lastState") or {}).get("terminated") or {}
                 ended, started = parse_time(last.get("finishedAt")), _started(after)

@@ -28,7 +28,8 @@ from tests.integration.conftest import (
     replica,
     wait_condition,
 )
-from tests.integration.test_in_place import controller_writes, identity, restart_count, running
+from tests.integration.test_in_place import controller_writes, identity, recoveries, restart_count, running
+from tests.integration.test_metrics import _async
 
 
 def main_restarts(pod: dict[str, Any]) -> int:
@@ -88,6 +89,8 @@ async def test_a_killed_rank_restarts_every_rank_in_its_own_pod_keeping_nodes_po
     reasons = [e.get("reason") for e in await events_for(kube, "whole")]
     assert reasons.count("RestartingInPlace") == 1 and reasons.count("RestartedInPlace") == 1, reasons
     assert "JobRestarting" not in reasons, reasons
+    await eventually(lambda: _async(recoveries(controller, "in_place_job") == 1), what="the recovery observed")
+    assert recoveries(controller, "in_place") == 0 and recoveries(controller, "recreate") == 0
     # Each pod told twice, the new attempt then its release, and nothing else written to pods or Services.
     told = [
         (r.verb, r.name)

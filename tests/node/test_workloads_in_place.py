@@ -89,3 +89,74 @@ def test_a_killed_rank_restarts_in_its_own_pod_through_the_real_kubelet(installe
 def _pod_or_none(cluster: NodeCluster, name: str) -> dict[str, Any] | None:
     found = cluster.get("pods", "-n", "default", "--field-selector", f"metadata.name={name}")["items"]
     return found[0] if found else None
+
+
+def whole_job(name: str) -> dict[str, Any]:
+    """A host-network PyTorchJob, Master + 2 Workers, restartScope Job under restartPolicy ExitCode: each rank
+    leaves a marker in its ``emptyDir`` on its first run; Worker 0 then exits 137 (a signal: retryable), the
+    others wait. A second run finds its marker and succeeds: only restarts that keep every pod's sandbox
+    succeed, so the job succeeds only if every rank restarted in its own pod."""
+    first_run = {"Master": "sleep 3600", "Worker": 'if [ "$RANK" = 1 ]; then sleep 2; exit 137; fi; sleep 3600'}
+
+    def replica(replica_type: str, count: int) -> dict[str, Any]:
+        kept = 'if [ -e /data/marker ]; then echo "marker kept"; exit 0; fi; touch /data/marker'
+        script = f"{kept}; {first_run[replica_type]}"
+        container = {
+            "name": "pytorch",
+            "image": BASE_IMAGE,
+            "imagePullPolicy": "Never",
+            "command": ["sh", "-c", script],
+            "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+        }
+        spec = {"containers": [container], "volumes": [{"name": "data", "emptyDir": {}}]}
+        return {"replicas": count, "restartPolicy": "ExitCode", "template": {"spec": spec}}
+
+    return {
+        "apiVersion": "training.kubedl.io/v1alpha1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": "default", "annotations": {"kubedl.io/network-mode": "host"}},
+        "spec": {
+            "backoffLimit": 3,
+            "cleanPodPolicy": "None",
+            "failurePolicy": {"restartScope": "Job"},
+            "pytorchReplicaSpecs": {"Master": replica("Master", 1), "Worker": replica("Worker", 2)},
+        },
+    }
+
+
+def test_the_whole_job_restarts_in_its_own_pods_through_the_real_kubelet(installed: NodeCluster) -> None:  # noqa: F811
+    """restartScope Job in place through the real kubelet 1.37.2 and containerd (RestartAllContainers) and the
+    in-place agent from the controller's image: Worker 0 exits 137, every rank restarts whole in its own pod
+    (same uid and host port, each rank's container restarted once, each barrier once), every second run finds
+    its marker, and the job succeeds with one restart charged and the events saying it was in place."""
+    name = f"whole-{uuid.uuid4().hex[:6]}"
+    pods = [f"{name}-master-0", f"{name}-worker-0", f"{name}-worker-1"]
+    with TrainingClient(kubeconfig=installed.kubeconfig) as client:
+        client.submit(whole_job(name))
+        try:
+            first = {
+                pod: eventually(lambda pod=pod: _pod_or_none(installed, pod), within=120, what=f"pod {pod}")
+                for pod in pods
+            }
+            finished = client.wait(name, ("Succeeded", "Failed"), timeout=240)
+            assert job_state(finished) == "Succeeded", finished.status
+            annotation = "training.kubedl.io/host-port"
+            for pod_name in pods:
+                pod = installed.get("pod", pod_name)
+                assert pod["metadata"]["uid"] == first[pod_name]["metadata"]["uid"], pod_name
+                assert (
+                    pod["metadata"]["annotations"][annotation] == first[pod_name]["metadata"]["annotations"][annotation]
+                )
+                assert pod["status"]["containerStatuses"][0]["restartCount"] == 1, pod["status"]
+                barrier = next(s for s in pod["status"]["initContainerStatuses"] if s["name"] == "kubedl-barrier")
+                assert barrier["restartCount"] == 1, pod["status"]
+            for replica_type, index in (("master", 0), ("worker", 0), ("worker", 1)):
+                assert client.logs(name, replica_type, index).strip() == "marker kept"
+            statuses = client.get(name).status.replica_statuses  # type: ignore[union-attr]
+            restarts = sum(s.restarts or 0 for s in statuses.values())  # type: ignore[union-attr]
+            assert restarts == 1, statuses
+            events = installed.get("events", "-n", "default", "--field-selector", f"involvedObject.name={name}")
+            reasons = [e.get("reason") for e in events["items"]]
+            assert reasons.count("RestartingInPlace") == 1 and reasons.count("RestartedInPlace") == 1, reasons
+        finally:
+            client.delete(name, wait=True, timeout=120)
