@@ -80,3 +80,22 @@ def test_the_watcher_exits_86_once_the_job_is_past_the_pods_attempt(dirs: tuple[
         assert time.monotonic() - started < 2  # it looks every 0.1 s
     finally:
         watcher.kill()
+
+
+def test_a_rank_left_in_crash_loop_back_off_past_the_bound_is_due_for_a_new_pod() -> None:
+    """``in_place.stuck_in_back_off``: waiting in CrashLoopBackOff for longer than the bound since its last run
+    ended (the kubelet's back-off doubles from 10 s to 5 minutes), the rank gets a new pod."""
+    from datetime import UTC, datetime, timedelta
+
+    from kubedl_py.controllers.failures.in_place import BACK_OFF_BOUND_SECONDS, stuck_in_back_off
+
+    now = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+
+    def pod(reason: str, ended_ago: float) -> dict[str, object]:
+        ended = (now - timedelta(seconds=ended_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        status = {"state": {"waiting": {"reason": reason}}, "lastState": {"terminated": {"finishedAt": ended}}}
+        return {"status": {"containerStatuses": [{"name": "pytorch", **status}]}}
+
+    assert stuck_in_back_off(pod("CrashLoopBackOff", BACK_OFF_BOUND_SECONDS + 5), "pytorch", now) is not None
+    assert stuck_in_back_off(pod("CrashLoopBackOff", BACK_OFF_BOUND_SECONDS - 5), "pytorch", now) is None
+    assert stuck_in_back_off(pod("ContainerCreating", BACK_OFF_BOUND_SECONDS + 5), "pytorch", now) is None

@@ -225,6 +225,7 @@ class FailureHandling:
         await self._recover_lost(seen)
         await self._note_disruptions(seen)
         await self._restart_whole_in_place(seen)
+        await self._recreate_backed_off(seen)
         await self._handle_failures(seen)
 
     async def _handle_failures(self, seen: Observation) -> None:
@@ -480,6 +481,39 @@ class FailureHandling:
         for replica, _ in doomed:
             replica.pod, replica.terminating = None, True
         logger.info("%s: restarting the whole job: %s", seen.key, what)
+
+    async def _recreate_backed_off(self, seen: Observation) -> None:
+        """A rank restarted in place (``restartPolicy: ExitCode``) left in the kubelet's crash-loop back-off past
+        ``in_place.BACK_OFF_BOUND_SECONDS`` is recreated (its restarts were counted as they happened), with an
+        ``InPlaceRestartTimedOut`` event."""
+        job = seen.job
+        doomed: list[Replica] = []
+        for replica in seen.replicas.values():
+            pod = replica.pod
+            if pod is None or replica.terminating or not restarts_in_place(job, replica.replica_type):
+                continue
+            if (pod.get("status") or {}).get("phase") != "Running":
+                continue
+            waited = in_place.stuck_in_back_off(pod, self.main_container(pod), seen.now)
+            if waited is None:
+                continue
+            name = (pod.get("metadata") or {}).get("name")
+            message = (
+                f"{replica.replica_type} {replica.index} has waited {int(waited)}s in the kubelet's crash-loop "
+                f"back-off in pod {name} (over {int(in_place.BACK_OFF_BOUND_SECONDS)}s); recreating its pod."
+            )
+            await self.recorder.warning(seen.raw, "InPlaceRestartTimedOut", message)
+            doomed.append(replica)
+        if not doomed:
+            for replica in seen.replicas.values():
+                if replica.pod is not None and restarts_in_place(job, replica.replica_type):
+                    for entry in (replica.pod.get("status") or {}).get("containerStatuses") or []:
+                        if ((entry.get("state") or {}).get("waiting") or {}).get("reason") == "CrashLoopBackOff":
+                            seen.want_requeue(in_place.BACK_OFF_BOUND_SECONDS)  # look again once it could be due
+            return
+        await self.writes.delete_pods(replica.pod for replica in doomed if replica.pod is not None)
+        for replica in doomed:
+            replica.pod, replica.terminating = None, True
 
     # ------------------------------------------------------------------------------- whole job in place
 

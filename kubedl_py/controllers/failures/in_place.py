@@ -10,8 +10,9 @@ how many of each live pod's restarts are counted (``status.inPlaceCounted``, by 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
-from kubedl_py.api.plain import Object
+from kubedl_py.api.plain import Object, parse_time
 from kubedl_py.controllers.failures.classes import Failure
 from kubedl_py.controllers.observation import Observation, Replica
 from kubedl_py.controllers.podstate import in_place_restarts
@@ -71,3 +72,25 @@ def unavailable_message(replica: Replica, failure: Failure) -> str:
         "restart it in place (container restart rules need Kubernetes 1.35+ with ContainerRestartRules on); "
         "recreating its pod (failurePolicy.restartMode)."
     )
+
+
+#: how long a container restarted in place may wait in the kubelet's crash-loop back-off (10 s doubling to
+#: 5 minutes) before its pod is recreated instead: a new pod starts at once, and may land on a better node
+BACK_OFF_BOUND_SECONDS = 60.0
+
+
+def stuck_in_back_off(pod: Object, container: str | None, now: datetime) -> float | None:
+    """Seconds the pod's ``container`` has waited in ``CrashLoopBackOff`` since its last run ended, when that is
+    past :data:`BACK_OFF_BOUND_SECONDS`; else None."""
+    for entry in (pod.get("status") or {}).get("containerStatuses") or []:
+        if container is not None and entry.get("name") != container:
+            continue
+        waiting = (entry.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") != "CrashLoopBackOff":
+            return None
+        ended = parse_time(((entry.get("lastState") or {}).get("terminated") or {}).get("finishedAt"))
+        if ended is None:
+            return None
+        waited = (now - ended).total_seconds()
+        return waited if waited >= BACK_OFF_BOUND_SECONDS else None
+    return None
