@@ -525,9 +525,9 @@ class FailureHandling:
         if not whole_in_place.wanted(job):
             return
         state = whole_in_place.state_of(seen.status)
-        if state.unavailable:
-            return
         if restart_mode(job) == "Auto" and await self._in_place_unschedulable(seen, state):
+            return
+        if state.unavailable:
             return
         if not state.restarting:
             failed = whole_in_place.failed_pods(seen, state)
@@ -614,18 +614,21 @@ class FailureHandling:
         refused = [
             (replica, why)
             for replica in seen.replicas.values()
-            if replica.pod is not None and (why := whole_in_place.undeclared(replica.pod)) is not None
+            if replica.pod is not None
+            and not replica.terminating
+            and (why := whole_in_place.undeclared(replica.pod)) is not None
         ]
         if not refused:
             return False
-        replica, why = refused[0]
-        state.unavailable = (
-            f"{replica.replica_type} {replica.index} could not be scheduled with the in-place agent: {why} "
-            f"({whole_in_place.NODE_FEATURE}); the job is recreated on a failure (restartMode Auto)"
-        )
-        whole_in_place.store(seen.status, state)
-        await self.recorder.warning(seen.raw, "InPlaceRestartUnavailable", state.unavailable + ".")
-        await self.reporter.persist(seen)
+        if not state.unavailable:  # said once; pods refused later (made before it was said) go the same way
+            replica, why = refused[0]
+            state.unavailable = (
+                f"{replica.replica_type} {replica.index} could not be scheduled with the in-place agent: {why} "
+                f"({whole_in_place.NODE_FEATURE}); the job is recreated on a failure (restartMode Auto)"
+            )
+            whole_in_place.store(seen.status, state)
+            await self.recorder.warning(seen.raw, "InPlaceRestartUnavailable", state.unavailable + ".")
+            await self.reporter.persist(seen)
         await self.writes.delete_pods(r.pod for r, _ in refused if r.pod is not None)
         for r, _ in refused:
             r.pod, r.terminating = None, True
