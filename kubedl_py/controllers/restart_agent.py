@@ -6,8 +6,8 @@ Added to the pod ``pods.build_pod`` assembled, never replacing anything of the t
   replica retries (``ExitCode``: 128-255; ``OnFailure``/``Always``: any but 0; ``Never``: none, its exit ends
   the pod and the job's policy decides);
 - two containers from the agent image (``--agent-image``, the controller's own by default), each with 10m CPU
-  and 16Mi of memory requested (32Mi limit), no service account token use, non-root, a read-only root
-  filesystem, no capabilities: the **barrier**, the last init container, and the **watcher**, a native
+  and 16Mi of memory requested (limits 100m and 32Mi, so a namespace quota on limits admits the pod), no
+  service account token use, non-root, a read-only root filesystem, no capabilities: the **barrier**, the last init container, and the **watcher**, a native
   sidecar after it, whose exit :data:`~kubedl_py.agent.RESTART_EXIT_CODE` restarts the pod whole;
 - a downward API volume with the job's attempt annotations and an ``emptyDir`` (memory, 1Mi) with the pod's.
 
@@ -37,7 +37,7 @@ _SECURITY: Final = {
     "capabilities": {"drop": ["ALL"]},
     "seccompProfile": {"type": "RuntimeDefault"},
 }
-_RESOURCES: Final = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "32Mi"}}
+_RESOURCES: Final = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "32Mi"}}
 
 
 def main_rule(restart_policy: str | None) -> dict[str, Any] | None:
