@@ -7,8 +7,9 @@ Added to the pod ``pods.build_pod`` assembled, never replacing anything of the t
   the pod and the job's policy decides);
 - two containers from the agent image (``--agent-image``, the controller's own by default), each with 10m CPU
   and 16Mi of memory requested (limits 100m and 32Mi, so a namespace quota on limits admits the pod), no
-  service account token use, non-root, a read-only root filesystem, no capabilities: the **barrier**, the last init container, and the **watcher**, a native
-  sidecar after it, whose exit :data:`~kubedl_py.agent.RESTART_EXIT_CODE` restarts the pod whole;
+  service account token use, non-root, a read-only root filesystem, no capabilities: the **barrier**, the
+  last init container, and the **watcher**, a native sidecar after it, whose exit
+  :data:`~kubedl_py.agent.RESTART_EXIT_CODE` restarts the pod whole;
 - a downward API volume with the job's attempt annotations and an ``emptyDir`` (memory, 1Mi) with the pod's.
 
 The scheduler then places the pod only on nodes that declare ``RestartAllContainersOnContainerExits``
