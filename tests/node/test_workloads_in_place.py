@@ -1,8 +1,8 @@
 """Recovery in place through the real kubelet and containerd (``failurePolicy.restartMode``, docs/policies.md).
 
 In a file of its own, after test_workloads.py: run before that file's MPIJob test, on the same node, the MPIJob's
-launcher could not start its ranks over ssh (twice in a row on 2026-12-02; the MPIJob passes alone and in the
-order of this layout). Not understood yet: docs/local-cluster.md, "The node tier".
+launcher could not start its ranks over ssh (twice in a row on 2026-12-02); it later failed so once in this
+order too, so the order is not the cause. Not understood yet: docs/local-cluster.md, "The node tier".
 """
 
 from __future__ import annotations
