@@ -65,21 +65,22 @@ def main_restarts(pod: dict[str, Any]) -> int:
 class Pods:
     """The job's pods as one watch shows them, with an event set on every change."""
 
-    def __init__(self, kube: KubeClient) -> None:
+    def __init__(self, kube: KubeClient, namespace: str = NS, job: str = JOB) -> None:
         self.kube = kube
+        self.namespace, self.selector = namespace, f"{c.LABEL_JOB_NAME}={job}"
         self.pods: dict[str, dict[str, Any]] = {}
         self.changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        listed = await self.kube.list(PODS, namespace=NS, label_selector=f"{c.LABEL_JOB_NAME}={JOB}")
+        listed = await self.kube.list(PODS, namespace=self.namespace, label_selector=self.selector)
         self.pods = {pod["metadata"]["name"]: pod for pod in listed.items}
         self._task = asyncio.create_task(self._watch(listed.resource_version))
 
     async def _watch(self, version: str | None) -> None:
         while True:
             async for event in self.kube.watch(
-                PODS, namespace=NS, label_selector=f"{c.LABEL_JOB_NAME}={JOB}", resource_version=version
+                PODS, namespace=self.namespace, label_selector=self.selector, resource_version=version
             ):
                 pod = event.object
                 version = (pod.get("metadata") or {}).get("resourceVersion") or version
@@ -112,6 +113,40 @@ class Pods:
             await asyncio.gather(self._task, return_exceptions=True)
 
 
+def all_running(seen: dict[str, dict[str, Any]], replicas: int) -> bool:
+    """Every pod of the job Running with every main container running."""
+    return len(seen) == replicas and all(
+        (p.get("status") or {}).get("phase") == "Running" and main_running(p) for p in seen.values()
+    )
+
+
+def snapshot(seen: dict[str, dict[str, Any]]) -> dict[str, tuple[str, int]]:
+    return {name: (p["metadata"]["uid"], barrier_restarts(p)) for name, p in seen.items()}
+
+
+def recovered(seen: dict[str, dict[str, Any]], before: dict[str, tuple[str, int]], mode: str) -> bool:
+    """Every rank runs its program again: in new pods (Recreate), or in the same pods each restarted whole."""
+    if not all_running(seen, len(before)):
+        return False
+    if mode == "Recreate":
+        return all(p["metadata"]["uid"] != before[name][0] for name, p in seen.items())
+    return all(
+        p["metadata"]["uid"] == before[name][0] and barrier_restarts(p) > before[name][1] for name, p in seen.items()
+    )
+
+
+def summary(mode: str, seconds: list[float]) -> dict[str, Any]:
+    return {
+        "mode": mode,
+        "trials": len(seconds),
+        "median_seconds": round(statistics.median(seconds), 2),
+        "p90_seconds": round(quantile(seconds, 0.9), 2),
+        "p99_seconds": round(quantile(seconds, 0.99), 2),
+        "min_seconds": round(min(seconds), 2),
+        "max_seconds": round(max(seconds), 2),
+    }
+
+
 def quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
@@ -128,34 +163,19 @@ async def measure(cluster: RealCluster, tmp: Path, *, replicas: int, trials: int
             await pods.start()
             await kube.create(PYTORCHJOBS, job, namespace=NS)
 
-            def all_running(seen: dict[str, dict[str, Any]]) -> bool:
-                return len(seen) == replicas and all(
-                    (p.get("status") or {}).get("phase") == "Running" and main_running(p) for p in seen.values()
-                )
-
-            await pods.until(all_running, 600)
+            await pods.until(lambda seen: all_running(seen, replicas), 600)
             seconds: list[float] = []
             requests: list[int] = []
             victim = f"{JOB}-worker-0"
             for trial in range(trials):
-                before = {name: (p["metadata"]["uid"], barrier_restarts(p)) for name, p in pods.pods.items()}
+                before = snapshot(pods.pods)
                 run = main_restarts(pods.pods[victim])
                 codes = ",".join(["-"] * run + ["137", "-"])
                 mark = cluster.audit_mark()
                 killed = time.monotonic()
                 await kube.patch(PODS, victim, {"metadata": {"annotations": {EXIT_CODES: codes}}}, namespace=NS)
 
-                def recovered(seen: dict[str, dict[str, Any]], before: Any = before) -> bool:
-                    if not all_running(seen):
-                        return False
-                    if mode == "Recreate":
-                        return all(p["metadata"]["uid"] != before[name][0] for name, p in seen.items())
-                    return all(
-                        p["metadata"]["uid"] == before[name][0] and barrier_restarts(p) > before[name][1]
-                        for name, p in seen.items()
-                    )
-
-                back = await pods.until(recovered, 300)
+                back = await pods.until(lambda seen, before=before: recovered(seen, before, mode), 300)
                 seconds.append(back - killed)
                 # the controller's writes settle (the release, the status) before they are counted
                 await asyncio.sleep(2.0)
@@ -165,15 +185,9 @@ async def measure(cluster: RealCluster, tmp: Path, *, replicas: int, trials: int
                 )
             await pods.stop()
             return {
-                "mode": mode,
+                **summary(mode, seconds),
                 "replicas": replicas,
                 "nodes": cluster.info["nodes"],
-                "trials": trials,
-                "median_seconds": round(statistics.median(seconds), 2),
-                "p90_seconds": round(quantile(seconds, 0.9), 2),
-                "p99_seconds": round(quantile(seconds, 0.99), 2),
-                "min_seconds": round(min(seconds), 2),
-                "max_seconds": round(max(seconds), 2),
                 "requests_per_restart_median": statistics.median(requests),
                 "cpu_seconds": round(usage.cpu_since_start(), 1),
             }

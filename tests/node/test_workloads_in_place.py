@@ -7,6 +7,10 @@ order too, so the order is not the cause. Not understood yet: docs/local-cluster
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
+import time
 import uuid
 from typing import Any
 
@@ -86,6 +90,16 @@ def test_a_killed_rank_restarts_in_its_own_pod_through_the_real_kubelet(installe
             client.delete(name, wait=True, timeout=120)
 
 
+def _replica_statuses(job: Any) -> dict[str, Any]:
+    assert job.status is not None and job.status.replica_statuses is not None
+    return dict(job.status.replica_statuses)
+
+
+def _wait_pod(cluster: NodeCluster, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = eventually(lambda: _pod_or_none(cluster, name), within=120, what=f"pod {name}")
+    return found
+
+
 def _pod_or_none(cluster: NodeCluster, name: str) -> dict[str, Any] | None:
     found = cluster.get("pods", "-n", "default", "--field-selector", f"metadata.name={name}")["items"]
     return found[0] if found else None
@@ -134,10 +148,7 @@ def test_the_whole_job_restarts_in_its_own_pods_through_the_real_kubelet(install
     with TrainingClient(kubeconfig=installed.kubeconfig) as client:
         client.submit(whole_job(name))
         try:
-            first = {
-                pod: eventually(lambda pod=pod: _pod_or_none(installed, pod), within=120, what=f"pod {pod}")
-                for pod in pods
-            }
+            first = {pod: _wait_pod(installed, pod) for pod in pods}
             finished = client.wait(name, ("Succeeded", "Failed"), timeout=240)
             assert job_state(finished) == "Succeeded", finished.status
             annotation = "training.kubedl.io/host-port"
@@ -152,11 +163,77 @@ def test_the_whole_job_restarts_in_its_own_pods_through_the_real_kubelet(install
                 assert barrier["restartCount"] == 1, pod["status"]
             for replica_type, index in (("master", 0), ("worker", 0), ("worker", 1)):
                 assert client.logs(name, replica_type, index).strip() == "marker kept"
-            statuses = client.get(name).status.replica_statuses  # type: ignore[union-attr]
-            restarts = sum(s.restarts or 0 for s in statuses.values())  # type: ignore[union-attr]
-            assert restarts == 1, statuses
+            statuses = _replica_statuses(client.get(name))
+            assert sum(int(s.restarts or 0) for s in statuses.values()) == 1, statuses
             events = installed.get("events", "-n", "default", "--field-selector", f"involvedObject.name={name}")
             reasons = [e.get("reason") for e in events["items"]]
             assert reasons.count("RestartingInPlace") == 1 and reasons.count("RestartedInPlace") == 1, reasons
+        finally:
+            client.delete(name, wait=True, timeout=120)
+
+
+#: trials per mode of the recovery-time measurement (KUBEDL_NODE_RECOVERY_TRIALS; docs/policies.md has a run of 20)
+RECOVERY_TRIALS = int(os.environ.get("KUBEDL_NODE_RECOVERY_TRIALS", "2"))
+
+
+def waiting_job(name: str, mode: str) -> dict[str, Any]:
+    """Master + 2 Workers, host network, restartScope Job: every rank runs until told to die (a file its
+    container's own filesystem holds: a new container, in place or in a new pod, starts without it)."""
+    script = "while [ ! -e /tmp/die ]; do sleep 0.05; done; exit 137"
+    container = {"name": "pytorch", "image": BASE_IMAGE, "imagePullPolicy": "Never", "command": ["sh", "-c", script]}
+
+    def replica(count: int) -> dict[str, Any]:
+        return {"replicas": count, "restartPolicy": "ExitCode", "template": {"spec": {"containers": [container]}}}
+
+    return {
+        "apiVersion": "training.kubedl.io/v1alpha1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": "default", "annotations": {"kubedl.io/network-mode": "host"}},
+        "spec": {
+            "backoffLimit": RECOVERY_TRIALS + 5,
+            "failurePolicy": {"restartScope": "Job", "restartMode": mode},
+            "pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(2)},
+        },
+    }
+
+
+@pytest.mark.parametrize("mode", ["InPlace", "Recreate"])
+def test_recovery_time_in_place_against_recreate_on_the_real_node(installed: NodeCluster, mode: str) -> None:  # noqa: F811
+    """Kill Worker 0 (exit 137) ``RECOVERY_TRIALS`` times and time, from one watch on the job's pods, until every
+    rank's program runs again: in the same pods each restarted whole (InPlace: same uids), or in new pods
+    (Recreate: new uids). Prints the figures (a JSON line); asserts what each mode keeps, never a time."""
+    from bench.real_recovery import Pods, all_running, recovered, snapshot, summary
+    from kubedl_py.kube.client import KubeClient
+
+    name = f"recover-{mode.lower()}-{uuid.uuid4().hex[:6]}"
+
+    async def trials() -> list[float]:
+        seconds: list[float] = []
+        async with KubeClient(kubeconfig=installed.kubeconfig) as kube:
+            pods = Pods(kube, namespace="default", job=name)
+            await pods.start()
+            try:
+                await pods.until(lambda seen: all_running(seen, 3), 180)
+                for _ in range(RECOVERY_TRIALS):
+                    before = snapshot(pods.pods)
+                    victim = f"{name}-worker-0"
+                    await asyncio.to_thread(
+                        installed.kubectl, "exec", victim, "-c", "pytorch", "--", "touch", "/tmp/die"
+                    )
+                    killed = time.monotonic()
+                    back = await pods.until(lambda seen, before=before: recovered(seen, before, mode), 180)
+                    seconds.append(back - killed)
+            finally:
+                await pods.stop()
+        return seconds
+
+    with TrainingClient(kubeconfig=installed.kubeconfig) as client:
+        client.submit(waiting_job(name, mode))
+        try:
+            seconds = asyncio.run(trials())
+            print(json.dumps({"real_node_recovery": {**summary(mode, seconds), "ranks": 3}}))
+            assert len(seconds) == RECOVERY_TRIALS
+            statuses = _replica_statuses(client.get(name))
+            assert sum(int(s.restarts or 0) for s in statuses.values()) == RECOVERY_TRIALS, statuses
         finally:
             client.delete(name, wait=True, timeout=120)
