@@ -22,18 +22,25 @@ from kubedl_py.sdk import job_state
 from tests.node.conftest import NodeCluster, eventually
 from tests.node.test_workloads import _master_status, installed  # noqa: F401  (the module-scoped fixture)
 
+#: the first half of a marker program: a run that finds the marker its pod's ``emptyDir`` kept succeeds
+MARKER_KEPT = 'if [ -e /data/marker ]; then echo "marker kept"; exit 0; fi; touch /data/marker'
+
+
+def marker_container(first_run: str) -> dict[str, Any]:
+    """The base image running :data:`MARKER_KEPT`, then ``first_run`` (what a run without the marker does)."""
+    return {
+        "name": "pytorch",
+        "image": BASE_IMAGE,
+        "imagePullPolicy": "Never",
+        "command": ["sh", "-c", f"{MARKER_KEPT}; {first_run}"],
+        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+    }
+
 
 def marker_job(name: str, mode: str) -> dict[str, Any]:
     """A host-network one-Master PyTorchJob whose program exits 137 (a signal: retryable) unless the marker it
     leaves in an ``emptyDir`` is there: only a restart that keeps the pod's sandbox can succeed."""
-    script = 'if [ -e /data/marker ]; then echo "marker kept"; exit 0; fi; touch /data/marker; echo "first"; exit 137'
-    container = {
-        "name": "pytorch",
-        "image": BASE_IMAGE,
-        "imagePullPolicy": "Never",
-        "command": ["sh", "-c", script],
-        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
-    }
+    container = marker_container('echo "first"; exit 137')
     return {
         "apiVersion": "training.kubedl.io/v1alpha1",
         "kind": "PyTorchJob",
@@ -113,16 +120,10 @@ def whole_job(name: str) -> dict[str, Any]:
     first_run = {"Master": "sleep 3600", "Worker": 'if [ "$RANK" = 1 ]; then sleep 2; exit 137; fi; sleep 3600'}
 
     def replica(replica_type: str, count: int) -> dict[str, Any]:
-        kept = 'if [ -e /data/marker ]; then echo "marker kept"; exit 0; fi; touch /data/marker'
-        script = f"{kept}; {first_run[replica_type]}"
-        container = {
-            "name": "pytorch",
-            "image": BASE_IMAGE,
-            "imagePullPolicy": "Never",
-            "command": ["sh", "-c", script],
-            "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+        spec = {
+            "containers": [marker_container(first_run[replica_type])],
+            "volumes": [{"name": "data", "emptyDir": {}}],
         }
-        spec = {"containers": [container], "volumes": [{"name": "data", "emptyDir": {}}]}
         return {"replicas": count, "restartPolicy": "ExitCode", "template": {"spec": spec}}
 
     return {
