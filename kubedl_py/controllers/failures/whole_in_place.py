@@ -215,7 +215,7 @@ def time_left(state: State, now: datetime) -> float:
     return max(0.0, RESTART_TIMEOUT_SECONDS - (now - since).total_seconds())
 
 
-def release(seen: Observation, state: State) -> None:
+def release_attempt(seen: Observation, state: State) -> None:
     """Every pod is at the job's attempt: record each where it is, the attempt released."""
     state.released = state.attempt
     state.since = None
