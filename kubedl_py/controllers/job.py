@@ -54,7 +54,8 @@ from kubedl_py.api.validation import host_port_errors
 from kubedl_py.controllers import status as st
 from kubedl_py.controllers.creation import Creation
 from kubedl_py.controllers.failures import recovery
-from kubedl_py.controllers.failures.handling import FailureHandling, reaches_backoff_limit
+from kubedl_py.controllers.failures.handling import FailureHandling
+from kubedl_py.controllers.failures.ledger import reaches_backoff_limit
 from kubedl_py.controllers.failures.policies import explicit_clean_pod_policy, keeps_pods_after_failure
 from kubedl_py.controllers.features import Features, Session
 from kubedl_py.controllers.kinds import controller_for

@@ -12,16 +12,16 @@ the job fails) and, after the creates, ``check_progress`` (a hang). A failure th
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol
+from typing import Protocol
 
 from kubedl_py.api import Framework
-from kubedl_py.api.defaults import default_container_index
 from kubedl_py.api.groups import condition_reason
 from kubedl_py.api.plain import Object, parse_time
 from kubedl_py.controllers import status as st
 from kubedl_py.controllers.addressing import replica_name
 from kubedl_py.controllers.failures import in_place, recovery, whole_in_place
 from kubedl_py.controllers.failures.classes import USER, Failure, classify, disruption, in_place_failure
+from kubedl_py.controllers.failures.ledger import Ledger
 from kubedl_py.controllers.failures.policies import (
     IN_PLACE_EXIT_CODES,
     VOLUME_EVENT_REASONS,
@@ -43,23 +43,6 @@ from kubedl_py.kube.events import EventRecorder
 from kubedl_py.kube.resources import EVENTS
 
 logger = logging.getLogger(__name__)
-
-
-def reaches_backoff_limit(restarts: int, limit: int) -> bool:
-    """The job fails when its restarts reach ``backoffLimit`` (so a limit of N allows N-1 restarts), and on
-    any restart with a limit of 0: how the Training Operator and KubeDL count (``restarts >= limit``)."""
-    return restarts >= max(limit, 1)
-
-
-def restarts_of(seen: Observation, replica_type: str | None = None) -> int:
-    """Restarts charged to the program, of the job or of one type: pods replaced and in-place restarts, each
-    counted as it happened (``FailureHandling.count_in_place``)."""
-    statuses = seen.status.get("replicaStatuses") or {}
-    return sum(
-        int(value.get("restarts") or 0)
-        for name, value in statuses.items()
-        if replica_type is None or name == replica_type
-    )
 
 
 class Reports(Protocol):
@@ -95,7 +78,8 @@ class FailureHandling:
         self.reporter = reporter
         self.writes = writes
         self.node_lost_timeout = node_lost_timeout
-        self.infrastructure_backoff_limit = infrastructure_backoff_limit
+        #: the job's failures recorded and charged to the budgets of their classes (``ledger.py``)
+        self.ledger = Ledger(framework=framework, infrastructure_backoff_limit=infrastructure_backoff_limit)
         #: nodes read for pods that look lost, and the log checks of progressDeadlineSeconds
         self.nodes = recovery.NodeHealth(client)
         self.progress = recovery.Progress(client)
@@ -104,11 +88,8 @@ class FailureHandling:
             recorder=recorder,
             reporter=reporter,
             writes=writes,
-            record=self._record,
-            check_budget=self._check_budget,
-            count_restart=self._count_restart,
+            ledger=self.ledger,
             restart_job=self._restart_job,
-            main_container=self.main_container,
         )
 
     def forget(self, key: str) -> None:
@@ -158,30 +139,8 @@ class FailureHandling:
         )
         return True
 
-    def _limit_reached(self, seen: Observation, *, more: int = 0, replica_type: str | None = None) -> str | None:
-        """Which restart limit fails the job (the job-wide ``backoffLimit``, or the ``backoffLimit`` of
-        ``replica_type`` or of any type), counting ``more`` restarts about to happen, as a clause for the
-        message; None while neither is reached."""
-        job = seen.job
-        limit = job.run_policy.backoff_limit
-        restarts = restarts_of(seen) + more
-        if limit is not None and reaches_backoff_limit(restarts, limit):
-            if more:
-                return f"{restarts} restarts would reach backoffLimit {limit}"
-            return f"has restarted {restarts} times, reaching backoffLimit {limit}"
-        for name, spec in job.replica_specs.items():
-            if spec.backoff_limit is None or (replica_type is not None and name != replica_type):
-                continue
-            count = restarts_of(seen, name) + more
-            if reaches_backoff_limit(count, spec.backoff_limit):
-                own = spec.backoff_limit
-                if more:
-                    return f"{count} restarts of its {name} replicas would reach their backoffLimit {own}"
-                return f"its {name} replicas have restarted {count} times, reaching their backoffLimit {own}"
-        return None
-
     def _backoff_exceeded(self, seen: Observation) -> bool:
-        clause = self._limit_reached(seen)
+        clause = self.ledger.limit_reached(seen)
         if clause is None:
             return False
         last = recovery.last_failure_clause(seen.status)
@@ -238,8 +197,8 @@ class FailureHandling:
             if replica.pod is None or replica.phase != "Failed":
                 continue
             spec = job.replica_specs[replica.replica_type]
-            failure = classify(replica.pod, self.main_container(replica.pod))
-            new = self._record(seen, replica, replica.pod, failure)
+            failure = classify(replica.pod, self.ledger.main_container(replica.pod))
+            new = self.ledger.record(seen, replica, replica.pod, failure)
             who = f"{replica.replica_type} {replica.index}"
             retry = (
                 failure.infrastructure
@@ -267,8 +226,8 @@ class FailureHandling:
                 # Charged once per failure: the charge is written with the record before the pod goes
                 # (persist), so a reconcile that finds the failure recorded (the delete failed after the
                 # write) replaces the pod without charging it again.
-                self._check_budget(seen, replica, failure)
-                self._count_restart(seen, replica, failure)
+                self.ledger.check_budget(seen, replica, failure)
+                self.ledger.count_restart(seen, replica, failure)
                 # Only an exit the rule covers says the kubelet ignored it (a pod failed for a reason, or an
                 # exit below 128 retried for its reason, was never the rule's to restart).
                 ruled = failure.exit_code in IN_PLACE_EXIT_CODES and not failure.infrastructure
@@ -289,46 +248,6 @@ class FailureHandling:
         for replica in doomed:
             replica.pod, replica.terminating = None, True
 
-    def _check_budget(self, seen: Observation, replica: Replica, failure: Failure) -> None:
-        """Fail the job (JobFailure) when replacing after ``failure`` would reach the limit of its class."""
-        job = seen.job
-        who = f"{replica.replica_type} {replica.index}"
-        if failure.infrastructure:
-            limit = recovery.infrastructure_backoff_limit(job, self.infrastructure_backoff_limit)
-            count = recovery.infrastructure_restarts(seen.status) + 1
-            if reaches_backoff_limit(count, limit):
-                message = (
-                    f"{job.kind} {seen.key}: {who} {failure.description}; {count} infrastructure restarts would "
-                    f"reach failurePolicy.infrastructureBackoffLimit {limit}."
-                )
-                raise JobFailure("InfrastructureBackoffLimitExceeded", message)
-            return
-        reached = self._limit_reached(seen, more=1, replica_type=replica.replica_type)
-        if reached is not None:
-            message = f"{job.kind} {seen.key}: {who} {failure.description}; {reached}."
-            raise JobFailure("BackoffLimitExceeded", message)
-
-    def main_container(self, pod: Object) -> str | None:
-        containers = (pod.get("spec") or {}).get("containers") or []
-        if not containers:
-            return None
-        name = containers[default_container_index(containers, self.framework)].get("name")
-        return str(name) if name else None
-
-    def _record(self, seen: Observation, replica: Replica, pod: Object | None, failure: Failure, **extra: Any) -> bool:
-        """Put a failure in the job's status (once per pod and run, recovery.record) and, with
-        ``avoidNodeAfterFailures``, note its node. True when it was new."""
-        entry = recovery.failure_entry(replica, pod, failure, now=seen.now, **extra)
-        if not recovery.record(seen.status, entry):
-            return False
-        threshold = recovery.avoid_after(seen.job)
-        why = recovery.note_node(
-            seen.status, entry.get("node"), threshold=threshold, lost=failure.reason == recovery.NODE_LOST, now=seen.now
-        )
-        if why is not None:
-            logger.info("%s: new pods avoid node %s: %s", seen.key, entry.get("node"), why)
-        return True
-
     async def count_in_place(self, seen: Observation) -> None:
         """In-place restarts, as they happen (``in_place.py``): each charged once to its class, the latest run's
         end recorded as evidence (the kubelet keeps only it, in ``lastState``), the job saying it restarts, and
@@ -337,9 +256,9 @@ class FailureHandling:
         if whole_in_place.applies(seen.job, seen.status):
             return
         for item in in_place.restarted(seen):
-            failure = in_place_failure(item.pod, self.main_container(item.pod))
+            failure = in_place_failure(item.pod, self.ledger.main_container(item.pod))
             if failure is not None:
-                self._record(seen, item.replica, item.pod, failure)
+                self.ledger.record(seen, item.replica, item.pod, failure)
             recovery.charge(
                 seen.status, item.replica.replica_type, failure.failure_class if failure else USER, item.new
             )
@@ -356,11 +275,11 @@ class FailureHandling:
             pod = replica.leaving
             if pod is None or disruption(pod) is None:
                 continue
-            failure = classify(pod, self.main_container(pod))
-            if not self._record(seen, replica, pod, failure):
+            failure = classify(pod, self.ledger.main_container(pod))
+            if not self.ledger.record(seen, replica, pod, failure):
                 continue
-            self._check_budget(seen, replica, failure)
-            self._count_restart(seen, replica, failure)
+            self.ledger.check_budget(seen, replica, failure)
+            self.ledger.count_restart(seen, replica, failure)
             who = f"{replica.replica_type} {replica.index}"
             if whole_job_restart(job):
                 await self._restart_job(seen, f"{who} {failure.description}")
@@ -400,14 +319,14 @@ class FailureHandling:
         charged: list[tuple[Replica, Failure, Object]] = []
         failures = [recovery.lost_failure(item) for item in due]
         for item, lost_as in zip(due, failures, strict=True):
-            if self._record(seen, item.replica, item.pod, lost_as, node=item.node.name):
+            if self.ledger.record(seen, item.replica, item.pod, lost_as, node=item.node.name):
                 charged.append((item.replica, lost_as, item.pod))
         whole = whole_job_restart(job)
         refused: JobFailure | None = None
         try:
             for replica, charge, _ in charged[: 1 if whole else None]:
-                self._check_budget(seen, replica, charge)
-                self._count_restart(seen, replica, charge)
+                self.ledger.check_budget(seen, replica, charge)
+                self.ledger.count_restart(seen, replica, charge)
         except JobFailure as exc:
             refused = exc  # the job fails; its lost pods are deleted all the same, as nothing else will end them
             self.reporter.set_failed(seen, exc.reason, exc.message)
@@ -452,9 +371,9 @@ class FailureHandling:
             return
         replica, why = found
         failure = recovery.stalled_failure(replica, replica.pod, why, self.progress.last_line.get(seen.key, ""))
-        self._record(seen, replica, replica.pod, failure)
-        self._check_budget(seen, replica, failure)
-        self._count_restart(seen, replica, failure)
+        self.ledger.record(seen, replica, replica.pod, failure)
+        self.ledger.check_budget(seen, replica, failure)
+        self.ledger.count_restart(seen, replica, failure)
         message = f"{job.kind} {seen.key} is stalled: {why}; restarting every pod of the job."
         st.set_condition(
             status,
@@ -492,7 +411,7 @@ class FailureHandling:
                 continue
             if (pod.get("status") or {}).get("phase") != "Running":
                 continue
-            waited = in_place.stuck_in_back_off(pod, self.main_container(pod), seen.now)
+            waited = in_place.stuck_in_back_off(pod, self.ledger.main_container(pod), seen.now)
             if waited is None:
                 continue
             name = (pod.get("metadata") or {}).get("name")
@@ -512,11 +431,6 @@ class FailureHandling:
         await self.writes.delete_pods(replica.pod for replica in doomed if replica.pod is not None)
         for replica in doomed:
             replica.pod, replica.terminating = None, True
-
-    def _count_restart(self, seen: Observation, replica: Replica, failure: Failure) -> None:
-        """Charge a replacement to its class's budget (the pod's in-place restarts were counted as they
-        happened: ``count_in_place``)."""
-        recovery.charge(seen.status, replica.replica_type, failure.failure_class)
 
 
 async def volume_trouble(client: KubeClient, pod: Object) -> str | None:

@@ -12,10 +12,11 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from kubedl_py import agent
-from kubedl_py.api.plain import Object, parse_time
+from kubedl_py.api.plain import parse_time
 from kubedl_py.controllers import status as st
 from kubedl_py.controllers.failures import whole_in_place
 from kubedl_py.controllers.failures.classes import Failure, whole_restart_failure
+from kubedl_py.controllers.failures.ledger import Ledger
 from kubedl_py.controllers.failures.policies import restart_mode
 from kubedl_py.controllers.observation import Observation, Replica
 from kubedl_py.controllers.writes import Writes
@@ -44,21 +45,16 @@ class WholeJobInPlace:
         recorder: EventRecorder,
         reporter: Reports,
         writes: Writes,
-        record: Callable[[Observation, Replica, Object | None, Failure], bool],
-        check_budget: Callable[[Observation, Replica, Failure], None],
-        count_restart: Callable[[Observation, Replica, Failure], None],
+        ledger: Ledger,
         restart_job: Callable[[Observation, str], Awaitable[None]],
-        main_container: Callable[[Object], str | None],
     ) -> None:
         self.recorder = recorder
         #: the staged conditions, and the status write that comes before pods are told
         self.reporter = reporter
         self.writes = writes
-        self.record = record
-        self.check_budget = check_budget
-        self.count_restart = count_restart
+        #: where failures are recorded and charged
+        self.ledger = ledger
         self.restart_job = restart_job
-        self.main_container = main_container
         #: the in-place attempt annotations patched on pods whose change the cache does not show yet
         self.told: dict[tuple[str, str], str] = {}
 
@@ -112,13 +108,13 @@ class WholeJobInPlace:
         charged: tuple[Replica, Failure] | None = None
         for replica in failed:
             assert replica.pod is not None
-            failure = whole_restart_failure(replica.pod, self.main_container(replica.pod))
-            self.record(seen, replica, replica.pod, failure)
+            failure = whole_restart_failure(replica.pod, self.ledger.main_container(replica.pod))
+            self.ledger.record(seen, replica, replica.pod, failure)
             charged = charged or (replica, failure)
         assert charged is not None
         replica, failure = charged
-        self.check_budget(seen, replica, failure)  # JobFailure when this restart would reach a limit
-        self.count_restart(seen, replica, failure)
+        self.ledger.check_budget(seen, replica, failure)  # JobFailure when this restart would reach a limit
+        self.ledger.count_restart(seen, replica, failure)
         who = f"{replica.replica_type} {replica.index} {failure.description}"
         why_not = whole_in_place.cannot_restart(seen)
         if why_not is not None:
