@@ -198,6 +198,7 @@ def waiting_job(name: str, mode: str) -> dict[str, Any]:
     }
 
 
+@pytest.mark.timeout(240 + 30 * RECOVERY_TRIALS)
 @pytest.mark.parametrize("mode", ["InPlace", "Recreate"])
 def test_recovery_time_in_place_against_recreate_on_the_real_node(installed: NodeCluster, mode: str) -> None:  # noqa: F811
     """Kill Worker 0 (exit 137) ``RECOVERY_TRIALS`` times and time, from one watch on the job's pods, until every
