@@ -180,7 +180,9 @@ RECOVERY_TRIALS = int(os.environ.get("KUBEDL_NODE_RECOVERY_TRIALS", "2"))
 def waiting_job(name: str, mode: str) -> dict[str, Any]:
     """Master + 2 Workers, host network, restartScope Job: every rank runs until told to die (a file its
     container's own filesystem holds: a new container, in place or in a new pod, starts without it)."""
-    script = "while [ ! -e /tmp/die ]; do sleep 0.05; done; exit 137"
+    # A program that ends on SIGTERM, as a training launcher does (a shell as PID 1 would ignore it and hold a
+    # recreated pod for its whole grace period): recreate at its best.
+    script = "trap 'exit 143' TERM; while [ ! -e /tmp/die ]; do sleep 0.05; done; exit 137"
     container = {"name": "pytorch", "image": BASE_IMAGE, "imagePullPolicy": "Never", "command": ["sh", "-c", script]}
 
     def replica(count: int) -> dict[str, Any]:
