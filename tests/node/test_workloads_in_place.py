@@ -173,8 +173,9 @@ def test_the_whole_job_restarts_in_its_own_pods_through_the_real_kubelet(install
             client.delete(name, wait=True, timeout=120)
 
 
-#: trials per mode of the recovery-time measurement (KUBEDL_NODE_RECOVERY_TRIALS; docs/policies.md has a run of 20)
-RECOVERY_TRIALS = int(os.environ.get("KUBEDL_NODE_RECOVERY_TRIALS", "2"))
+#: trials per mode of the recovery-time measurement (KUBEDL_NODE_RECOVERY_TRIALS; docs/policies.md has a run of 20);
+#: unset, the measurement does not run (it is a benchmark, not part of make test-node)
+RECOVERY_TRIALS = int(os.environ.get("KUBEDL_NODE_RECOVERY_TRIALS", "0"))
 
 
 def waiting_job(name: str, mode: str) -> dict[str, Any]:
@@ -200,6 +201,9 @@ def waiting_job(name: str, mode: str) -> dict[str, Any]:
     }
 
 
+@pytest.mark.skipif(
+    not RECOVERY_TRIALS, reason="a measurement: set KUBEDL_NODE_RECOVERY_TRIALS=N to run N trials per mode"
+)
 @pytest.mark.timeout(240 + 30 * RECOVERY_TRIALS)
 @pytest.mark.parametrize("mode", ["InPlace", "Recreate"])
 def test_recovery_time_in_place_against_recreate_on_the_real_node(installed: NodeCluster, mode: str) -> None:  # noqa: F811
@@ -225,7 +229,14 @@ def test_recovery_time_in_place_against_recreate_on_the_real_node(installed: Nod
                         installed.kubectl, "exec", victim, "-c", "pytorch", "--", "touch", "/tmp/die"
                     )
                     killed = time.monotonic()
-                    back = await pods.until(lambda seen, before=before: recovered(seen, before, mode), 180)
+                    try:
+                        back = await pods.until(lambda seen, before=before: recovered(seen, before, mode), 180)
+                    except RuntimeError:
+                        seen = {
+                            n: (p["metadata"]["uid"][:8], (p.get("status") or {}).get("phase"))
+                            for n, p in pods.pods.items()
+                        }
+                        raise AssertionError(f"trial {len(seconds) + 1}: not recovered in 180 s: {seen}") from None
                     seconds.append(back - killed)
             finally:
                 await pods.stop()
