@@ -37,8 +37,9 @@ from bench.contenders import KUBEDL_PY, PYTORCHJOBS
 from bench.realplane import RealCluster, real_cluster
 from kubedl_local.kubernetes.cluster import create_namespace
 from kubedl_local.node.simulated import EXIT_CODES
-from kubedl_py import agent
 from kubedl_py.api import constants as c
+from kubedl_py.controllers.failures.whole_in_place import restarts_whole
+from kubedl_py.controllers.podstate import in_place_restarts
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.resources import PODS
 
@@ -46,20 +47,9 @@ NS = "bench"
 JOB = "recover"
 
 
-def barrier_restarts(pod: dict[str, Any]) -> int:
-    for entry in (pod.get("status") or {}).get("initContainerStatuses") or []:
-        if entry.get("name") == agent.BARRIER:
-            return int(entry.get("restartCount") or 0)
-    return 0
-
-
 def main_running(pod: dict[str, Any]) -> bool:
     statuses = (pod.get("status") or {}).get("containerStatuses") or []
     return bool(statuses) and all("running" in (s.get("state") or {}) for s in statuses)
-
-
-def main_restarts(pod: dict[str, Any]) -> int:
-    return sum(int(s.get("restartCount") or 0) for s in (pod.get("status") or {}).get("containerStatuses") or [])
 
 
 class Pods:
@@ -121,7 +111,7 @@ def all_running(seen: dict[str, dict[str, Any]], replicas: int) -> bool:
 
 
 def snapshot(seen: dict[str, dict[str, Any]]) -> dict[str, tuple[str, int]]:
-    return {name: (p["metadata"]["uid"], barrier_restarts(p)) for name, p in seen.items()}
+    return {name: (p["metadata"]["uid"], restarts_whole(p)) for name, p in seen.items()}
 
 
 def recovered(seen: dict[str, dict[str, Any]], before: dict[str, tuple[str, int]], mode: str) -> bool:
@@ -131,7 +121,7 @@ def recovered(seen: dict[str, dict[str, Any]], before: dict[str, tuple[str, int]
     if mode == "Recreate":
         return all(p["metadata"]["uid"] != before[name][0] for name, p in seen.items())
     return all(
-        p["metadata"]["uid"] == before[name][0] and barrier_restarts(p) > before[name][1] for name, p in seen.items()
+        p["metadata"]["uid"] == before[name][0] and restarts_whole(p) > before[name][1] for name, p in seen.items()
     )
 
 
@@ -169,7 +159,7 @@ async def measure(cluster: RealCluster, tmp: Path, *, replicas: int, trials: int
             victim = f"{JOB}-worker-0"
             for trial in range(trials):
                 before = snapshot(pods.pods)
-                run = main_restarts(pods.pods[victim])
+                run = in_place_restarts(pods.pods[victim])
                 codes = ",".join(["-"] * run + ["137", "-"])
                 mark = cluster.audit_mark()
                 killed = time.monotonic()

@@ -14,6 +14,7 @@ import pytest
 from kubedl_local.node.simulated import EXIT_CODE, EXIT_CODES, RUN_SECONDS
 from kubedl_local.node.spec import RESTART_ALL_CONTAINERS, UNDECLARE_LABEL
 from kubedl_py import agent
+from kubedl_py.controllers.failures.whole_in_place import restarts_whole
 from kubedl_py.kube.resources import PODS
 from tests.integration.conftest import (
     PYTORCHJOBS,
@@ -32,17 +33,6 @@ from tests.integration.test_in_place import controller_writes, identity, recover
 from tests.integration.test_metrics import _async
 
 
-def main_restarts(pod: dict[str, Any]) -> int:
-    return restart_count(pod)
-
-
-def barrier_restarts(pod: dict[str, Any]) -> int:
-    for entry in (pod.get("status") or {}).get("initContainerStatuses") or []:
-        if entry["name"] == agent.BARRIER:
-            return int(entry.get("restartCount") or 0)
-    return -1
-
-
 async def released(kube: Kube, job: str, attempt: int, count: int) -> dict[str, dict[str, Any]] | None:
     """The job's ``count`` pods once ``attempt`` is released and each has restarted whole and runs its program
     again (or has run it to its end)."""
@@ -54,7 +44,7 @@ async def released(kube: Kube, job: str, attempt: int, count: int) -> dict[str, 
     again = [
         pod
         for pod in pods.values()
-        if barrier_restarts(pod) >= attempt and (pod.get("status") or {}).get("phase") in ("Running", "Succeeded")
+        if restarts_whole(pod) >= attempt and (pod.get("status") or {}).get("phase") in ("Running", "Succeeded")
     ]
     return pods if len(pods) == count == len(again) else None
 
@@ -77,15 +67,15 @@ async def test_a_killed_rank_restarts_every_rank_in_its_own_pod_keeping_nodes_po
     )
     await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
     before = await eventually(lambda: running(kube, "whole", 3), what="3 pods running")
-    assert all(barrier_restarts(pod) == 0 for pod in before.values())
+    assert all(restarts_whole(pod) == 0 for pod in before.values())
     patch = {"metadata": {"annotations": {EXIT_CODES: "137,0", RUN_SECONDS: "1"}}}
     await kube.patch(PODS, "whole-worker-0", patch, namespace=kube.ns)
     cluster.request_log.clear()  # from here, the controller's writes (and the kubelets' status reports)
 
     after = await eventually(lambda: released(kube, "whole", 1, 3), within=30, what="attempt 1 released")
     assert {name: identity(pod) for name, pod in after.items()} == {name: identity(pod) for name, pod in before.items()}
-    assert {name: main_restarts(pod) for name, pod in after.items()} == {name: 1 for name in before}
-    assert {name: barrier_restarts(pod) for name, pod in after.items()} == {name: 1 for name in before}
+    assert {name: restart_count(pod) for name, pod in after.items()} == {name: 1 for name in before}
+    assert {name: restarts_whole(pod) for name, pod in after.items()} == {name: 1 for name in before}
     reasons = [e.get("reason") for e in await events_for(kube, "whole")]
     assert reasons.count("RestartingInPlace") == 1 and reasons.count("RestartedInPlace") == 1, reasons
     assert "JobRestarting" not in reasons, reasons
@@ -144,7 +134,7 @@ async def test_no_rank_runs_the_new_attempt_while_an_old_rank_still_runs(
 
         async def holding() -> dict[str, Any] | None:
             pod = await kube.get(PODS, "held-worker-0", namespace=kube.ns)
-            return pod if barrier_restarts(pod) == 1 and pod["status"].get("phase") == "Pending" else None
+            return pod if restarts_whole(pod) == 1 and pod["status"].get("phase") == "Pending" else None
 
         worker_pod = await eventually(holding, within=30, what="the Worker held in its barrier")
         assert all("running" not in (s.get("state") or {}) for s in worker_pod["status"]["containerStatuses"])
@@ -153,7 +143,7 @@ async def test_no_rank_runs_the_new_attempt_while_an_old_rank_still_runs(
         assert (progress["attempt"], progress["released"]) == (1, 0), progress
         master_pod = await kube.get(PODS, "held-master-0", namespace=kube.ns)
         assert master_pod["metadata"]["annotations"][agent.ANNOTATION_ATTEMPT] == "1"  # told, not acted on
-        assert main_restarts(master_pod) == 0
+        assert restart_count(master_pod) == 0
     finally:
         await freeze(cluster, master_node, frozen=False)
     after = await eventually(lambda: released(kube, "held", 1, 2), within=30, what="attempt 1 released")

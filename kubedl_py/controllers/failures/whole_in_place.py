@@ -199,16 +199,8 @@ def stale(seen: Observation, key: str, value: int, told: dict[tuple[str, str], s
     return found
 
 
-def overdue(state: State, now: datetime) -> float | None:
-    """Seconds the restart is past :data:`RESTART_TIMEOUT_SECONDS` (None: not yet, or not restarting)."""
-    since = parse_time(state.since) if state.since else None
-    if not state.restarting or since is None:
-        return None
-    waited = (now - since).total_seconds()
-    return waited - RESTART_TIMEOUT_SECONDS if waited >= RESTART_TIMEOUT_SECONDS else None
-
-
 def time_left(state: State, now: datetime) -> float:
+    """Seconds the restart under way may still take before the job is recreated instead (0: past the bound)."""
     since = parse_time(state.since) if state.since else None
     if since is None:
         return RESTART_TIMEOUT_SECONDS

@@ -93,8 +93,9 @@ class WholeJobInPlace:
             logger.info("%s: %s", seen.key, message)
             await self.recorder.normal(seen.raw, "RestartedInPlace", message)
             return
-        if whole_in_place.overdue(state, seen.now) is None:
-            seen.want_requeue(whole_in_place.time_left(state, seen.now) + 0.5)
+        left = whole_in_place.time_left(state, seen.now)
+        if left > 0:
+            seen.want_requeue(left + 0.5)
             return
         names = ", ".join(f"{r.replica_type} {r.index}" for r in late[:5]) + (" ..." if len(late) > 5 else "")
         what = (
