@@ -419,7 +419,7 @@ class PodmanContainer(ContainerInstance):
         )
         try:
             out, _ = await asyncio.wait_for(proc.communicate(), time_limit)
-        except TimeoutError:
+        except (TimeoutError, asyncio.CancelledError):  # past its time, or its probe closed
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             await proc.wait()

@@ -383,7 +383,8 @@ class ContainerProcess(ContainerInstance):
             return 127, f"{e.strerror or e}: {argv[0] if argv else ''!r}"
         try:
             out, _ = await asyncio.wait_for(proc.communicate(), time_limit)
-        except TimeoutError:
+        except (TimeoutError, asyncio.CancelledError):
+            # past its time, or its probe closed (the container stopped): nothing of it may outlive the call
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             await proc.wait()
