@@ -45,7 +45,7 @@ from kubedl_local.node.agent import NodeAgent, Runtime, SyncQueue, now_iso
 from kubedl_local.node.logs import LogError, LogStream, MemoryLogs
 from kubedl_local.node.restarts import matching_rule, should_restart
 from kubedl_local.node.spec import SIMULATED_POD_CIDR, IPPool
-from kubedl_local.node.status import pod_conditions
+from kubedl_local.node.status import all_containers_restarting, pod_conditions
 from kubedl_local.node.termination import termination_message
 from kubedl_py import agent as restart_agent
 
@@ -694,23 +694,10 @@ class SimulatedRuntime(Runtime):
 def _conditions(status: Obj, *, ready: bool, restarting: bool = False) -> list[Obj]:
     """The kubelet's pod conditions, with ``AllContainersRestarting`` once a pod has restarted whole (True
     while it does: kubelet 1.37)."""
-    conditions = pod_conditions(status, ready=ready, now=now_iso())
-    old = next((c for c in status.get("conditions") or [] if c.get("type") == "AllContainersRestarting"), None)
-    if old is None and not restarting:
-        return conditions
-    value = "True" if restarting else "False"
-    since = old.get("lastTransitionTime") if old is not None and old.get("status") == value else None
-    conditions.append(
-        {
-            "type": "AllContainersRestarting",
-            "status": value,
-            "reason": "RestartAllContainersStarted" if restarting else None,
-            "message": "container exited with restart policy rule" if restarting else None,
-            "lastProbeTime": None,
-            "lastTransitionTime": since or now_iso(),
-        }
-    )
-    return conditions
+    now = now_iso()
+    conditions = pod_conditions(status, ready=ready, now=now)
+    restart = all_containers_restarting(status, restarting=restarting, now=now)
+    return conditions if restart is None else [*conditions, restart]
 
 
 def _has_agent(pod: Obj) -> bool:

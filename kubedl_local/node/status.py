@@ -313,3 +313,23 @@ def pod_conditions(status: Obj, ready: bool, terminal: bool = False, *, now: str
         cond("ContainersReady", ready, reason),
         cond("PodScheduled", True),
     ]
+
+
+def all_containers_restarting(status: Obj, *, restarting: bool, now: str) -> Obj | None:
+    """The pod's ``AllContainersRestarting`` condition (kubelet 1.37, ``status/generate.go``
+    ``GenerateAllContainersRestartingCondition``): True, reason ``RestartAllContainersStarted``, while the pod
+    restarts whole; False once its containers are removed. None for a pod that has not restarted whole yet (the
+    kubelet reports it False for every pod with such a rule; here it appears with the first restart)."""
+    old = next((c for c in status.get("conditions") or [] if c.get("type") == "AllContainersRestarting"), None)
+    if old is None and not restarting:
+        return None
+    value = "True" if restarting else "False"
+    since = old.get("lastTransitionTime") if old is not None and old.get("status") == value else None
+    return {
+        "type": "AllContainersRestarting",
+        "status": value,
+        "reason": "RestartAllContainersStarted" if restarting else None,
+        "message": "container exited with restart policy rule" if restarting else None,
+        "lastProbeTime": None,
+        "lastTransitionTime": since or now,
+    }
