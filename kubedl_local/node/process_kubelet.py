@@ -894,6 +894,10 @@ class LocalProcessRuntime(Runtime):
             if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 return  # finished before a restart of the cluster: never run again
             self.workers[key] = PodWorker(self, pod)
+            return
+        # The pod's labels or annotations may have changed: its downward API files follow, as the kubelet's
+        # volume manager rewrites them on a pod update (the in-place restart agent reads its signals there).
+        self.volumes.pod_changed(pod)
 
     async def evict(self, pod: Obj, message: str) -> None:
         md = pod["metadata"]

@@ -11,11 +11,12 @@ Supported: ``emptyDir`` (a directory; ``medium``/``sizeLimit`` ignored), ``hostP
 ``secret``, ``downwardAPI`` and ``projected`` (``serviceAccountToken``, ``configMap``, ``secret``,
 ``downwardAPI`` sources), honouring ``items`` (key -> path, per-item ``mode``), ``defaultMode``,
 ``optional``, and ``subPath`` of a mount. Content is written the kubelet's way (a timestamped directory,
-an ``..data`` symlink swapped atomically, and one symlink per entry), so ConfigMap/Secret changes and token
-refreshes replace files atomically under running containers (``subPath`` mounts do not see updates, as in
-Kubernetes). The token comes from the TokenRequest API (``serviceaccounts/{sa}/token`` with the projection's
-audience, ``expirationSeconds`` and a ``boundObjectRef`` to the pod) and is refreshed once 80% of its
-lifetime has passed, as the kubelet does.
+an ``..data`` symlink swapped atomically, and one symlink per entry), so ConfigMap/Secret changes, token
+refreshes and changes of the pod's own labels and annotations (its downward API files: ``pod_changed``)
+replace files atomically under running containers (``subPath`` mounts do not see updates, as in Kubernetes).
+The token comes from the TokenRequest API (``serviceaccounts/{sa}/token`` with the projection's audience,
+``expirationSeconds`` and a ``boundObjectRef`` to the pod) and is refreshed once 80% of its lifetime has
+passed, as the kubelet does.
 
 Mount points: a process has no container filesystem to create a missing ``mountPath`` in. The sandbox makes
 it inside the pod's own mount namespace (``process/sandbox.py``: the deepest existing directory, ``/run`` for
@@ -101,6 +102,8 @@ class _PodVolumes:
     created: list[str] = field(default_factory=list)  # mount points it made us create on the host
     targets: dict[str, bool] = field(default_factory=dict)  # mount path -> usable (ensured once per pod)
     refresh: asyncio.TimerHandle | None = None
+    #: one writer at a time, so the last write is of the newest pod (a token request may suspend one)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 class VolumeManager:
@@ -143,10 +146,11 @@ class VolumeManager:
             pv.owners = owners
         sources: dict[str, Path] = {}
         read_only: set[str] = set()
-        for vol in (pod.get("spec") or {}).get("volumes") or []:
-            sources[vol["name"]] = await self._write_volume(pv, vol, pod_ip)
-            if any(kind in vol for kind in ALWAYS_READ_ONLY):
-                read_only.add(vol["name"])
+        async with pv.lock:
+            for vol in (pod.get("spec") or {}).get("volumes") or []:
+                sources[vol["name"]] = await self._write_volume(pv, vol, pod_ip)
+                if any(kind in vol for kind in ALWAYS_READ_ONLY):
+                    read_only.add(vol["name"])
         self._schedule_refresh(pv, pod_ip)
         spec = pod.get("spec") or {}
         mounts: dict[str, tuple[Mount, ...]] = {}
@@ -201,6 +205,20 @@ class VolumeManager:
             if pv.pod["metadata"]["namespace"] == namespace and (kind, name) in pv.refs:
                 self._spawn(self._rewrite(pv))
 
+    def pod_changed(self, pod: Obj) -> None:
+        """The pod object changed: when its labels or annotations did, rewrite its downward API files
+        (``downwardAPI`` volumes, ``projected`` ones with a ``downwardAPI`` source) from the new object,
+        atomically, as the kubelet does on a pod update. The volumes are the pod's from its setup on."""
+        pv = self._pods.get(pod["metadata"]["uid"])
+        if pv is None:
+            return
+        before, after = pv.pod.get("metadata") or {}, pod.get("metadata") or {}
+        changed = any((before.get(k) or {}) != (after.get(k) or {}) for k in ("labels", "annotations"))
+        pv.pod = pod
+        volumes = (pod.get("spec") or {}).get("volumes") or []
+        if changed and any(_reads_downward(vol) for vol in volumes):
+            self._spawn(self._rewrite(pv, _reads_downward))
+
     async def close(self) -> None:
         for pv in self._pods.values():
             if pv.refresh is not None:
@@ -216,14 +234,20 @@ class VolumeManager:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _rewrite(self, pv: _PodVolumes) -> None:
-        ip = str((pv.pod.get("status") or {}).get("podIP") or self.host_ip)
-        for vol in (pv.pod.get("spec") or {}).get("volumes") or []:
-            if any(k in vol for k in ("configMap", "secret", "projected", "downwardAPI")):
-                try:
-                    await self._write_volume(pv, vol, ip)
-                except (VolumeError, KubeError) as e:
-                    log.warning("updating volume %s of pod %s: %s", vol.get("name"), _pod_name(pv.pod), e)
+    async def _rewrite(self, pv: _PodVolumes, which: Callable[[Obj], bool] | None = None) -> None:
+        """Write the pod's updatable volumes again (those ``which`` picks, default all of them)."""
+        async with pv.lock:
+            if pv.pod["metadata"]["uid"] not in self._pods:
+                return  # torn down meanwhile
+            ip = str((pv.pod.get("status") or {}).get("podIP") or self.host_ip)
+            for vol in (pv.pod.get("spec") or {}).get("volumes") or []:
+                if any(k in vol for k in ("configMap", "secret", "projected", "downwardAPI")) and (
+                    which is None or which(vol)
+                ):
+                    try:
+                        await self._write_volume(pv, vol, ip)
+                    except (VolumeError, KubeError) as e:
+                        log.warning("updating volume %s of pod %s: %s", vol.get("name"), _pod_name(pv.pod), e)
 
     async def _write_volume(self, pv: _PodVolumes, vol: Obj, pod_ip: str) -> Path:
         name = str(vol["name"])
@@ -409,6 +433,14 @@ class VolumeManager:
                 return False
             raise VolumeError(f"cannot create mount point {target}: {e}") from None
         return True
+
+
+def _reads_downward(vol: Obj) -> bool:
+    """Whether the volume shows fields of the pod object (the downward API)."""
+    if "downwardAPI" in vol:
+        return True
+    sources = (vol.get("projected") or {}).get("sources") or []
+    return any("downwardAPI" in source for source in sources)
 
 
 def _host_path(hp: Obj) -> Path:

@@ -320,3 +320,32 @@ async def test_in_cluster_files_are_refreshed_from_a_config_map_change(kube: Kub
     done = await eventually(lambda: phase_of(kube, "watcher", "Succeeded", "Failed"), timeout=SLOW)
     assert done["status"]["phase"] == "Succeeded"
     assert await kube.read_log("watcher", namespace=NS) == "two\n"
+
+
+async def test_downward_api_files_follow_the_pod_s_annotations(kube: KubeClient) -> None:
+    # A downward API volume and a projected one show the pod's annotations; an annotation patched on the running
+    # pod reaches both files (the in-place restart agent reads the controller's signals so).
+    items = [{"path": "signal", "fieldRef": {"fieldPath": "metadata.annotations['example.com/signal']"}}]
+    script = (
+        "while ! grep -q go /dw/signal || ! grep -q go /pj/signal; do sleep 0.05; done; cat /dw/signal; echo; "
+        "cat /pj/signal"
+    )
+    spec = pod(
+        "signalled",
+        script,
+        hostNetwork=True,
+        restartPolicy="Never",
+        volumes=[
+            {"name": "dw", "downwardAPI": {"items": items}},
+            {"name": "pj", "projected": {"sources": [{"downwardAPI": {"items": items}}]}},
+        ],
+        container={"volumeMounts": [{"name": "dw", "mountPath": "/dw"}, {"name": "pj", "mountPath": "/pj"}]},
+    )
+    spec["metadata"]["annotations"] = {"example.com/signal": "wait"}
+    await kube.create(PODS, spec, namespace=NS)
+    await eventually(lambda: phase_of(kube, "signalled", "Running"), timeout=SLOW)
+    patch = {"metadata": {"annotations": {"example.com/signal": "go"}}}
+    await kube.patch(PODS, "signalled", patch, namespace=NS)
+    done = await eventually(lambda: phase_of(kube, "signalled", "Succeeded", "Failed"), timeout=SLOW)
+    assert done["status"]["phase"] == "Succeeded"
+    assert await kube.read_log("signalled", namespace=NS) == "go\ngo\n"
