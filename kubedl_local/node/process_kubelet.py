@@ -13,8 +13,23 @@ Organised like the real kubelet:
 - a *container loop* per container: start (env with downward API and ``$(VAR)`` expansion), wait, report
   ``terminated``, restart it by the kubelet's rules (``restarts.should_restart``) with a doubling back-off
   (``CrashLoopBackOff`` meanwhile);
-- deletion: SIGTERM to every container, wait ``deletionGracePeriodSeconds``, SIGKILL, report the final
-  status, tear down the sandbox, then the agent confirms the deletion (grace 0), as the kubelet does;
+- init containers in order, each run to completion, except a *native sidecar* (``restartPolicy: Always``):
+  it is left running once started (its startup probe passed, if any; then the next init container starts),
+  restarted whenever it exits, its readiness counted in the pod's, and stopped (SIGTERM, then SIGKILL within
+  the pod's grace period, the last sidecar first) once the main containers have ended for good; the pod's
+  phase is the main containers' alone;
+- *RestartAllContainers* (kubelet 1.37): an exit matching a container's ``restartPolicyRules`` rule with that
+  action shows in its status with the pod's ``AllContainersRestarting`` condition True; every container still
+  running is killed (the main ones first, then the init ones, one after the other, 2 s of grace each, as the
+  kubelet does), each container's ``restartCount`` goes up by one (waiting ``RestartingAllContainers``), the
+  condition turns False, and the pod runs again from its first init container in the same sandbox (IP,
+  network namespace), with the same volumes (an ``emptyDir`` keeps its files) and uid;
+- deletion: SIGTERM to every main container, wait ``deletionGracePeriodSeconds``, SIGKILL, then the sidecars
+  the same way in what is left of it (as the kubelet orders them), report the final status, tear down the
+  sandbox, then the agent confirms the deletion (grace 0), as the kubelet does;
+- volumes (:mod:`.volumes`): written before the first container starts; ConfigMap/Secret changes and, on
+  every change of the pod's labels or annotations, its downward API files are rewritten atomically (the
+  in-place restart agent, ``kubedl_py.agent``, reads its signals there);
 - the kube-proxy and cluster-DNS roles: Services and Endpoints come from informers (list + watch, like
   every other API object this runtime reads: ConfigMaps, Secrets); the Service set is pushed to
   ``ProcessNode.set_services`` whenever they change, and the proxy resolves a Service port to ready
@@ -24,6 +39,11 @@ Organised like the real kubelet:
 
 One node only: host-network pods bind on the node IP (the host's primary address) and a second process node
 on the same host would share that port space while the scheduler believed otherwise.
+
+A container's ``securityContext`` is not applied to a process: it runs as the user the node runs as (so do the
+in-place restart agent's containers, whatever their ``runAsUser: 65532``, read-only root filesystem and dropped
+capabilities say). In podman it is applied (:mod:`.containers`); without ``fsGroup`` the agent's user can still
+write its ``emptyDir`` (mode 0777) and read its downward API files (0644), as the kubelet makes them.
 
 Containers (``containers=True``, ``runtime="container"``): when a pod starts, the node looks up all its
 images in the local podman store; found, the pod's containers run with podman (:mod:`.containers`) in the
@@ -50,7 +70,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlparse
 
 from kubedl_local.node.agent import Runtime, SyncQueue, now_iso
@@ -59,7 +79,7 @@ from kubedl_local.node.devices import PRETEND_EVENT, AdmissionError, DeviceManag
 from kubedl_local.node.env import EnvError, field_ref, process_base_env, resource_field, service_link_env
 from kubedl_local.node.execs import ExecError, ExecTarget
 from kubedl_local.node.logs import LogEntry, LogError, LogStream
-from kubedl_local.node.probes import ContainerProbes, probe_grace
+from kubedl_local.node.probes import DEFAULT_GRACE, ContainerProbes, probe_grace
 from kubedl_local.node.process import (
     Backend,
     ContainerConfigError,
@@ -80,8 +100,8 @@ from kubedl_local.node.process import (
     wrap_argv,
 )
 from kubedl_local.node.process.runner import RunningContainer
-from kubedl_local.node.restarts import should_restart
-from kubedl_local.node.status import pod_conditions
+from kubedl_local.node.restarts import matching_rule, should_restart
+from kubedl_local.node.status import all_containers_restarting, pod_conditions
 from kubedl_local.node.termination import MAX_LOG_LINES, termination_message
 from kubedl_local.node.volumes import Ownership, VolumeError, VolumeManager
 from kubedl_py.kube.client import KubeClient
@@ -96,6 +116,9 @@ Obj = dict[str, Any]
 ENDPOINTS = Resource("", "v1", "endpoints", "Endpoints")
 SECRETS = Resource("", "v1", "secrets", "Secret")
 NAMESPACE_INDEX = "namespace"
+#: the kubelet's shortest stop (``minimumGracePeriodInSeconds``): what a container killed to restart its pod
+#: whole gets (its override of 0 is raised to it), and the least each sidecar gets when the pod ends
+MIN_KILL_GRACE = 2.0
 
 
 def iso_at(ts: float) -> str:
@@ -117,6 +140,13 @@ class _Container:
     probes: ContainerProbes | None = None
     kill: asyncio.Task[TerminatedState] | None = None  # a probe's kill of the current instance
     init: bool = False
+    #: set while the current instance runs and is started (its startup probe passed): a sidecar's is awaited
+    up: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def sidecar(self) -> bool:
+        """A native sidecar: an init container with ``restartPolicy: Always``, left running."""
+        return self.init and self.spec.get("restartPolicy") == "Always"
 
 
 class PodWorker:
@@ -138,10 +168,16 @@ class PodWorker:
         self.mounts: dict[str, tuple[Mount, ...]] = {}
         self.sandbox: PodSandbox | None = None
         self.containers: dict[str, _Container] = {}
-        self.init_statuses: list[Obj] = []
+        self.init_containers: dict[str, _Container] = {}
+        self.sidecar_tasks: list[asyncio.Task[None]] = []
         #: the pod's images, by container name, when it runs in containers (empty: it runs as processes)
         self.images: dict[str, ImageConfig] = {}
         self.stop_requested = asyncio.Event()
+        #: every container loop returns (leaving its instance running for whoever set it): on deletion, when
+        #: the pod restarts whole, and when its sidecars are stopped
+        self.halt = asyncio.Event()
+        #: the container whose exit restarts the pod whole, while it does (RestartAllContainers)
+        self.restart_source: str | None = None
         self.terminal = False
         self.task = asyncio.create_task(self._run(), name=f"pod worker {self.ns}/{self.name}")
 
@@ -172,15 +208,31 @@ class PodWorker:
             statuses = [dict(c.status) for c in self.containers.values() if c.status]
             if statuses:
                 status["containerStatuses"] = statuses
-            if self.init_statuses:
-                status["initContainerStatuses"] = [dict(s) for s in self.init_statuses]
+            init_statuses = [dict(c.status) for c in self.init_containers.values() if c.status]
+            if init_statuses:
+                status["initContainerStatuses"] = init_statuses
             if phase is not None:
                 status["phase"] = phase
             status.update(extra or {})
-            ready = bool(statuses) and all(s.get("ready") for s in statuses) and not self.terminal
-            status["conditions"] = pod_conditions(status, ready=ready, terminal=self.terminal, now=now_iso())
+            # As the kubelet's ContainersReady: the sidecars' readiness counts with the main containers'.
+            sidecars = [c.status for c in self.init_containers.values() if c.sidecar]
+            ready = bool(statuses) and all(s.get("ready") for s in statuses + sidecars) and not self.terminal
+            now = now_iso()
+            conditions = pod_conditions(status, ready=ready, terminal=self.terminal, now=now)
+            restarting = all_containers_restarting(status, restarting=self.restart_source is not None, now=now)
+            status["conditions"] = conditions if restarting is None else [*conditions, restarting]
 
         self._write(mutate)
+
+    def _stop(self) -> None:
+        """Deletion, eviction or the node going away: every container loop returns, and none starts again."""
+        self.stop_requested.set()
+        self.halt.set()
+
+    def _all(self) -> list[_Container]:
+        """Every container of the pod: the main containers, then the init containers (the kubelet's order of
+        removal when it restarts a pod whole)."""
+        return [*self.containers.values(), *self.init_containers.values()]
 
     # ---- the pod's life ---------------------------------------------------------------------------------
 
@@ -241,30 +293,51 @@ class PodWorker:
             return
         policy = spec.get("restartPolicy", "Always")
         for c in spec.get("initContainers") or []:
-            ok = await self._run_init(c, policy)
-            if not ok:
-                return
-        if self.kubelet.devices is not None:
-            self.kubelet.devices.init_done(self.uid)
+            self.init_containers[c["name"]] = _Container(
+                spec=c, status=_waiting_status(c, "PodInitializing", None), image=self.images.get(c["name"]), init=True
+            )
         for c in spec.get("containers") or []:
             self.containers[c["name"]] = _Container(
                 spec=c, status=_waiting_status(c, "ContainerCreating", None), image=self.images.get(c["name"])
             )
-        for ctr in self.containers.values():
-            ctr.task = asyncio.create_task(self._container_loop(ctr, policy))
-        tasks = [ctr.task for ctr in self.containers.values() if ctr.task is not None]
-        await asyncio.gather(*tasks, return_exceptions=True)
+        while True:
+            outcome = await self._attempt(policy)
+            if outcome is not None or self.stop_requested.is_set():
+                break
+            await self._restart_all()  # halted by a RestartAllContainers exit: the pod runs again, whole
         if self.stop_requested.is_set():
+            await self._join_sidecars()  # their instances are the deletion's to stop
             return
-        # Every container ended for good (restartPolicy said so): the pod is terminal.
+        await self._stop_sidecars(probe_grace(spec))
+        # Every main container ended for good (restartPolicy said so), or an init container failed for good:
+        # the pod is terminal. Its phase is the main containers' alone.
         codes = [
             ((c.status.get("state") or {}).get("terminated") or {}).get("exitCode", 1) for c in self.containers.values()
         ]
         self.terminal = True
         self._release_devices()
-        self._report("Succeeded" if all(code == 0 for code in codes) else "Failed")
+        succeeded = outcome == "ended" and all(code == 0 for code in codes)
+        self._report("Succeeded" if succeeded else "Failed")
         await self.kubelet.node.remove_pod_sandbox(self.sandbox, grace_seconds=0)
         self.sandbox = None
+
+    async def _attempt(self, policy: str) -> Literal["ended", "failed"] | None:
+        """One run of the pod's containers: the init containers in order (a sidecar is left running once it
+        has started), then the main containers until each has ended for good. ``"ended"``, ``"failed"`` (an
+        init container failed for good), or None when halted: deletion, or the pod restarting whole."""
+        for ctr in self.init_containers.values():
+            ok = await self._start_sidecar(ctr) if ctr.sidecar else await self._run_init(ctr, policy)
+            if ok is None or self.halt.is_set():
+                return None
+            if not ok:
+                return "failed"
+        if self.kubelet.devices is not None:
+            self.kubelet.devices.init_done(self.uid)
+        for ctr in self.containers.values():
+            ctr.task = asyncio.create_task(self._container_loop(ctr, policy))
+        tasks = [ctr.task for ctr in self.containers.values() if ctr.task is not None]
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return None if self.halt.is_set() else "ended"
 
     async def _until_deleted(self) -> None:
         await self.stop_requested.wait()
@@ -324,10 +397,10 @@ class PodWorker:
 
     async def evict(self, message: str) -> None:
         """Node-pressure eviction: kill the containers at once, report Failed/Evicted; the pod object stays."""
-        self.stop_requested.set()
+        self._stop()
         with contextlib.suppress(Exception):
             await asyncio.shield(self.task)
-        live = [(ctr, ctr.proc) for ctr in self.containers.values() if ctr.proc is not None]
+        live = [(ctr, ctr.proc) for ctr in self._all() if ctr.proc is not None]
         finals = await asyncio.gather(*(proc.stop(0) for _ctr, proc in live))
         for (ctr, _proc), term in zip(live, finals, strict=True):
             ctr.status = _terminated_status(ctr.spec, ctr, term)
@@ -355,37 +428,119 @@ class PodWorker:
 
         self._write(disruption)
 
-    async def _run_init(self, c: Obj, policy: str) -> bool:
-        """Run one init container to completion (retrying per policy); False when the pod failed or stops."""
-        restarts = 0
-        idx = len(self.init_statuses)
-        self.init_statuses.append(_waiting_status(c, "PodInitializing", None))
+    async def _run_init(self, ctr: _Container, policy: str) -> bool | None:
+        """Run one init container to completion, retrying per policy: True once it succeeded, False when it
+        failed for good, None when halted."""
         while True:
-            ctr = _Container(spec=c, restarts=restarts, image=self.images.get(c["name"]), init=True)
-            term = await self._start_and_wait(ctr, init=True)
-            if term is None:  # deletion requested
-                return False
-            status = _terminated_status(c, ctr, term)
-            self.init_statuses[idx] = status
+            term = await self._start_and_wait(ctr)
+            if term is None or self._restarts_all(ctr, term):
+                return None
+            ctr.status = _terminated_status(ctr.spec, ctr, term)
             if term.exit_code == 0:
-                self.init_statuses[idx] = dict(status, ready=True)
+                ctr.status = dict(ctr.status, ready=True)
                 self._report()
                 return True
-            if policy == "Never":
-                self.terminal = True
-                self._release_devices()
-                self._report("Failed")
+            if not should_restart(ctr.spec, {"restartPolicy": policy}, term.exit_code):
+                self._report()
                 return False
-            self.init_statuses[idx] = _backoff_status(c, ctr, term)
+            ctr.status = _backoff_status(ctr.spec, ctr, term)
             self._report()
-            if not await self._backoff(restarts):
-                return False
-            restarts += 1
+            if not await self._backoff(ctr.restarts):
+                return None
+            ctr.restarts += 1
+
+    async def _start_sidecar(self, ctr: _Container) -> bool | None:
+        """Start a native sidecar and leave it running (restarted whenever it exits); the next init container
+        starts once it is started (its startup probe passed, if it has one). None when halted first."""
+        self.sidecar_tasks.append(asyncio.create_task(self._sidecar_loop(ctr), name=f"sidecar {ctr.spec['name']}"))
+        up = asyncio.ensure_future(ctr.up.wait())
+        halted = asyncio.ensure_future(self.halt.wait())
+        try:
+            await asyncio.wait({up, halted}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            up.cancel()
+            halted.cancel()
+        return None if self.halt.is_set() else True
+
+    async def _sidecar_loop(self, ctr: _Container) -> None:
+        while True:
+            term = await self._start_and_wait(ctr)
+            if term is None or self._restarts_all(ctr, term):
+                return
+            ctr.status = _backoff_status(ctr.spec, ctr, term)
+            self._report()
+            if not await self._backoff(ctr.restarts):
+                return
+            ctr.restarts += 1
+
+    async def _join_sidecars(self) -> None:
+        """Wait for the sidecars' loops (they return once halted)."""
+        tasks, self.sidecar_tasks = self.sidecar_tasks, []
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _stop_sidecars(self, pod_grace: float | None) -> None:
+        """The main containers ended for good: stop the sidecars, the last one first, each with SIGTERM and
+        then SIGKILL, all within the pod's grace period (the kubelet's termination ordering, at least its
+        2 s minimum each)."""
+        self.halt.set()
+        await self._join_sidecars()
+        deadline = time.monotonic() + (DEFAULT_GRACE if pod_grace is None else pod_grace)
+        for ctr in reversed(list(self.init_containers.values())):
+            if ctr.proc is None:
+                continue
+            term = await ctr.proc.stop(max(MIN_KILL_GRACE, deadline - time.monotonic()))
+            ctr.proc, ctr.status = None, _terminated_status(ctr.spec, ctr, term)
+            self._report()
+
+    def _restarts_all(self, ctr: _Container, term: TerminatedState) -> bool:
+        """Whether this exit restarts the pod whole (a ``RestartAllContainers`` rule of the container's own
+        ``restartPolicyRules``). The first such exit shows in the container's status with the pod's
+        ``AllContainersRestarting`` condition, and halts every container loop; :meth:`_restart_all` does the
+        rest."""
+        if ctr.spec.get("restartPolicy") is None:
+            return False
+        rule = matching_rule(ctr.spec, term.exit_code)
+        if rule is None or rule.get("action") != "RestartAllContainers":
+            return False
+        ctr.status = _terminated_status(ctr.spec, ctr, term)
+        if self.halt.is_set():  # already restarting, or stopping
+            self._report()
+            return True
+        self.restart_source = ctr.spec["name"]
+        self._report()
+        self._event("Normal", "Killing", f"Container {ctr.spec['name']} exited: restarting all containers")
+        self.halt.set()
+        return True
+
+    async def _restart_all(self) -> None:
+        """RestartAllContainers as kubelet 1.37.2 does it (``kuberuntime_manager.go``, ``computePodActions``
+        and ``SyncPod``): every container still running is killed, the main containers first, then the init
+        containers, one after the other, each with SIGTERM and SIGKILL after the kubelet's 2 s minimum grace
+        (its override of 0 is raised to that minimum); every container is removed (restartCount+1, waiting
+        ``RestartingAllContainers``), and the pod initialises again from its first init container, in the same
+        sandbox (IP, network namespace), with the same volumes."""
+        with contextlib.suppress(TimeoutError):  # the exit is seen before its pod's containers go
+            await asyncio.wait_for(self.kubelet.agent.status.flush(self.ns, self.name), 5.0)
+        await self._join_sidecars()
+        for ctr in self._all():
+            if ctr.proc is not None:  # cleared once stopped: a cancelled stop leaves it to kill_now
+                await ctr.proc.stop(MIN_KILL_GRACE)
+                ctr.proc = None
+        for ctr in self._all():
+            ctr.restarts += 1
+            ctr.status = _removed_status(ctr)
+            ctr.task = None
+        self.restart_source = None
+        self._report("Pending")
+        with contextlib.suppress(TimeoutError):  # as the simulated runtime: not at once, not in a busy loop
+            await asyncio.wait_for(self.stop_requested.wait(), self.kubelet.restart_backoff)
+        if not self.stop_requested.is_set():
+            self.halt.clear()
 
     async def _container_loop(self, ctr: _Container, policy: str) -> TerminatedState | None:
         while True:
             term = await self._start_and_wait(ctr)
-            if term is None:
+            if term is None or self._restarts_all(ctr, term):
                 return None
             restart = should_restart(ctr.spec, {"restartPolicy": policy}, term.exit_code)
             if not restart:
@@ -400,17 +555,17 @@ class PodWorker:
             ctr.restarts += 1
 
     async def _backoff(self, restarts: int) -> bool:
-        """Sleep the back-off unless deletion is requested meanwhile; True to go on restarting."""
+        """Sleep the back-off unless halted meanwhile; True to go on restarting."""
         delay = min(self.kubelet.max_backoff, self.kubelet.restart_backoff * (2**restarts))
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.stop_requested.wait(), delay)
-        return not self.stop_requested.is_set()
+            await asyncio.wait_for(self.halt.wait(), delay)
+        return not self.halt.is_set()
 
-    async def _start_and_wait(self, ctr: _Container, *, init: bool = False) -> TerminatedState | None:
-        """Start one instance and wait for its exit; None when deletion was requested (still running then)."""
+    async def _start_and_wait(self, ctr: _Container) -> TerminatedState | None:
+        """Start one instance and wait for its exit; None when halted (still running then)."""
         delay = self.kubelet.restart_backoff
         while True:
-            if self.stop_requested.is_set() or self.sandbox is None:
+            if self.halt.is_set() or self.sandbox is None:
                 return None
             c = ctr.spec
             pod = self._pod()
@@ -425,7 +580,7 @@ class PodWorker:
                 self._event("Warning", "Failed", f"Error: {e}")
                 self._report()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.stop_requested.wait(), delay)
+                    await asyncio.wait_for(self.halt.wait(), delay)
                 delay = min(delay * 2, self.kubelet.max_backoff)
             except (ContainerConfigError, EnvError) as e:
                 # The real kubelet keeps retrying such a container; it cannot succeed until the pod is replaced.
@@ -433,14 +588,14 @@ class PodWorker:
                 ctr.status = _waiting_status(c, reason, str(e), ctr.restarts)
                 self._event("Warning", "Failed", f"Error: {e}")
                 self._report()
-                await self.stop_requested.wait()
+                await self.halt.wait()
                 return None
             except ContainerStartError as e:
                 self._event("Warning", "Failed", f"Error: {e}")
                 return e.terminated
         ctr.proc = proc
         probes: ContainerProbes | None = None
-        if not init:
+        if not ctr.init or ctr.sidecar:
             probes = ContainerProbes(
                 c,
                 pod_ip=self.sandbox.ip,
@@ -451,20 +606,20 @@ class PodWorker:
                 kill=lambda grace: self._probe_kill(ctr, proc, grace),
             )
         ctr.status = _running_status(c, ctr, proc, probes)
-        if not init:
-            self._report("Running" if self._all_started() else None)
-        else:
-            self._report()
+        if ctr.status["started"]:
+            ctr.up.set()
+        self._report(None if ctr.init or not self._all_started() else "Running")
         self._event("Normal", "Started", f"Started container {c['name']}")
         if probes is not None:
             ctr.probes = probes
             probes.start()
         waiter = asyncio.ensure_future(proc.wait())
-        stopper = asyncio.ensure_future(self.stop_requested.wait())
+        stopper = asyncio.ensure_future(self.halt.wait())
         try:
             await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stopper.cancel()
+            ctr.up.clear()
             if probes is not None:
                 ctr.probes = None
                 await probes.close()
@@ -527,6 +682,8 @@ class PodWorker:
         if ctr.proc is not proc or probes is None:
             return
         ctr.status = dict(ctr.status, ready=probes.started and probes.ready, started=probes.started)
+        if probes.started:
+            ctr.up.set()
         self._report()
 
     def _probe_kill(self, ctr: _Container, proc: RunningContainer, grace: float) -> None:
@@ -544,15 +701,22 @@ class PodWorker:
     # ---- deletion ---------------------------------------------------------------------------------------
 
     async def terminate(self, grace: float, *, confirm: bool = True) -> None:
-        """Stop the pod: SIGTERM, grace, SIGKILL; report; tear down; confirm the deletion (grace 0)."""
-        self.stop_requested.set()
+        """Stop the pod: SIGTERM, grace, SIGKILL (the main containers together, then the sidecars, the last
+        one first, in what is left of the grace period, as the kubelet orders it); report; tear down;
+        confirm the deletion (grace 0)."""
+        self._stop()
         with contextlib.suppress(Exception):
             await asyncio.shield(self.task)
-        live = [(ctr, ctr.proc) for ctr in self.containers.values() if ctr.proc is not None]
+        deadline = time.monotonic() + grace
+        live = [(ctr, ctr.proc) for ctr in self._all() if ctr.proc is not None and not ctr.sidecar]
         finals = await asyncio.gather(*(proc.stop(grace) for _ctr, proc in live))
         for (ctr, _proc), term in zip(live, finals, strict=True):
             ctr.status = _terminated_status(ctr.spec, ctr, term)
             ctr.proc = None
+        for ctr in reversed(list(self.init_containers.values())):
+            if ctr.proc is not None:
+                term = await ctr.proc.stop(max(0.0, deadline - time.monotonic()))
+                ctr.proc, ctr.status = None, _terminated_status(ctr.spec, ctr, term)
         for ctr in self.containers.values():
             if "terminated" not in (ctr.status.get("state") or {}):
                 now = iso_at(time.time())
@@ -579,11 +743,14 @@ class PodWorker:
 
     async def kill_now(self) -> None:
         """The pod object is gone (force deletion) or the cluster stops: SIGKILL everything, clean up."""
-        self.stop_requested.set()
+        self._stop()
         self.task.cancel()
         with contextlib.suppress(BaseException):
             await self.task
-        for ctr in self.containers.values():
+        for t in self.sidecar_tasks:
+            t.cancel()
+        await self._join_sidecars()
+        for ctr in self._all():
             if ctr.proc is not None:
                 await ctr.proc.stop(0)
         if self.sandbox is not None:
@@ -606,6 +773,20 @@ def _waiting_status(c: Obj, reason: str, message: str | None, restarts: int = 0)
         "state": {"waiting": waiting},
         "lastState": {},
     }
+
+
+def _removed_status(ctr: _Container) -> Obj:
+    """A container the kubelet removed to restart its pod whole (``kubelet_pods.go``: waiting, the last state
+    terminated with reason ``RestartingAllContainers``), its restart counted."""
+    message = "The container is removed because RestartAllContainers in place"
+    return dict(
+        ctr.status,
+        ready=False,
+        started=False,
+        restartCount=ctr.restarts,
+        state={"waiting": {"reason": "RestartingAllContainers", "message": message}},
+        lastState={"terminated": {"exitCode": 137, "reason": "RestartingAllContainers", "message": message}},
+    )
 
 
 def _retrieve(task: asyncio.Task[Any]) -> None:
@@ -1065,16 +1246,21 @@ class LocalProcessRuntime(Runtime):
     def probe_attempts(self, namespace: str, pod: str, container: str) -> dict[str, list[int]]:
         """The running instance's probe attempts so far, by kind: ``[successes, failures]`` (no API shows a
         probe that passed; tests ask here)."""
-        worker = self.workers.get((namespace, pod))
-        ctr = worker.containers.get(container) if worker is not None else None
+        ctr = self._container(namespace, pod, container)
         probes = ctr.probes if ctr is not None else None
         return {kind: list(counts) for kind, counts in probes.attempts.items()} if probes is not None else {}
 
     def container_pid(self, namespace: str, pod: str, container: str) -> int | None:
         """PID of the container's running process (tests kill it to play a crash)."""
-        worker = self.workers.get((namespace, pod))
-        ctr = worker.containers.get(container) if worker is not None else None
+        ctr = self._container(namespace, pod, container)
         return ctr.proc.pid if ctr is not None and ctr.proc is not None else None
+
+    def _container(self, namespace: str, pod: str, container: str) -> _Container | None:
+        """A container of a pod running here, main or init (a sidecar)."""
+        worker = self.workers.get((namespace, pod))
+        if worker is None:
+            return None
+        return worker.containers.get(container) or worker.init_containers.get(container)
 
 
 def _key(obj: Obj) -> tuple[str, str]:

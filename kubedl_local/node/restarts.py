@@ -2,9 +2,14 @@
 
 Kubernetes 1.37.2, ``pkg/api/v1/pod/util.go`` ``ContainerShouldRestart``: a container with its own
 ``restartPolicy`` (ContainerRestartRules, beta and on since 1.35) is judged first by its ``restartPolicyRules``
-in order (the first whose ``exitCodes`` match decides: ``Restart`` restarts it; ``RestartAllContainers`` too, as
-the pod-wide restart is not built here), else by its own policy (``Always``; ``OnFailure``: a non-zero exit;
-``Never``); a container without one follows the pod's ``restartPolicy`` (default ``Always``).
+in order (the first whose ``exitCodes`` match decides: ``Restart`` restarts it; ``RestartAllContainers`` too),
+else by its own policy (``Always``; ``OnFailure``: a non-zero exit; ``Never``); a container without one follows
+the pod's ``restartPolicy`` (default ``Always``).
+
+A ``RestartAllContainers`` exit (:func:`matching_rule`) restarts the pod whole, which each runtime does before
+asking :func:`should_restart` (``simulated.py`` ``_restart_all``, ``process_kubelet.py``
+``PodWorker._restart_all``): every container, init ones included, is removed and started again in order, in
+the same sandbox.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ the proxy, deletion with a grace period. No process outlives a test (checked at 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import socket
@@ -320,6 +321,172 @@ async def test_in_cluster_files_are_refreshed_from_a_config_map_change(kube: Kub
     done = await eventually(lambda: phase_of(kube, "watcher", "Succeeded", "Failed"), timeout=SLOW)
     assert done["status"]["phase"] == "Succeeded"
     assert await kube.read_log("watcher", namespace=NS) == "two\n"
+
+
+def _status_of(p: dict[str, Any], name: str) -> dict[str, Any]:
+    """The status of the pod's (init) container ``name``; empty while there is none."""
+    status = p.get("status") or {}
+    statuses = status.get("initContainerStatuses", []) + status.get("containerStatuses", [])
+    found: dict[str, Any] = next((s for s in statuses if s["name"] == name), {})
+    return found
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+async def test_a_native_sidecar_runs_beside_the_main_container_and_is_stopped_after_it(
+    kube: KubeClient, cluster: LocalCluster, tmp_path: Any
+) -> None:
+    # An init container with restartPolicy Always is left running (started, ready, in initContainerStatuses);
+    # the main container starts once its startup probe has passed; it is restarted when it exits, and stopped
+    # once the main container has ended; its exit (143, SIGTERM) does not decide the pod's phase.
+    go, up = tmp_path / "go", tmp_path / "up"
+    sidecar = {
+        "name": "helper",
+        "image": "busybox:ignored",
+        "restartPolicy": "Always",
+        "command": ["sh", "-c", "exec sleep 120"],
+        "startupProbe": {"exec": {"command": ["test", "-e", str(up)]}, "periodSeconds": 1, "failureThreshold": 60},
+    }
+    script = f"while [ ! -e {go} ]; do sleep 0.05; done; echo main-done"
+    spec = pod("sided", script, hostNetwork=True, restartPolicy="Never", initContainers=[sidecar])
+    await kube.create(PODS, spec, namespace=NS)
+
+    async def probing() -> dict[str, Any] | None:
+        p = await phase_of(kube, "sided", "Pending")
+        side = _status_of(p, "helper") if p is not None else {}
+        return p if "running" in side.get("state", {}) and not side.get("started") else None
+
+    waiting = await eventually(probing, timeout=SLOW)
+    assert "waiting" in _status_of(waiting, "main")["state"], waiting["status"]  # not before the probe passed
+    up.touch()
+
+    async def both_running(restarts: int) -> dict[str, Any] | None:
+        p = await phase_of(kube, "sided", "Running")
+        if p is None:
+            return None
+        side, main = _status_of(p, "helper"), _status_of(p, "main")
+        ok = "running" in side.get("state", {}) and side["restartCount"] == restarts and "running" in main["state"]
+        return p if ok else None
+
+    running = await eventually(lambda: both_running(0), timeout=SLOW)
+    side = _status_of(running, "helper")
+    assert (side["started"], side["ready"]) == (True, True), side
+    assert [c["status"] for c in running["status"]["conditions"] if c["type"] == "Ready"] == ["True"]
+    first = cluster.container_pid(NS, "sided", "helper")
+    assert first is not None
+    os.kill(first, 9)  # the sidecar crashes: it is started again in the pod, the main container untouched
+    await eventually(lambda: both_running(1), timeout=SLOW)
+    second = cluster.container_pid(NS, "sided", "helper")
+    assert second is not None and second != first
+
+    go.touch()
+    done = await eventually(lambda: phase_of(kube, "sided", "Succeeded", "Failed"), timeout=SLOW)
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    assert _status_of(done, "main")["state"]["terminated"]["exitCode"] == 0
+    stopped = _status_of(done, "helper")["state"]["terminated"]
+    assert stopped["exitCode"] == 143, stopped  # SIGTERM, once the main container had ended
+    assert not _pid_alive(second)
+    assert await kube.read_log("sided", namespace=NS) == "main-done\n"
+
+
+async def test_deleting_a_pod_stops_its_sidecar_too(kube: KubeClient, cluster: LocalCluster) -> None:
+    # The sidecar is stopped after the main container, within the grace period; no process is left (the
+    # cluster fixture checks) and the pod is gone.
+    sidecar = {"name": "helper", "image": "busybox:ignored", "restartPolicy": "Always", "command": ["sleep", "60"]}
+    spec = pod(
+        "sided-gone", "exec sleep 60", hostNetwork=True, initContainers=[sidecar], terminationGracePeriodSeconds=5
+    )
+    await kube.create(PODS, spec, namespace=NS)
+    await eventually(lambda: phase_of(kube, "sided-gone", "Running"), timeout=SLOW)
+    pids = [cluster.container_pid(NS, "sided-gone", name) for name in ("helper", "main")]
+    assert all(pids), pids
+    await kube.delete(PODS, "sided-gone", namespace=NS)
+
+    async def gone() -> bool:
+        try:
+            await kube.get(PODS, "sided-gone", namespace=NS)
+        except NotFound:
+            return True
+        return False
+
+    await eventually(gone, timeout=SLOW)
+    assert [pid for pid in pids if pid is not None and _pid_alive(pid)] == []
+
+
+async def test_restart_all_containers_restarts_the_pod_whole_in_its_sandbox(kube: KubeClient) -> None:
+    # The main container's rule RestartAllContainers on 137: its first run leaves a marker in the emptyDir and
+    # exits 137; the pod restarts whole (the init container runs again: two lines), in the same sandbox (same
+    # uid and pod IP, the emptyDir kept), and the second run finds the marker and succeeds.
+    rule = {"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [137]}}
+    init = {
+        "name": "prepare",
+        "image": "busybox:ignored",
+        "command": ["sh", "-c", "echo ran >> /data/init-runs"],
+        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+    }
+    script = (
+        'if [ -e /data/marker ]; then echo "marker kept, init ran $(wc -l < /data/init-runs) times"; exit 0; fi; '
+        "touch /data/marker; exit 137"
+    )
+    spec = pod(
+        "whole",
+        script,
+        hostNetwork=os.geteuid() != 0,  # as root in the pod network: its IP must be kept too
+        restartPolicy="Never",
+        initContainers=[init],
+        volumes=[{"name": "data", "emptyDir": {}}],
+        container={
+            "restartPolicy": "Never",
+            "restartPolicyRules": [rule],
+            "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+        },
+    )
+    seen: list[dict[str, Any]] = []
+
+    async def watch_until_done() -> None:
+        async with contextlib.aclosing(
+            kube.watch(PODS, namespace=NS, field_selector="metadata.name=whole", timeout_seconds=60)
+        ) as events:
+            async for event in events:
+                seen.append(event.object)
+                if (event.object.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                    return
+
+    watching = asyncio.create_task(watch_until_done())
+    try:
+        created = await kube.create(PODS, spec, namespace=NS)
+        await asyncio.wait_for(asyncio.shield(watching), SLOW)
+    finally:
+        watching.cancel()
+    done = seen[-1]
+    assert done["status"]["phase"] == "Succeeded", done["status"]
+    assert done["metadata"]["uid"] == created["metadata"]["uid"]
+    ips = {p["status"]["podIP"] for p in seen if (p.get("status") or {}).get("podIP")}
+    assert len(ips) == 1, ips
+    assert await kube.read_log("whole", namespace=NS) == "marker kept, init ran 2 times\n"
+    for name in ("prepare", "main"):
+        assert _status_of(done, name)["restartCount"] == 1, done["status"]
+        assert _status_of(done, name)["lastState"]["terminated"]["reason"] == "RestartingAllContainers"
+
+    def restarting(p: dict[str, Any]) -> str | None:
+        conds = (p.get("status") or {}).get("conditions") or []
+        return next((c["status"] for c in conds if c["type"] == "AllContainersRestarting"), None)
+
+    values = [restarting(p) for p in seen]
+    changes = [v for i, v in enumerate(values) if v is not None and (i == 0 or values[i - 1] != v)]
+    assert changes == ["True", "False"], values
+    shown = next(p for p in seen if restarting(p) == "True")
+    assert _status_of(shown, "main")["state"]["terminated"]["exitCode"] == 137, shown["status"]
+    assert _status_of(shown, "main")["restartCount"] == 0
+    assert next(c for c in shown["status"]["conditions"] if c["type"] == "AllContainersRestarting")["reason"] == (
+        "RestartAllContainersStarted"
+    )
 
 
 async def test_downward_api_files_follow_the_pod_s_annotations(kube: KubeClient) -> None:
