@@ -106,9 +106,12 @@ def node_conditions(now: str, *, ready: bool = True) -> list[Obj]:
 #: kube-apiserver 1.37 proxies an exec's WebSocket straight to a node declaring this (execs.py), as to a 1.36+
 #: kubelet: every runtime here does
 EXEC_WEBSOCKETS = "ExtendWebSocketsToKubelet"
-#: the kubelet's RestartAllContainers (a restart rule restarting the pod whole in place): the simulated
-#: runtime implements it (simulated.py); the scheduler places a pod needing it only on a node declaring it
+#: the kubelet's RestartAllContainers (a restart rule restarting the pod whole in place): the simulated runtime
+#: (simulated.py) and the process runtime, with or without podman (process_kubelet.py), implement it; the
+#: scheduler places a pod needing it only on a node declaring it
 RESTART_ALL_CONTAINERS = "RestartAllContainersOnContainerExits"
+#: the runtimes (``containerRuntimeVersion`` prefixes) that restart a pod whole
+RESTART_ALL_RUNTIMES = ("simulated://", "process://", "podman+process://")
 
 
 #: a node label naming one feature the node does not declare although its runtime has it (a test's node of an
@@ -122,7 +125,7 @@ def declared_features(spec: NodeSpec) -> list[str]:
     if spec.declared_features is not None:
         return list(spec.declared_features)
     features = [EXEC_WEBSOCKETS]
-    if spec.runtime_version.startswith("simulated://"):
+    if spec.runtime_version.startswith(RESTART_ALL_RUNTIMES):
         features.append(RESTART_ALL_CONTAINERS)
     return [feature for feature in features if feature != spec.labels.get(UNDECLARE_LABEL)]
 

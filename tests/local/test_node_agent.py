@@ -15,7 +15,14 @@ import pytest
 
 from kubedl_local import LocalCluster, pki
 from kubedl_local.node import AgentSettings
-from kubedl_local.node.spec import USER_AGENT
+from kubedl_local.node.spec import (
+    EXEC_WEBSOCKETS,
+    RESTART_ALL_CONTAINERS,
+    UNDECLARE_LABEL,
+    USER_AGENT,
+    NodeSpec,
+    declared_features,
+)
 from tests.local.conftest import Http, eventually, pod
 
 PODS = "/api/v1/namespaces/default/pods"
@@ -202,3 +209,14 @@ async def test_token_request_and_service_account_volume(fast: LocalCluster, fhtt
     assert not off["spec"].get("volumes")
     ca = (await http.get("/api/v1/namespaces/default/configmaps/kube-root-ca.crt")).body
     assert ca["data"]["ca.crt"] == cluster.ca.cert_pem.decode()
+
+
+@pytest.mark.parametrize(
+    ("runtime", "restarts_whole"),
+    [("simulated://1.0", True), ("process://1.0", True), ("podman+process://1.0", True), ("unknown://0", False)],
+)
+def test_the_runtimes_that_restart_a_pod_whole_declare_it(runtime: str, restarts_whole: bool) -> None:
+    node = NodeSpec("n", "127.0.0.1", runtime_version=runtime)
+    assert declared_features(node) == [EXEC_WEBSOCKETS, *([RESTART_ALL_CONTAINERS] if restarts_whole else [])]
+    older = NodeSpec("n", "127.0.0.1", runtime_version=runtime, labels={UNDECLARE_LABEL: RESTART_ALL_CONTAINERS})
+    assert declared_features(older) == [EXEC_WEBSOCKETS]
