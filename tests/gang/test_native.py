@@ -19,11 +19,11 @@ import pytest
 
 from kubedl_local.node.simulated import EXIT_CODE
 from kubedl_py.api import constants as c
-from kubedl_py.controllers.gang_schedulers import NATIVE_PODGROUPS, NATIVE_WORKLOADS
+from kubedl_py.controllers.gang_schedulers import NATIVE_PODGROUPS, NATIVE_WORKLOADS, Gang
 from kubedl_py.controllers.setup import discovered
 from kubedl_py.kube.errors import NotFound
 from kubedl_py.kube.resources import PODS
-from tests.gang.conftest import POOL, bound, holds
+from tests.gang.conftest import POOL, a_kubeflow_gang_larger_than_the_job_waits_then_runs, bound, holds
 from tests.integration.conftest import (
     PYTORCHJOBS,
     Env,
@@ -294,5 +294,19 @@ async def test_without_the_gang_the_same_two_jobs_leave_one_half_bound(cluster: 
         pods = [*await pods_of(kube, "one"), *await pods_of(kube, "two")]
         assert all("schedulingGroup" not in pod["spec"] for pod in pods)
         assert sorted(counts.values()) in ([1, 3], [2, 2]), counts
+    finally:
+        await controller.stop()
+
+
+@_nodes(2)
+async def test_a_kubeflow_gang_larger_than_the_job_waits_until_min_available_is_lowered(
+    cluster: Env, kube: Kube
+) -> None:
+    async with cluster.controller_client() as client:
+        options = await discovered(client, fast_options(namespace=cluster.namespace, kubeflow_api=True))
+    controller = RunningController(cluster, options)
+    await controller.start()
+    try:
+        await a_kubeflow_gang_larger_than_the_job_waits_then_runs(kube, Gang("kubernetes", every_job=False))
     finally:
         await controller.stop()
