@@ -45,8 +45,10 @@ from typing import Final, Protocol
 from kubedl_py.api import TrainingJob
 from kubedl_py.api import constants as c
 from kubedl_py.api.plain import Object, parse_time
+from kubedl_py.controllers import gang_schedulers
 from kubedl_py.controllers.features import Wiring
 from kubedl_py.controllers.gang_schedulers import (
+    CONSTRAINTS,
     GANG_SCHEDULERS,
     SCHEDULERS,
     Coscheduling,
@@ -207,6 +209,8 @@ class PodGroups:
         self.cache = cache
         #: job key -> (uid, "created" | "admitted" | "renewing" | "deleted")
         self._done: dict[str, tuple[str, str]] = {}
+        #: may groups carry a topology constraint? False once the API server refused one (its gate is off)
+        self.topology = True
 
     def watches(self) -> tuple[Informer, ...]:
         """A PodGroup deleted by hand, or admitted by the scheduler, wakes its job."""
@@ -324,6 +328,20 @@ class PodGroups:
         except errors.NotFound:
             return None
 
+    async def _topology_dropped(self, seen: Observation) -> None:
+        """kube-apiserver dropped the group's topology constraint (TopologyAwareWorkloadScheduling is off there, as
+        its strategy drops a field of a gate that is off): said on every job that asked, none is sent again."""
+        self.topology = False
+        placement = seen.job.run_policy.placement
+        key = placement.topology_key if placement is not None else ""
+        message = (
+            f"kube-apiserver dropped the PodGroup's topology constraint (its TopologyAwareWorkloadScheduling gate is "
+            f"off): spec.placement {key} applies to each pod as pod affinity, and kube-scheduler does not keep the "
+            "gang to one domain"
+        )
+        logger.info("%s: %s", seen.key, message)
+        await self.recorder.warning(seen.raw, "PodGroupTopologyUnsupported", message)
+
     async def _make_companion(self, seen: Observation) -> bool:
         """The group's companion object (the native gang's Workload), made once per job; False when its name is
         someone else's (a conflict the job reports)."""
@@ -332,6 +350,9 @@ class PodGroups:
         if companion is None:
             return True
         resource, body = companion
+        if not self.topology:
+            for template in body["spec"].get("podGroupTemplates") or []:
+                template.pop(CONSTRAINTS, None)
         try:
             await self.client.create(resource, body, namespace=job.namespace)
             return True
@@ -354,10 +375,16 @@ class PodGroups:
         gang = self.gang
         job = seen.job
         body = build_podgroup(job, gang, owner_reference(job))
+        if not self.topology:
+            body["spec"].pop(CONSTRAINTS, None)
+            if gang_schedulers.topology_constraints(job) is not None:
+                await self._topology_dropped(seen)
         try:
             if not await self._make_companion(seen):
                 return None, False
             created: Object = await self.client.create(gang.resource, body, namespace=job.namespace)
+            if CONSTRAINTS in body["spec"] and CONSTRAINTS not in (created.get("spec") or {}):
+                await self._topology_dropped(seen)
             return created, True
         except errors.AlreadyExists:
             # Ours if made before a controller restart or by a racing reconcile; but a job deleted and

@@ -31,6 +31,9 @@ NATIVE_PODGROUPS: Final = Resource("scheduling.k8s.io", "v1beta1", "podgroups", 
 NATIVE_WORKLOADS: Final = Resource("scheduling.k8s.io", "v1beta1", "workloads", "Workload")
 #: the one template of a job's Workload, and its PodGroup's ``workloadRef.templateName``
 NATIVE_TEMPLATE: Final = "gang"
+#: a native PodGroup's (and its template's) topology constraint: all its pods in one domain of a node label
+#: (TopologyAwareWorkloadScheduling, alpha in 1.37: the API server refuses the field while the gate is off)
+CONSTRAINTS: Final = "schedulingConstraints"
 #: the PodGroup condition kube-scheduler sets True once the group has been placed (and never unsets)
 INITIALLY_SCHEDULED: Final = "PodGroupInitiallyScheduled"
 #: Volcano reads the group from this pod annotation
@@ -168,6 +171,9 @@ class Native(GangScheduler):
         priority = priority_class(job)
         if priority:
             spec["priorityClassName"] = priority
+        constraints = topology_constraints(job)
+        if constraints is not None:
+            spec[CONSTRAINTS] = constraints
         return spec
 
     def min_count(self, group: Object) -> int | None:
@@ -183,6 +189,9 @@ class Native(GangScheduler):
         priority = priority_class(job)
         if priority:
             template["priorityClassName"] = priority
+        constraints = topology_constraints(job)
+        if constraints is not None:
+            template[CONSTRAINTS] = constraints
         body: Object = {
             "apiVersion": NATIVE_WORKLOADS.api_version,
             "kind": NATIVE_WORKLOADS.kind,
@@ -262,6 +271,15 @@ def priority_class(job: TrainingJob) -> str | None:
         if name:
             return str(name)
     return None
+
+
+def topology_constraints(job: TrainingJob) -> Object | None:
+    """``spec.placement`` with ``mode: Required`` as a native PodGroup's constraint (one domain of its
+    ``topologyKey`` for the whole gang); None for a job without it (``Preferred`` stays pod affinity only)."""
+    placement = job.run_policy.placement
+    if placement is None or placement.mode != "Required":
+        return None
+    return {"topology": [{"key": placement.topology_key}]}
 
 
 def min_member(job: TrainingJob) -> int:

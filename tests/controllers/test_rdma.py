@@ -331,6 +331,15 @@ def test_the_native_gang_names_its_group_in_the_pod_and_carries_the_jobs_priorit
         }
     )
     assert not Gang("volcano").implementation.spent(scheduled)
+    # spec.placement Required: the gang kept to one domain of its label (TopologyAwareWorkloadScheduling)
+    placed = _job(placement={"topologyKey": "network.example.com/leaf", "mode": "Required"})
+    constraint = {"topology": [{"key": "network.example.com/leaf"}]}
+    assert build_podgroup(placed, native, owner)["spec"]["schedulingConstraints"] == constraint
+    placed_companion = native.implementation.companion(placed, owner)
+    assert placed_companion is not None
+    assert placed_companion[1]["spec"]["podGroupTemplates"][0]["schedulingConstraints"] == constraint
+    preferred = _job(placement={"topologyKey": "network.example.com/leaf"})
+    assert "schedulingConstraints" not in build_podgroup(preferred, native, owner)["spec"]
 
 
 def test_with_no_flag_only_jobs_asking_for_a_gang_get_one() -> None:

@@ -22,7 +22,7 @@ from kubedl_py.api import constants as c
 from kubedl_py.controllers.gang_schedulers import NATIVE_PODGROUPS, NATIVE_WORKLOADS, Gang
 from kubedl_py.controllers.setup import discovered
 from kubedl_py.kube.errors import NotFound
-from kubedl_py.kube.resources import PODS
+from kubedl_py.kube.resources import EVENTS, PODS
 from tests.gang.conftest import POOL, a_kubeflow_gang_larger_than_the_job_waits_then_runs, bound, holds
 from tests.integration.conftest import (
     PYTORCHJOBS,
@@ -310,3 +310,25 @@ async def test_a_kubeflow_gang_larger_than_the_job_waits_until_min_available_is_
         await a_kubeflow_gang_larger_than_the_job_waits_then_runs(kube, Gang("kubernetes", every_job=False))
     finally:
         await controller.stop()
+
+
+@_nodes(2)
+async def test_a_required_placement_without_the_topology_gate_is_said_and_the_gang_still_runs(
+    cluster: Env, kube: Kube, native: RunningController
+) -> None:
+    """``spec.placement`` Required becomes the PodGroup's topology constraint where TopologyAwareWorkloadScheduling
+    is on; the local plane has that alpha gate off, so the API server drops the field: the controller sees it
+    gone, a Warning says so, and the gang binds whole (the placement stays each pod's affinity)."""
+    body = native_job("placed", 2, placement={"topologyKey": "gang.kubedl.io/pool", "mode": "Required"})
+    await kube.create(PYTORCHJOBS, body, namespace=kube.ns)
+    await eventually(lambda: _n_bound(kube, "placed", 2), within=60, what="the gang bound whole")
+    group = await _group(kube, "placed")
+    assert group is not None and "schedulingConstraints" not in group["spec"]
+
+    async def said() -> list[dict[str, Any]] | None:
+        listed = await kube.list(EVENTS, namespace=kube.ns)
+        found = [e for e in listed.items if e.get("reason") == "PodGroupTopologyUnsupported"]
+        return found or None
+
+    events = await eventually(said, within=30, what="a PodGroupTopologyUnsupported event")
+    assert "TopologyAwareWorkloadScheduling" in events[0]["message"]
