@@ -92,6 +92,14 @@ class ControlPlaneOptions:
     start_timeout: float = 120.0
     #: extra command-line flags per component (``{"kube-apiserver": ["--v=4"]}``)
     extra_args: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    #: ``--feature-gates`` of kube-apiserver, kube-controller-manager and kube-scheduler alike. GenericWorkload
+    #: (beta in 1.37, off by default) is on: kube-scheduler's own gang (Workload/PodGroup, the native gang of
+    #: ``--gang-scheduler kubernetes``); the scheduler then adds its GangScheduling plug-in, which leaves pods
+    #: that name no PodGroup alone.
+    feature_gates: Mapping[str, bool] = field(default_factory=lambda: {"GenericWorkload": True})
+    #: kube-apiserver ``--runtime-config``: the API versions served beyond the defaults (the beta
+    #: ``scheduling.k8s.io/v1beta1`` with its Workloads and PodGroups is off by default)
+    runtime_config: Sequence[str] = ("scheduling.k8s.io/v1beta1=true",)
 
 
 @dataclass
@@ -174,6 +182,8 @@ class KubernetesControlPlane:
             self.dir / "pki" / "apiserver-kubelet-client.crt", self.dir / "pki" / "apiserver-kubelet-client.key"
         )
         extra = self.options.extra_args
+        gates_on = ",".join(f"{name}={str(on).lower()}" for name, on in sorted(self.options.feature_gates.items()))
+        gates = [f"--feature-gates={gates_on}"] if gates_on else []
         grace = f"{self.options.node_monitor_grace_period:g}s"
         self._components = [
             _Component(
@@ -219,6 +229,12 @@ class KubernetesControlPlane:
                     f"--default-not-ready-toleration-seconds={self.options.toleration_seconds}",
                     f"--default-unreachable-toleration-seconds={self.options.toleration_seconds}",
                     "--profiling=false",
+                    *gates,
+                    *(
+                        [f"--runtime-config={','.join(self.options.runtime_config)}"]
+                        if self.options.runtime_config
+                        else []
+                    ),
                     *extra.get("kube-apiserver", ()),
                 ],
                 self.dir / "logs" / "kube-apiserver.log",
@@ -244,6 +260,7 @@ class KubernetesControlPlane:
                     f"--kube-api-qps={self.options.controller_manager_qps}",
                     f"--kube-api-burst={self.options.controller_manager_burst}",
                     "--profiling=false",
+                    *gates,
                     *extra.get("kube-controller-manager", ()),
                 ],
                 self.dir / "logs" / "kube-controller-manager.log",
@@ -259,6 +276,7 @@ class KubernetesControlPlane:
                     f"--secure-port={sched_port}",
                     "--leader-elect=false",
                     "--profiling=false",
+                    *gates,
                     *extra.get("kube-scheduler", ()),
                 ],
                 self.dir / "logs" / "kube-scheduler.log",

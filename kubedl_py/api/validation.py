@@ -24,7 +24,7 @@ from kubedl_py.api import constants as c
 from kubedl_py.api.common import RdmaSpec
 from kubedl_py.api.defaults import DEFAULT_REPLICAS
 from kubedl_py.api.errors import FieldError, JobValidationError
-from kubedl_py.api.groups import ApiGroup, group_of, to_internal, wire_path
+from kubedl_py.api.groups import KUBEFLOW, ApiGroup, group_of, to_internal, wire_path
 from kubedl_py.api.kinds import all_kinds, kind_api
 from kubedl_py.api.kinds.base import Framework, KindAPI, TrainingJob
 from kubedl_py.api.quantities import quantity_value
@@ -352,14 +352,16 @@ def _check_totals(job: Job) -> list[FieldError]:
 
 def _check_scheduling(job: Job) -> list[FieldError]:
     """A gang larger than the job can never be complete: its pods would wait forever for members that do
-    not exist. minResources values must be quantities (the PodGroup's API server would refuse them later,
-    where the user does not look)."""
+    not exist (refused in training.kubedl.io; kubeflow.org keeps the Training Operator's semantics: the job
+    waits, saying why, until ``minAvailable`` is lowered: ``gang.py``). minResources values must be quantities
+    (the PodGroup's API server would refuse them later, where the user does not look)."""
     policy = job.run_policy.scheduling_policy
     if policy is None:
         return []
     errors: list[FieldError] = []
     total = sum(_replicas(spec.replicas) for spec in job.replica_specs.values())
-    if policy.min_available is not None and policy.min_available > total:
+    waits = job.api_group == KUBEFLOW
+    if policy.min_available is not None and policy.min_available > total and not waits:
         errors.append(
             FieldError(
                 "spec.schedulingPolicy.minAvailable",

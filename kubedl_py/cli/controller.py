@@ -60,8 +60,8 @@ def controller_options(args: argparse.Namespace) -> ControllerOptions:
     if args.resync_period is not None and args.resync_period <= 0:
         raise UsageError("--resync-period must be positive")
     informer = InformerSettings(resync_period=args.resync_period) if args.resync_period else None
-    if args.gang_scheduler_name is not None and not args.gang_scheduler:
-        raise UsageError("--gang-scheduler-name needs --gang-scheduler")
+    if args.gang_scheduler_name is not None and args.gang_scheduler in (None, "none"):
+        raise UsageError("--gang-scheduler-name needs --gang-scheduler volcano, scheduler-plugins or kubernetes")
     if args.node_lost_timeout < 0:
         raise UsageError(f"--node-lost-timeout must be 0 (at once) or more seconds, not {args.node_lost_timeout}")
     if args.infrastructure_backoff_limit < 0:

@@ -26,7 +26,9 @@ Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 #: ``--gang-scheduler`` choices: ``kubedl_py.controllers.gang.GANG_SCHEDULERS`` (a test keeps them equal),
 #: spelled out here so that building the parser (``--help``, ``manifests``) does not import the controller
-GANG_SCHEDULERS: Final = ("volcano", "scheduler-plugins")
+GANG_SCHEDULERS: Final = ("volcano", "scheduler-plugins", "kubernetes")
+#: ``--gang-scheduler none``: no PodGroup for any job, not even the native one chosen by default
+NO_GANG: Final = "none"
 #: the top-level modules the extras bring (the local clusters, kubedl_local, and what only they use), each with
 #: the extra that installs it
 EXTRAS: Final = {"kubedl_local": "local", "celpy": "local"}
@@ -332,14 +334,18 @@ def _add_controller(sub: Subcommands) -> None:
     )
     p.add_argument(
         "--gang-scheduler",
-        choices=GANG_SCHEDULERS,
+        choices=(*GANG_SCHEDULERS, NO_GANG),
         default=None,
-        help="give every job a PodGroup of this gang scheduler and point its pods at it (default: none)",
+        help=(
+            "give every job a PodGroup of this gang scheduler and point its pods at it (kubernetes: kube-scheduler's "
+            "own, scheduling.k8s.io/v1beta1); none: no gang at all (default: the native gang for the jobs that set "
+            "schedulingPolicy.minAvailable, where the API server serves scheduling.k8s.io/v1beta1 PodGroups)"
+        ),
     )
     p.add_argument(
         "--gang-scheduler-name",
         default=None,
-        help="schedulerName for gang-scheduled pods (default: volcano / scheduler-plugins-scheduler)",
+        help="schedulerName for gang-scheduled pods (default: volcano / scheduler-plugins-scheduler / the template's)",
     )
     p.add_argument(
         "--rdma-defaults",
@@ -414,9 +420,12 @@ def _add_manifests(sub: Subcommands) -> None:
     )
     p.add_argument(
         "--gang-scheduler",
-        choices=GANG_SCHEDULERS,
+        choices=(*GANG_SCHEDULERS, NO_GANG),
         default=None,
-        help="also grant access to this gang scheduler's PodGroups and pass the flag to the controller",
+        help=(
+            "grant access to this gang scheduler's PodGroups and pass the flag to the controller (default: the "
+            "rights of the native gang, scheduling.k8s.io Workloads and PodGroups; none: no gang rights at all)"
+        ),
     )
     p.add_argument(
         "--kubeflow-api",

@@ -290,6 +290,10 @@ class Wiring(Generic[O_co]):
     def serves(self, resource: Resource) -> bool:
         return self.served is None or (resource.group, resource.plural) in self.served
 
+    def discovered(self, resource: Resource) -> bool:
+        """Whether discovery found ``resource`` served (unlike :meth:`serves`, no discovery is no)."""
+        return self.served is not None and (resource.group, resource.plural) in self.served
+
     def shared(self, name: str, make: Callable[[], T]) -> T:
         """One object for the whole controller, made by ``make`` the first time ``name`` is asked for."""
         if name not in self._shared:

@@ -46,7 +46,11 @@ UNSCHEDULABLE = "Unschedulable"
 NOT_SCHEDULED = "NotScheduled"
 #: the reasons of a create the API server refused for now (refusals.py, Outcome.RETRY)
 RETRYING_REASONS = frozenset({"FailedCreate", "QuotaExceeded"})
-WAITING_REASONS = frozenset({UNSCHEDULABLE, NOT_SCHEDULED, NAME_IN_USE, PREVIOUS_JOB_TERMINATING, *RETRYING_REASONS})
+#: a gang larger than the job (kubeflow.org), a PodGroup that does not go (``gang.py``)
+GANG_REASONS = frozenset({"GangIncomplete", "PodGroupTerminating"})
+WAITING_REASONS = frozenset(
+    {UNSCHEDULABLE, NOT_SCHEDULED, NAME_IN_USE, PREVIOUS_JOB_TERMINATING, *GANG_REASONS, *RETRYING_REASONS}
+)
 
 #: seconds a change of replica counts alone waits after the job's last status write, to go out with the next
 #: change: a job's pods start and end within moments of each other, one write per pod would be wasted (the

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from kubedl_py.api import RdmaSpec, all_kinds
 from kubedl_py.api import constants as c
@@ -98,8 +98,9 @@ class ControllerOptions:
     cluster_domain: str | None = None
     informer: InformerSettings | None = None
     leader_election: LeaderElectionSettings | None = field(default=None)
-    #: ``--gang-scheduler``: make a PodGroup per job for this scheduler and point the pods at it
-    gang_scheduler: GangSchedulerKind | None = None
+    #: ``--gang-scheduler``: make a PodGroup per job for this scheduler and point the pods at it; "none": no gang;
+    #: None (no flag): the native gang for jobs with ``schedulingPolicy.minAvailable`` where it is served (gang.py)
+    gang_scheduler: GangSchedulerKind | Literal["none"] | None = None
     #: ``--gang-scheduler-name``: the pods' schedulerName (None: ``volcano`` / ``scheduler-plugins-scheduler``)
     gang_scheduler_name: str | None = None
     #: ``--rdma-defaults``: defaults under every job's ``spec.rdma`` (jobs without one are untouched)
@@ -136,8 +137,10 @@ class ControllerOptions:
 
     @property
     def gang(self) -> Gang | None:
-        if self.gang_scheduler is None:
+        if self.gang_scheduler == "none":
             return None
+        if self.gang_scheduler is None:
+            return Gang("kubernetes", every_job=False)
         return Gang(self.gang_scheduler, self.gang_scheduler_name)
 
 
@@ -350,6 +353,17 @@ async def discovered(client: KubeClient, options: ControllerOptions) -> Controll
     return options
 
 
+def _gang_said(options: ControllerOptions) -> str:
+    gang = options.gang
+    if gang is None:
+        return ""
+    if gang.every_job:
+        return f", gang scheduler {gang.scheduler}"
+    if options.served is not None and (gang.resource.group, gang.resource.plural) in options.served:
+        return ", kube-scheduler's gang for jobs with schedulingPolicy.minAvailable"
+    return ""
+
+
 async def run_controller(client: KubeClient, options: ControllerOptions, *, manager: Manager | None = None) -> None:
     """Run until ``manager.stop()`` (the CLI calls it on SIGTERM/SIGINT)."""
     if manager is None:
@@ -363,7 +377,7 @@ async def run_controller(client: KubeClient, options: ControllerOptions, *, mana
         options.workers,
         *options.host_port_range,
         ", leader election" if options.leader_elect else "",
-        f", gang scheduler {options.gang_scheduler}" if options.gang_scheduler else "",
+        _gang_said(options),
         ", RDMA defaults" if options.rdma_defaults else "",
     )
     await manager.run()

@@ -130,7 +130,9 @@ watchNamespaces: {dump(defaults["watchNamespaces"])}
 kubeflowApi:
   enabled: {dump(defaults["kubeflowApi"]["enabled"])}
 
-# "volcano" or "scheduler-plugins": a PodGroup per job for that gang scheduler (its RBAC and flag).
+# "volcano", "scheduler-plugins" or "kubernetes": a PodGroup per job for that gang scheduler (its RBAC and
+# flag). Empty: kube-scheduler's own gang (scheduling.k8s.io/v1beta1) for the jobs that set
+# schedulingPolicy.minAvailable, where the API server serves it (its RBAC, no flag). "none": no gang.
 gangScheduler:
   name: {dump(defaults["gangScheduler"]["name"])}
 

@@ -46,7 +46,7 @@ DEFAULT_IMAGE = f"kubedl-py:{__version__}"
 DEFAULT_NAMESPACE = "kubedl-system"
 DEFAULT_PORT_RANGE = "20000-30000"
 DEFAULT_RESOURCES: Mapping[str, Any] = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}}
-GANG_SCHEDULERS = ("volcano", "scheduler-plugins")
+GANG_SCHEDULERS = ("volcano", "scheduler-plugins", "kubernetes", "none")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 #: the templates in manifest order; the chart has one file per template (``namespace`` and the CRDs aside)
 TEMPLATES = (
@@ -93,7 +93,8 @@ class ManifestOptions:
     resources: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_RESOURCES))
     # Extra controller arguments, e.g. ("--workers=32",).
     controller_args: tuple[str, ...] = field(default_factory=tuple)
-    #: make a PodGroup per job for this gang scheduler (``volcano`` or ``scheduler-plugins``): its RBAC and flag
+    #: make a PodGroup per job for this gang scheduler (``volcano``, ``scheduler-plugins``, ``kubernetes``): its RBAC
+    #: and flag; ``none``: no gang rights, and the flag; None: the native gang's rights, no flag (gang.py)
     gang_scheduler: str | None = None
     #: also serve the kinds in kubeflow.org/v1: their CRDs, RBAC, and the controller's ``--kubeflow-api``
     kubeflow_api: bool = False

@@ -273,8 +273,13 @@ def test_a_gang_of_the_kubeflow_layout_is_named_where_it_is_written() -> None:
     document["apiVersion"] = "kubeflow.org/v1"
     document["spec"]["runPolicy"] = {"schedulingPolicy": {"minAvailable": 3, "minResources": {"cpu": "lots"}}}
     errors = errors_of(document)
-    assert "at most 2" in errors["spec.runPolicy.schedulingPolicy.minAvailable"]
     assert "not a Kubernetes quantity" in errors["spec.runPolicy.schedulingPolicy.minResources.cpu"]
+    # a gang larger than the job: the Training Operator accepts it (the job waits until minAvailable is lowered),
+    # so the kubeflow.org drop-in does too (gang.py); training.kubedl.io refuses it
+    assert "spec.runPolicy.schedulingPolicy.minAvailable" not in errors
+    own = pytorch(Worker=replica(2))
+    own["spec"]["schedulingPolicy"] = {"minAvailable": 3}
+    assert "at most 2" in errors_of(own)["spec.schedulingPolicy.minAvailable"]
 
 
 # ------------------------------------------------------------------------------------------- host network

@@ -17,7 +17,7 @@ import yaml
 
 from kubedl_py.api import PyTorchJob, RdmaSpec, TFJob, load_jobs_file, parse_job, with_defaults
 from kubedl_py.api.validation import JobValidationError, parse_rdma
-from kubedl_py.controllers import gang
+from kubedl_py.controllers import gang, gang_schedulers
 from kubedl_py.controllers.failures.policies import in_place_rule, restarts_in_place
 from kubedl_py.controllers.gang import Gang, build_podgroup, min_member
 from kubedl_py.controllers.pods import addressing_for, owner_reference
@@ -287,6 +287,73 @@ def test_gang_pods_point_at_the_podgroup_and_the_template_wins() -> None:
     )
 
 
+def test_the_native_gang_names_its_group_in_the_pod_and_carries_the_jobs_priority() -> None:
+    """kube-scheduler's gang (scheduling.k8s.io/v1beta1): the pod joins by spec.schedulingGroup and keeps its
+    scheduler; the PodGroup has minCount and the pods' priority class (the scheduler checks they are equal), and
+    names the job's Workload, whose one template says the same."""
+    job = _job(schedulingPolicy={"minAvailable": 3, "priorityClassName": "high"})
+    native = Gang("kubernetes")
+    pod = _pod(job, gang=native)
+    assert pod["spec"]["schedulingGroup"] == {"podGroupName": "llm"}
+    assert "schedulerName" not in pod["spec"] and pod["spec"]["priorityClassName"] == "high"
+    owner = owner_reference(job)
+    group = build_podgroup(job, native, owner)
+    assert (group["apiVersion"], group["kind"]) == ("scheduling.k8s.io/v1beta1", "PodGroup")
+    assert group["spec"] == {
+        "workloadRef": {"workloadName": "llm", "templateName": "gang"},
+        "schedulingPolicy": {"gang": {"minCount": 3}},
+        "priorityClassName": "high",
+    }
+    companion = native.implementation.companion(job, owner)
+    assert companion is not None
+    resource, workload = companion
+    assert (resource.group, resource.plural, workload["kind"]) == ("scheduling.k8s.io", "workloads", "Workload")
+    assert workload["metadata"]["ownerReferences"] == [owner]
+    assert workload["spec"] == {
+        "controllerRef": {"apiGroup": "training.kubedl.io", "kind": "PyTorchJob", "name": "llm"},
+        "podGroupTemplates": [
+            {"name": "gang", "schedulingPolicy": {"gang": {"minCount": 3}}, "priorityClassName": "high"}
+        ],
+    }
+    # the templates' own priority class when the policy names none; none at all: no field
+    templated = _job(template_spec={"priorityClassName": "low"})
+    assert build_podgroup(templated, native, owner)["spec"]["priorityClassName"] == "low"
+    assert "priorityClassName" not in build_podgroup(_job(), native, owner)["spec"]
+    assert native.implementation.min_count(group) == 3
+    assert native.implementation.follow(_job()) == {"spec": {"schedulingPolicy": {"gang": {"minCount": 4}}}}
+    scheduled = {"status": {"conditions": [{"type": "PodGroupInitiallyScheduled", "status": "True"}]}}
+    assert native.implementation.spent(scheduled)
+    assert not native.implementation.spent(
+        {
+            "status": {
+                "conditions": [{"type": "PodGroupInitiallyScheduled", "status": "False", "reason": "Unschedulable"}]
+            }
+        }
+    )
+    assert not Gang("volcano").implementation.spent(scheduled)
+    # spec.placement Required: the gang kept to one domain of its label (TopologyAwareWorkloadScheduling)
+    placed = _job(placement={"topologyKey": "network.example.com/leaf", "mode": "Required"})
+    constraint = {"topology": [{"key": "network.example.com/leaf"}]}
+    assert build_podgroup(placed, native, owner)["spec"]["schedulingConstraints"] == constraint
+    placed_companion = native.implementation.companion(placed, owner)
+    assert placed_companion is not None
+    assert placed_companion[1]["spec"]["podGroupTemplates"][0]["schedulingConstraints"] == constraint
+    preferred = _job(placement={"topologyKey": "network.example.com/leaf"})
+    assert "schedulingConstraints" not in build_podgroup(preferred, native, owner)["spec"]
+
+
+def test_with_no_flag_only_jobs_asking_for_a_gang_get_one() -> None:
+    auto = Gang("kubernetes", every_job=False)
+    assert not auto.covers(_job()) and auto.covers(_job(schedulingPolicy={"minAvailable": 2}))
+    assert Gang("kubernetes").covers(_job())
+
+
+def test_the_waiting_reasons_of_a_gang_are_the_reporters() -> None:
+    from kubedl_py.controllers import reporting
+
+    assert {gang.GANG_INCOMPLETE, gang.GROUP_TERMINATING} == reporting.GANG_REASONS
+
+
 def test_podgroups_of_both_schedulers() -> None:
     job = _job(schedulingPolicy={"minAvailable": 3, "queue": "training", "priorityClassName": "high"})
     owner = owner_reference(job)
@@ -311,17 +378,18 @@ def test_podgroups_of_both_schedulers() -> None:
 def test_each_gang_scheduler_is_an_implementation_not_a_branch() -> None:
     """What differs between Volcano and coscheduling is each one's class (gang.py): no code compares the
     scheduler's name, so a third scheduler is one more class."""
-    tree = ast.parse(Path(gang.__file__).read_text())
     names = set(gang.GANG_SCHEDULERS)
-    compared = [
-        node.lineno
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Compare)
-        and any(isinstance(side, ast.Constant) and side.value in names for side in [node.left, *node.comparators])
-    ]
-    assert compared == [], f"gang.py compares the scheduler's name at lines {compared}"
+    for module in (gang, gang_schedulers):
+        tree = ast.parse(Path(module.__file__ or "").read_text())
+        compared = [
+            node.lineno
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Compare)
+            and any(isinstance(side, ast.Constant) and side.value in names for side in [node.left, *node.comparators])
+        ]
+        assert compared == [], f"{module.__name__} compares the scheduler's name at lines {compared}"
     assert set(gang.SCHEDULERS) == set(gang.GANG_SCHEDULERS)
-    assert {type(s) for s in gang.SCHEDULERS.values()} == {gang.Volcano, gang.Coscheduling}
+    assert {type(s) for s in gang.SCHEDULERS.values()} == {gang.Volcano, gang.Coscheduling, gang.Native}
     group: dict[str, Any] = {"status": {"phase": "Pending"}}
     assert not Gang("volcano").implementation.admitted(group)
     assert Gang("scheduler-plugins").implementation.admitted(group)  # its Permit stage holds the pods instead
@@ -365,7 +433,9 @@ def test_controller_flags_reach_the_options(tmp_path: Path) -> None:
     options = _controller_options(args)
     assert options.gang == Gang("volcano", "vc")
     assert options.rdma_defaults == RdmaSpec(devices={HCA: 1}, nccl={"NCCL_IB_HCA": "mlx5", "NCCL_IB_GID_INDEX": 3})
-    assert _controller_options(_build_parser().parse_args(["controller"])).gang is None
+    # no flag: kube-scheduler's own gang, for the jobs that ask for one (where it is served: gang.install)
+    assert _controller_options(_build_parser().parse_args(["controller"])).gang == Gang("kubernetes", every_job=False)
+    assert _controller_options(_build_parser().parse_args(["controller", "--gang-scheduler", "none"])).gang is None
     defaults.write_text("devices:\n  rdma/hca: none\n")
     with pytest.raises(_UsageError, match=r"devices\.rdma/hca: must be an integer"):
         _controller_options(_build_parser().parse_args(["controller", "--rdma-defaults", str(defaults)]))

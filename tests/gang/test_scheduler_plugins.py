@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 
 from harness.schedulers import SchedulerPlugins
+from kubedl_py.controllers.gang import Gang
 from tests.gang.conftest import (
     GANG_SIZE,
+    a_kubeflow_gang_larger_than_the_job_waits_then_runs,
     all_bound,
     bound,
     finish,
@@ -74,6 +76,19 @@ async def test_coscheduling_binds_a_gang_whole_or_not_at_all(cluster: Env, kube:
         await wait_condition(kube, PYTORCHJOBS, "first", "Succeeded", within=60)
         pods = await eventually(lambda: all_bound(kube, "second"), within=90, what="the second gang bound whole")
         assert {pod["spec"]["nodeName"] for pod in pods} <= set(cluster.node_names)
+    finally:
+        await controller.stop()
+        await scheduler.stop()
+
+
+@tight_nodes
+async def test_a_kubeflow_gang_larger_than_the_job_waits_until_min_available_is_lowered(
+    cluster: Env, kube: Kube, tmp_path: Path
+) -> None:
+    scheduler = await start_scheduler(cluster, "scheduler-plugins", tmp_path / "scheduler-plugins")
+    controller = await start_controller(cluster, "scheduler-plugins", kubeflow_api=True)
+    try:
+        await a_kubeflow_gang_larger_than_the_job_waits_then_runs(kube, Gang("scheduler-plugins"))
     finally:
         await controller.stop()
         await scheduler.stop()

@@ -13,6 +13,7 @@ from kubedl_py.controllers.gang import Gang
 from kubedl_py.kube.errors import NotFound
 from tests.gang.conftest import (
     GANG_SIZE,
+    a_kubeflow_gang_larger_than_the_job_waits_then_runs,
     all_bound,
     bound,
     finish,
@@ -124,6 +125,19 @@ async def test_volcano_enqueues_a_podgroup_only_when_its_min_resources_fit(
         await holds(stays_pending, seconds=HOLD_SECONDS)
         await finish(kube, "first")
         await eventually(lambda: _phase_is(kube, "waiting", "Inqueue"), within=60, what="the group enqueued")
+    finally:
+        await controller.stop()
+        await scheduler.stop()
+
+
+@tight_nodes
+async def test_a_kubeflow_gang_larger_than_the_job_waits_until_min_available_is_lowered(
+    cluster: Env, kube: Kube, tmp_path: Path
+) -> None:
+    scheduler = await start_scheduler(cluster, "volcano", tmp_path / "volcano")
+    controller = await start_controller(cluster, "volcano", kubeflow_api=True)
+    try:
+        await a_kubeflow_gang_larger_than_the_job_waits_then_runs(kube, Gang("volcano"))
     finally:
         await controller.stop()
         await scheduler.stop()

@@ -164,6 +164,15 @@ def unseen_by_scheduler(pod: Object, now: datetime) -> tuple[str | None, float |
     if waited < UNSEEN_BY_SCHEDULER_SECONDS:
         return None, UNSEEN_BY_SCHEDULER_SECONDS - waited + 0.5
     scheduler = spec.get("schedulerName") or "default-scheduler"
+    group = (spec.get("schedulingGroup") or {}).get("podGroupName")
+    if group:
+        # kube-scheduler's GangScheduling plug-in keeps a group's pods out of its queue, saying nothing on them,
+        # until the PodGroup and minCount of its pods exist
+        return (
+            f"no scheduler has looked at it in {int(waited)}s: it is in PodGroup {group}, whose pods "
+            f"{scheduler!r} holds back until the group's minCount of them exist; is minCount more than the pods "
+            "made, or is the GenericWorkload feature gate off in kube-scheduler?"
+        ), None
     return (
         f"no scheduler has looked at it in {int(waited)}s: its schedulerName is {scheduler!r}; is that scheduler "
         "running in this cluster (or is the name misspelt)?"
