@@ -207,6 +207,24 @@ class PerGpu(KubeModel):
     """Network template, e.g. kube-system/gpu{index}-sriov."""
 
 
+class DraSpec(KubeModel):
+    """GPUs and RDMA NICs through Dynamic Resource Allocation: one ResourceClaimTemplate per replica type, each
+    GPU requested with its NICs on the same PCIe root (``resource.kubernetes.io/pcieRoot``)."""
+
+    gpus: Annotated[int, Field(ge=1, le=16)]
+    """GPUs per pod."""
+    nics_per_gpu: Annotated[int, Field(ge=0, le=8)] | None = None
+    """RDMA NICs per GPU (default 1; 0: GPUs only)."""
+    align: Literal["pcieRoot", "none"] | None = None
+    """pcieRoot (default): each GPU's NICs on its PCIe root (GPUDirect RDMA); none: any NICs of the node."""
+    gpu_device_class: Annotated[str, Field(min_length=1, max_length=253)] | None = None
+    """The DeviceClass of the GPUs (default gpu.nvidia.com, NVIDIA's DRA driver's)."""
+    nic_device_class: Annotated[str, Field(min_length=1, max_length=253)] | None = None
+    """The DeviceClass of the NICs (default dranet, kubernetes-sigs/dranet's)."""
+    replica_types: list[Annotated[str, Field(min_length=1, max_length=63)]] | None = None
+    """The replica types that get the devices (default: every one)."""
+
+
 class RdmaSpec(KubeModel):
     """Opt-in RDMA settings for every replica: devices, networks, /dev/shm, IPC_LOCK and NCCL variables."""
 
@@ -222,6 +240,8 @@ class RdmaSpec(KubeModel):
     """Add the IPC_LOCK capability (RDMA pins memory); default true."""
     nccl: dict[str, str | int] | None = None
     """Environment variables (NCCL_*) for the framework container."""
+    dra: DraSpec | None = None
+    """GPUs and NICs claimed through Dynamic Resource Allocation, aligned on PCIe roots (docs/rdma.md)."""
 
 
 class Placement(KubeModel):

@@ -479,7 +479,20 @@ def parse_rdma(data: Any, *, source: str | None = None) -> RdmaSpec:
 
 def _check_rdma(job: Job) -> list[FieldError]:
     rdma = job.run_policy.rdma
-    return [] if rdma is None else _check_rdma_spec(rdma, "spec.rdma.")
+    if rdma is None:
+        return []
+    errors = _check_rdma_spec(rdma, "spec.rdma.")
+    dra = rdma.dra
+    if dra is not None:
+        for name in dra.replica_types or []:
+            if name not in job.replica_specs:
+                known = ", ".join(job.replica_specs)
+                errors.append(
+                    FieldError("spec.rdma.dra.replicaTypes", f"names {name!r}, which the job does not have ({known})")
+                )
+        if (dra.nics_per_gpu or 1) * dra.gpus > 128:
+            errors.append(FieldError("spec.rdma.dra", "asks for more than 128 NICs per pod: lower nicsPerGpu"))
+    return errors
 
 
 def _check_rdma_spec(rdma: RdmaSpec, path: str) -> list[FieldError]:

@@ -32,7 +32,10 @@ from kubedl_py.api import constants as c
 from kubedl_py.api.common import Placement, RdmaSpec
 from kubedl_py.api.defaults import default_container_index
 from kubedl_py.api.plain import Object
+from kubedl_py.controllers import dra
+from kubedl_py.controllers.addressing import Addressing
 from kubedl_py.controllers.features import Wiring
+from kubedl_py.controllers.kinds.base import OwnedObject
 from kubedl_py.controllers.observation import Replica
 from kubedl_py.controllers.plan import Plan
 
@@ -211,6 +214,18 @@ class RdmaAndPlacement:
     def __init__(self, rdma_defaults: RdmaSpec | None = None) -> None:
         self.rdma_defaults = rdma_defaults
 
+    def owned_objects(self, plan: Plan, addressing: Addressing) -> list[OwnedObject]:
+        """``spec.rdma.dra``: one ResourceClaimTemplate per replica type it covers (dra.py)."""
+        rdma = resolve_rdma(plan.job.run_policy.rdma, self.rdma_defaults)
+        if rdma is None or rdma.dra is None:
+            return []
+        dra_spec = rdma.dra
+        return [
+            dra.claim_template(plan.job, replica_type, dra_spec)
+            for replica_type in plan.job.replica_specs
+            if dra.covers(dra_spec, replica_type)
+        ]
+
     def shape_pod(self, plan: Plan, replica: Replica, pod: Object) -> None:
         job = plan.job
         spec = pod["spec"]
@@ -219,5 +234,7 @@ class RdmaAndPlacement:
             # The pod's own network, also when the template asks for the host network itself.
             main = default_container_index(spec["containers"], job.framework)
             apply_rdma(pod, rdma, main_index=main, host_network=bool(spec.get("hostNetwork")))
+            if rdma.dra is not None and dra.covers(rdma.dra, replica.replica_type):
+                dra.apply_dra(spec, job, replica.replica_type, main)
         if job.run_policy.placement is not None:
             apply_placement(spec, job.name, job.run_policy.placement)

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import ast
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
 
 from kubedl_py.api import PyTorchJob, RdmaSpec, TFJob, load_jobs_file, parse_job, with_defaults
 from kubedl_py.api.validation import JobValidationError, parse_rdma
-from kubedl_py.controllers import gang, gang_schedulers
+from kubedl_py.controllers import gang, gang_schedulers, rdma
 from kubedl_py.controllers.failures.policies import in_place_rule, restarts_in_place
 from kubedl_py.controllers.gang import Gang, build_podgroup, min_member
 from kubedl_py.controllers.pods import addressing_for, owner_reference
@@ -551,3 +552,49 @@ def test_spiderpool_example_pods() -> None:
 def test_rdma_defaults_example_parses() -> None:
     defaults = parse_rdma(yaml.safe_load((EXAMPLES / "rdma-defaults.yaml").read_text()))
     assert defaults.devices == {HCA: 1} and defaults.shm_size == "16Gi"
+
+
+@dataclass
+class _Plan:
+    """What the feature reads of a reconcile's plan."""
+
+    job: PyTorchJob
+
+
+def test_dra_claims_each_gpu_with_its_nics_on_one_pcie_root() -> None:
+    """spec.rdma.dra: one ResourceClaimTemplate per replica type (per GPU a request, per GPU's NICs a request,
+    each pair constrained to one resource.kubernetes.io/pcieRoot), named by every pod and its framework
+    container; the other containers claim nothing."""
+    job = _job(rdma={"dra": {"gpus": 2, "nicsPerGpu": 1}})
+    pod = _pod(job)
+    assert pod["spec"]["resourceClaims"] == [{"name": "devices", "resourceClaimTemplateName": "llm-worker-devices"}]
+    main, sidecar = pod["spec"]["containers"]
+    assert main["resources"]["claims"] == [{"name": "devices"}]
+    assert "claims" not in (sidecar.get("resources") or {})
+    feature = rdma.RdmaAndPlacement()
+    owned = feature.owned_objects(cast(Any, _Plan(job)), cast(Any, None))
+    assert [item.body["metadata"]["name"] for item in owned] == ["llm-master-devices", "llm-worker-devices"]
+    assert owned[0].resource.plural == "resourceclaimtemplates" and owned[0].resource.group == "resource.k8s.io"
+    exact = {"allocationMode": "ExactCount", "count": 1}
+    assert owned[1].body["spec"]["spec"] == {
+        "devices": {
+            "requests": [
+                {"name": "gpu-0", "exactly": {"deviceClassName": "gpu.nvidia.com", **exact}},
+                {"name": "nic-0", "exactly": {"deviceClassName": "dranet", **exact}},
+                {"name": "gpu-1", "exactly": {"deviceClassName": "gpu.nvidia.com", **exact}},
+                {"name": "nic-1", "exactly": {"deviceClassName": "dranet", **exact}},
+            ],
+            "constraints": [
+                {"requests": ["gpu-0", "nic-0"], "matchAttribute": "resource.kubernetes.io/pcieRoot"},
+                {"requests": ["gpu-1", "nic-1"], "matchAttribute": "resource.kubernetes.io/pcieRoot"},
+            ],
+        }
+    }
+    only_workers = _job(rdma={"dra": {"gpus": 1, "nicsPerGpu": 0, "replicaTypes": ["Worker"], "gpuDeviceClass": "g"}})
+    owned = feature.owned_objects(cast(Any, _Plan(only_workers)), cast(Any, None))
+    assert [item.body["metadata"]["name"] for item in owned] == ["llm-worker-devices"]
+    assert owned[0].body["spec"]["spec"] == {
+        "devices": {"requests": [{"name": "gpu-0", "exactly": {"deviceClassName": "g", **exact}}]}
+    }
+    assert "resourceClaims" not in _pod(only_workers, "Master")["spec"]
+    assert feature.owned_objects(cast(Any, _Plan(_job())), cast(Any, None)) == []
