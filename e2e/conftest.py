@@ -170,7 +170,7 @@ def target(request: pytest.FixtureRequest) -> Iterator[Target]:
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
-                proc.wait(timeout=30)
+                proc.wait(timeout=90)  # a loaded 2-core machine once took over 30 s to stop its podman pods
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
