@@ -312,8 +312,11 @@ class PodGroups:
         if companion is not None:
             resource, body = companion
             patch = {"spec": {"podGroupTemplates": body["spec"]["podGroupTemplates"]}}
-            with contextlib.suppress(errors.NotFound):
+            try:
                 await self.client.patch(resource, body["metadata"]["name"], patch, namespace=job.namespace)
+            except (errors.NotFound, errors.Invalid) as exc:
+                # the Workload only describes the job; the PodGroup above is what the scheduler reads
+                logger.info("%s: the Workload keeps its old size: %s", seen.key, exc)
         message = f"PodGroup {podgroup_name(job)} now waits for {want} pods (was {have}): schedulingPolicy.minAvailable"
         logger.info("%s: %s", seen.key, message)
         await self.recorder.normal(seen.raw, "PodGroupResized", message)
