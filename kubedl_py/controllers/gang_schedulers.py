@@ -107,7 +107,7 @@ class Volcano(GangScheduler):
     kind: GangSchedulerKind = "volcano"
     resource = VOLCANO_PODGROUPS
     default_scheduler_name = "volcano"
-    needs = "Volcano installed"
+    needs = "volcano installed"
 
     def group_fields(self, policy: SchedulingPolicy) -> Object:
         fields: Object = {}
