@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import statistics
 import sys
 import tempfile
 import time
@@ -31,7 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.contenders import KUBEDL_PY, PYTORCHJOBS
-from bench.real_recovery import Pods, quantile
+from bench.real_recovery import Pods, summary
 from bench.realplane import RealCluster, real_cluster
 from kubedl_local.kubernetes.cluster import create_namespace
 from kubedl_py.kube.client import KubeClient
@@ -68,17 +67,7 @@ async def measure(cluster: RealCluster, tmp: Path, *, ranks: int, trials: int, m
                     await kube.delete(PYTORCHJOBS, name, namespace=NS, propagation_policy="Foreground")
                 await pods.until(lambda seen: not seen, 300)
                 await pods.stop()
-    return {
-        "mode": mode,
-        "ranks": ranks,
-        "nodes": cluster.info["nodes"],
-        "trials": len(seconds),
-        "median_seconds": round(statistics.median(seconds), 2),
-        "p90_seconds": round(quantile(seconds, 0.9), 2),
-        "p99_seconds": round(quantile(seconds, 0.99), 2),
-        "min_seconds": round(min(seconds), 2),
-        "max_seconds": round(max(seconds), 2),
-    }
+    return {**summary(mode, seconds), "ranks": ranks, "nodes": cluster.info["nodes"]}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -163,18 +163,21 @@ class Native(GangScheduler):
         "--runtime-config=scheduling.k8s.io/v1beta1=true; the same gate on kube-scheduler and kube-controller-manager)"
     )
 
-    def group_spec(self, job: TrainingJob) -> Object:
-        spec: Object = {
-            "workloadRef": {"workloadName": workload_name(job), "templateName": NATIVE_TEMPLATE},
-            "schedulingPolicy": {"gang": {"minCount": min_member(job)}},
-        }
+    @staticmethod
+    def _template(job: TrainingJob) -> Object:
+        """What the PodGroup and its Workload template say alike: the size, priority class and topology."""
+        fields: Object = {"schedulingPolicy": {"gang": {"minCount": min_member(job)}}}
         priority = priority_class(job)
         if priority:
-            spec["priorityClassName"] = priority
+            fields["priorityClassName"] = priority
         constraints = topology_constraints(job)
         if constraints is not None:
-            spec[CONSTRAINTS] = constraints
-        return spec
+            fields[CONSTRAINTS] = constraints
+        return fields
+
+    def group_spec(self, job: TrainingJob) -> Object:
+        workload_ref = {"workloadName": workload_name(job), "templateName": NATIVE_TEMPLATE}
+        return {"workloadRef": workload_ref, **self._template(job)}
 
     def min_count(self, group: Object) -> int | None:
         gang = ((group.get("spec") or {}).get("schedulingPolicy") or {}).get("gang") or {}
@@ -185,13 +188,7 @@ class Native(GangScheduler):
         return {"spec": {"schedulingPolicy": {"gang": {"minCount": min_member(job)}}}}
 
     def companion(self, job: TrainingJob, owner: Object) -> tuple[Resource, Object] | None:
-        template: Object = {"name": NATIVE_TEMPLATE, "schedulingPolicy": {"gang": {"minCount": min_member(job)}}}
-        priority = priority_class(job)
-        if priority:
-            template["priorityClassName"] = priority
-        constraints = topology_constraints(job)
-        if constraints is not None:
-            template[CONSTRAINTS] = constraints
+        template: Object = {"name": NATIVE_TEMPLATE, **self._template(job)}
         body: Object = {
             "apiVersion": NATIVE_WORKLOADS.api_version,
             "kind": NATIVE_WORKLOADS.kind,

@@ -92,21 +92,22 @@ async def session_cluster_role(cluster: Env) -> AsyncIterator[None]:
         await apply(admin, manifest_documents(SESSION_MANIFESTS, kinds=("ClusterRole",)))
 
 
+def pool_template() -> dict[str, Any]:
+    """A pod template of one container requesting 1 CPU, on the pool's nodes; it runs until told to end."""
+    container = {
+        "name": "pytorch",
+        "image": "busybox",
+        "command": ["train"],
+        "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}},
+    }
+    return {"spec": {"containers": [container], "nodeSelector": dict(POOL)}}
+
+
 def gang_job(name: str) -> dict[str, Any]:
     """A PyTorchJob of :data:`GANG_SIZE` pods, 1 CPU each, on the pool's nodes; its pods run until told to end."""
     specs = {}
     for replica_type, count in REPLICAS.items():
-        container = {
-            "name": "pytorch",
-            "image": "busybox",
-            "command": ["train"],
-            "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}},
-        }
-        specs[replica_type] = {
-            "replicas": count,
-            "restartPolicy": "Never",
-            "template": {"spec": {"containers": [container], "nodeSelector": dict(POOL)}},
-        }
+        specs[replica_type] = {"replicas": count, "restartPolicy": "Never", "template": pool_template()}
     return {
         "apiVersion": c.API_VERSION,
         "kind": c.PYTORCH_KIND,
@@ -149,13 +150,7 @@ KF_JOB_LABEL = "training.kubeflow.org/job-name"
 def kf_gang_job(name: str, *, min_available: int) -> dict[str, Any]:
     """A kubeflow.org PyTorchJob of 2 replicas (Master + Worker, 1 CPU each, on the pool's nodes) whose gang asks
     for ``min_available`` pods: what the Training Operator's users and its gang e2e tests submit."""
-    container = {
-        "name": "pytorch",
-        "image": "busybox",
-        "command": ["train"],
-        "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}},
-    }
-    template = {"spec": {"containers": [container], "nodeSelector": dict(POOL)}}
+    template = pool_template()
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",

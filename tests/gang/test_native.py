@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -23,7 +22,13 @@ from kubedl_py.controllers.gang_schedulers import NATIVE_PODGROUPS, NATIVE_WORKL
 from kubedl_py.controllers.setup import discovered
 from kubedl_py.kube.errors import NotFound
 from kubedl_py.kube.resources import EVENTS, PODS
-from tests.gang.conftest import POOL, a_kubeflow_gang_larger_than_the_job_waits_then_runs, bound, holds
+from tests.gang.conftest import (
+    POOL,
+    a_kubeflow_gang_larger_than_the_job_waits_then_runs,
+    bound,
+    holds,
+    pool_template,
+)
 from tests.integration.conftest import (
     PYTORCHJOBS,
     Env,
@@ -43,13 +48,7 @@ def _nodes(count: int) -> pytest.MarkDecorator:
 def native_job(name: str, ranks: int, **spec: Any) -> dict[str, Any]:
     """A PyTorchJob of ``ranks`` pods (Master + Workers), 1 CPU each, on the pool's nodes, asking for a gang of
     all of them; its pods run until told to end."""
-    container = {
-        "name": "pytorch",
-        "image": "busybox",
-        "command": ["train"],
-        "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}},
-    }
-    template = {"spec": {"containers": [container], "nodeSelector": dict(POOL)}}
+    template = pool_template()
     specs = {
         "Master": {"replicas": 1, "restartPolicy": "Never", "template": template},
         "Worker": {"replicas": ranks - 1, "restartPolicy": "Never", "template": template},
@@ -73,7 +72,7 @@ async def native(cluster: Env) -> AsyncIterator[RunningController]:
     async with cluster.controller_client() as client:
         options = await discovered(client, fast_options(namespace=cluster.namespace))
     assert options.served is not None and ("scheduling.k8s.io", "podgroups") in options.served
-    running = RunningController(cluster, replace(options))
+    running = RunningController(cluster, options)
     await running.start()
     try:
         yield running
