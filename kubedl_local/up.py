@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from kubedl_local.cluster import CONTEXT, LocalCluster
 from kubedl_local.node import AgentSettings
+from kubedl_local.node.dra import DraDevices
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.templates.render import DEFAULT_IMAGE
 
@@ -73,6 +74,8 @@ class LocalUpOptions:
     #: resources every node advertises on top of the defaults (``--node-resources nvidia.com/gpu=8,rdma/hca=1``);
     #: on the process node, extended resources among them are pretend devices (kubedl_local/node/devices.py)
     node_resources: dict[str, str] = field(default_factory=dict)
+    #: DRA devices every node publishes (``--node-devices gpu=8,nic=8,pcie-roots=4``; real control plane only)
+    node_devices: DraDevices | None = None
     #: a node whose kubelet has not reported for this long is NotReady (kube-controller-manager's
     #: ``--node-monitor-grace-period``, 50 s); shorter rehearses ``local node stop`` faster
     node_monitor_grace_period: float = 50.0
@@ -96,6 +99,11 @@ def build_cluster(options: LocalUpOptions) -> UpCluster:
             "--runtime kubelet runs a real node, which joins the real control plane: add --control-plane kubernetes"
         )
     if options.control_plane == "embedded":
+        if options.node_devices is not None:
+            raise ValueError(
+                "--node-devices publishes DRA devices, which the embedded API server does not serve "
+                "(no resource.k8s.io): add --control-plane kubernetes"
+            )
         return LocalCluster(
             nodes=options.nodes,
             runtime=options.runtime,
@@ -129,6 +137,7 @@ def build_cluster(options: LocalUpOptions) -> UpCluster:
         install=options.install,
         manifests=ManifestOptions(kubeflow_api=options.kubeflow_api),
         node_resources=dict(options.node_resources),
+        node_devices=options.node_devices,
     )
     if options.runtime == "kubelet":
         real = RealNodeOptions(images=options.images, proxy_mode=options.proxy_mode, optional_images=(DEFAULT_IMAGE,))

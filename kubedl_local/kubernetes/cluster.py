@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from kubedl_local.faultproxy import FaultProxy
-from kubedl_local.kubernetes.controlplane import ControlPlaneOptions, KubernetesControlPlane
+from kubedl_local.kubernetes.controlplane import NODE_AGENT_USER, ControlPlaneOptions, KubernetesControlPlane
 from kubedl_local.kubernetes.install import (
     ADMISSION_KINDS,
     CONTROLLER_IDENTITY_KINDS,
@@ -52,10 +52,11 @@ from kubedl_local.node import (
     simulated_node_ip,
 )
 from kubedl_local.node.devices import GpuDiscovery, NodeDevices, host_node_devices
+from kubedl_local.node.dra import DEVICE_CLASSES, DRIVER_ROLE, DraDevices, device_classes, driver_rules
 from kubedl_local.node.spec import DEFAULT_CAPACITY
 from kubedl_py.api.crd import all_crds
 from kubedl_py.kube.client import KubeClient
-from kubedl_py.kube.errors import NotFound
+from kubedl_py.kube.errors import AlreadyExists, NotFound
 from kubedl_py.kube.resources import Resource
 from kubedl_py.templates import ManifestOptions
 from kubedl_py.templates.render import DEFAULT_NAMESPACE
@@ -66,6 +67,10 @@ CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "Cust
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
+CLUSTER_ROLES = Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False)
+CLUSTER_ROLE_BINDINGS = Resource(
+    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False
+)
 #: the ServiceAccount the rendered Deployment runs as
 CONTROLLER_SERVICE_ACCOUNT = "kubedl-py-controller"
 
@@ -109,6 +114,8 @@ class KubernetesClusterOptions:
     gpu_discovery: GpuDiscovery | None = None
     #: the real node's options (runtime "kubelet")
     real_node: RealNodeOptions | None = None
+    #: devices every node publishes as a DRA driver (``--node-devices``; kubedl_local/node/dra.py)
+    node_devices: DraDevices | None = None
 
 
 def node_name(i: int) -> str:
@@ -166,6 +173,9 @@ class KubernetesCluster:
                     await install_crds(kube, all_crds(kubeflow=self.options.manifests.kubeflow_api))
                     await apply(kube, manifest_documents(self.options.manifests, kinds=ADMISSION_KINDS))
                     await apply(kube, manifest_documents(self.options.manifests, kinds=CONTROLLER_IDENTITY_KINDS))
+            if self.options.node_devices is not None:
+                async with KubeClient(kubeconfig=self.admin_kubeconfig) as kube:
+                    await install_local_dra(kube, NODE_AGENT_USER)
             if self.options.fault_proxy:
                 self.proxy = FaultProxy(
                     self.control_plane.url, self.control_plane.ssl_context(), self.control_plane.trust_context()
@@ -249,7 +259,7 @@ class KubernetesCluster:
         found = self.devices.capacity() if self.devices is not None else {}  # the device plugin's part
         capacity = {**DEFAULT_CAPACITY, **found, **self.options.node_resources}
         labels = {**(self.devices.labels() if self.devices is not None else {}), **self.options.node_labels}
-        return NodeSpec(name, ip, capacity=capacity, labels=labels, **extra)
+        return NodeSpec(name, ip, capacity=capacity, labels=labels, dra=self.options.node_devices, **extra)
 
     def next_node_spec(
         self, name: str, *, resources: Mapping[str, str] | None = None, labels: Mapping[str, str] | None = None
@@ -263,6 +273,7 @@ class KubernetesCluster:
             ip,
             capacity={**spec.capacity, **(resources or {})},
             labels={**spec.labels, **(labels or {})},
+            dra=spec.dra,
         )
 
     async def add_node(
@@ -349,6 +360,26 @@ async def install_crds(kube: KubeClient, crds: list[dict[str, Any]] | None = Non
                 if time.monotonic() > deadline:
                     raise
                 await asyncio.sleep(0.05)
+
+
+async def install_local_dra(kube: KubeClient, agent_user: str) -> None:
+    """What the local DRA driver needs, as its installer would make it: the DeviceClasses, and the driver's
+    rights for the node agents' user (kubedl_local/node/dra.py)."""
+    for body in device_classes():
+        with contextlib.suppress(AlreadyExists):
+            await kube.create(DEVICE_CLASSES, body)
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": DRIVER_ROLE}}
+    with contextlib.suppress(AlreadyExists):
+        await kube.create(CLUSTER_ROLES, {**role, "rules": driver_rules()})
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": DRIVER_ROLE},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": DRIVER_ROLE},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": agent_user}],
+    }
+    with contextlib.suppress(AlreadyExists):
+        await kube.create(CLUSTER_ROLE_BINDINGS, binding)
 
 
 async def create_namespace(kube: KubeClient, name: str, *, labels: dict[str, str] | None = None) -> None:

@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kubedl_local.node.dra import DraDriver
 from kubedl_local.node.execs import ExecError, ExecTarget
 from kubedl_local.node.logs import LogError, LogStream
 from kubedl_local.node.server import KubeletServer, KubeletTLS
@@ -226,6 +227,8 @@ class NodeAgent:
         self._node_writes: dict[str, int] = {}  # heartbeats in flight per node (freeze waits for them)
         self._node_idle: dict[str, asyncio.Event] = {}
         self._started = False
+        #: the DRA driver of the nodes that publish devices (``NodeSpec.dra``)
+        self.dra = DraDriver(client)
         runtime.bind(self)
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
@@ -297,6 +300,8 @@ class NodeAgent:
         st.uid = str(node["metadata"]["uid"])
         st.registered = True
         await self._renew_lease(st)
+        if spec.dra is not None:
+            await self.dra.publish(spec.name, st.uid, spec.dra)
 
     async def _renew_lease(self, st: _Node) -> None:
         name = st.spec.name

@@ -104,6 +104,7 @@ from kubedl_local.node.restarts import matching_rule, should_restart
 from kubedl_local.node.status import all_containers_restarting, pod_conditions
 from kubedl_local.node.termination import MAX_LOG_LINES, termination_message
 from kubedl_local.node.volumes import Ownership, VolumeError, VolumeManager
+from kubedl_py.kube.claims import claim_names
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.informer import Handler, Informer
 from kubedl_py.kube.resources import CONFIGMAPS, SERVICES, Resource
@@ -172,6 +173,8 @@ class PodWorker:
         self.sidecar_tasks: list[asyncio.Task[None]] = []
         #: the pod's images, by container name, when it runs in containers (empty: it runs as processes)
         self.images: dict[str, ImageConfig] = {}
+        #: per container, the variables of its DRA devices (the claims prepared before the sandbox)
+        self.claim_env: dict[str, dict[str, str]] = {}
         self.stop_requested = asyncio.Event()
         #: every container loop returns (leaving its instance running for whoever set it): on deletion, when
         #: the pod restarts whole, and when its sidecars are stopped
@@ -254,6 +257,8 @@ class PodWorker:
             await self._until_deleted()
             return
         self.images = await self.kubelet.pod_images(spec)
+        if claim_names(pod):  # the kubelet's DRA manager prepares the claims before the sandbox
+            self.claim_env = await self.kubelet.agent.dra.prepare(pod, self.kubelet.node_name)
         try:
             self.sandbox = await self.kubelet.node.create_pod_sandbox(
                 self.ref, host_network=host_network, hostname=spec.get("hostname"), subdomain=spec.get("subdomain")
@@ -650,6 +655,8 @@ class PodWorker:
             # the device plugins' variables come first: the container's own env may override them
             env = {**devices.env(allocation), **env}
             device_paths = devices.device_paths(allocation)
+        # a DRA driver's CDI variables, which the container's own env may override as well
+        env = {**self.claim_env.get(c["name"], {}), **env}
         mounts = self.mounts.get(c["name"], ())
         if ctr.image is not None:
             assert self.kubelet.containers is not None

@@ -48,6 +48,7 @@ from kubedl_local.node.spec import SIMULATED_POD_CIDR, IPPool
 from kubedl_local.node.status import all_containers_restarting, pod_conditions
 from kubedl_local.node.termination import termination_message
 from kubedl_py import agent as restart_agent
+from kubedl_py.kube.claims import claim_names
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,7 @@ class SimulatedRuntime(Runtime):
         self.runs: dict[tuple[str, str], PodRun] = {}
         self.queue = SyncQueue("simulated")
         self._task: asyncio.Task[None] | None = None
+        self._prepares: set[asyncio.Task[object]] = set()  # DRA claims being prepared (device status)
 
     # ---- lifecycle ----------------------------------------------------------------------------------------
 
@@ -126,6 +128,9 @@ class SimulatedRuntime(Runtime):
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
+        for t in self._prepares:
+            t.cancel()
+        await asyncio.gather(*self._prepares, return_exceptions=True)
         for run in self.runs.values():
             self._cancel(run)
 
@@ -238,6 +243,10 @@ class SimulatedRuntime(Runtime):
         if (pod["metadata"].get("annotations") or {}).get(IMAGE_PULL) == "fail":
             self._image_pull_failed(pod, run, status)
             return
+        if claim_names(pod):  # nothing runs, but the driver reports the claims' devices as prepared
+            task: asyncio.Task[object] = asyncio.create_task(self.agent.dra.prepare(pod, run.node))
+            self._prepares.add(task)
+            task.add_done_callback(self._prepares.discard)
         host_ip = self._node_ip(run.node)
         pod_ip = host_ip if spec.get("hostNetwork") else status.get("podIP") or self.pod_ips.take()
         status.update(

@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubedl_local.node.dra import DraDevices
+
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
@@ -64,6 +66,8 @@ class NodeSpec:
     runtime_version: str = "simulated://1.0"
     #: ``status.declaredFeatures`` (None: what the runtime implements, :func:`declared_features`)
     declared_features: tuple[str, ...] | None = None
+    #: the devices the node's agent publishes as a DRA driver (``--node-devices``; :mod:`.dra`), None: none
+    dra: DraDevices | None = None
 
     def all_labels(self) -> dict[str, str]:
         out = {

@@ -26,6 +26,7 @@ from kubedl_local import (
     LocalCluster,
     LocalUpOptions,
     UpCluster,
+    parse_node_devices,
     parse_node_resources,
     run_local_up,
 )
@@ -72,6 +73,7 @@ def _serve(args: argparse.Namespace) -> int:
         pod_cidr=args.pod_cidr,
         kubeflow_api=args.kubeflow_api,
         node_resources=parse_node_resources(args.node_resources or ""),
+        node_devices=parse_node_devices(args.node_devices) if args.node_devices else None,
         node_monitor_grace_period=args.node_monitor_grace_period,
         images=tuple(args.image),
         proxy_mode=args.proxy_mode,
@@ -94,8 +96,15 @@ def _check(args: argparse.Namespace) -> str | None:
         return "--data-dir keeps only the embedded cluster's state; drop it or use --control-plane embedded"
     try:
         parse_node_resources(args.node_resources or "")
+        if args.node_devices:
+            parse_node_devices(args.node_devices)
     except ValueError as e:
         return str(e)
+    if args.node_devices and args.control_plane != "kubernetes":
+        return (
+            "--node-devices publishes DRA devices, which the embedded API server does not serve "
+            "(no resource.k8s.io): add --control-plane kubernetes"
+        )
     if args.runtime == "kubelet" and args.control_plane != "kubernetes":
         return "--runtime kubelet runs a real node, which joins the real control plane: add --control-plane kubernetes"
     if args.runtime != "kubelet" and (args.image or args.proxy_mode != "iptables"):

@@ -194,6 +194,17 @@ def format_description(described: JobDescription) -> str:
         out.append(table(rows, "  "))
     else:
         out.append("  <none>\n")
+    if described.devices or described.devices_unreadable:
+        # what kube-scheduler allocated each pod's DRA claims, and what the driver reported
+        out.append("Devices:\n")
+        if described.devices_unreadable:
+            out.append(f"  {described.devices_unreadable}\n")
+        if described.devices:
+            rows = [["POD", "REQUEST", "DEVICE", "DRIVER", "READY", "INTERFACE"]]
+            for d in described.devices:
+                ready = "-" if d.ready is None else ("True" if d.ready else "False")
+                rows.append([d.pod, d.request, f"{d.pool}/{d.device}", d.driver, ready, d.interface or "-"])
+            out.append(table(rows, "  "))
     out.append("Events:\n")
     if described.events:
         rows = [["AGE", "TYPE", "REASON", "OBJECT", "COUNT", "MESSAGE"]]

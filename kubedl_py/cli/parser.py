@@ -157,6 +157,14 @@ def _add_local(sub: Subcommands) -> None:
         "are told so (docs/local-cluster.md, GPUs and other devices). GPUs of this machine are found without it",
     )
     up.add_argument(
+        "--node-devices",
+        default=None,
+        metavar="gpu=N,nic=N,pcie-roots=N",
+        help="with --control-plane kubernetes: the node agents act as a DRA driver and every node publishes N "
+        "pretend GPUs and RDMA NICs over PCIe roots in ResourceSlices (DeviceClasses gpu.nvidia.com and dranet, "
+        "also serving nvidia.com/gpu and rdma/hca); jobs ask for them with spec.rdma.dra (docs/rdma.md)",
+    )
+    up.add_argument(
         "--bridge",
         default=None,
         help="process/container runtimes: the Linux bridge of pod-network pods (root only; default kubedl0)",

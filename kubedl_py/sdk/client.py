@@ -24,6 +24,7 @@ from kubedl_py.api.jobs import Job
 from kubedl_py.api.loading import load_jobs_file
 from kubedl_py.api.validation import JobValidationError, parse_job, validate_job
 from kubedl_py.kube import errors as kerrors
+from kubedl_py.kube.claims import RESOURCE_CLAIMS, allocation_results, claim_names, device_statuses
 from kubedl_py.kube.client import ClientSettings, KubeClient
 from kubedl_py.kube.resources import EVENTS, PODS, SERVICES, Resource
 from kubedl_py.sdk.config import LazyKube, ResolvedConfig, resolve_config
@@ -46,6 +47,7 @@ from kubedl_py.sdk.pods import (
 )
 from kubedl_py.sdk.views import (
     DESCRIBE_EVENTS,
+    DeviceInfo,
     JobDescription,
     JobEvent,
     JobProgress,
@@ -564,7 +566,43 @@ class AsyncTrainingClient:
                 )
             )
         mine = events_of(job, pods.items, services.items, events.items)
-        return JobDescription(job=job, pods=infos, events=mine[-DESCRIBE_EVENTS:])
+        owned = sorted(owned_by(pods.items, job.metadata.uid), key=pod_order)
+        devices, unreadable = await _claimed_devices(kube, ns, owned)
+        return JobDescription(
+            job=job, pods=infos, events=mine[-DESCRIBE_EVENTS:], devices=devices, devices_unreadable=unreadable
+        )
+
+
+async def _claimed_devices(
+    kube: KubeClient, ns: str, pods: list[dict[str, Any]]
+) -> tuple[list[DeviceInfo], str | None]:
+    """The devices of the pods' DRA claims (no request at all for pods without claims)."""
+    wanted = [(pod["metadata"]["name"], name) for pod in pods for name in claim_names(pod)]
+    if not wanted:
+        return [], None
+    got = await asyncio.gather(
+        *(kube.get(RESOURCE_CLAIMS, name, namespace=ns) for _, name in wanted), return_exceptions=True
+    )
+    devices: list[DeviceInfo] = []
+    for (pod, name), claim in zip(wanted, got, strict=True):
+        if isinstance(claim, kerrors.Forbidden):
+            return devices, f"cannot read the pods' ResourceClaims: {claim}"
+        if isinstance(claim, kerrors.NotFound):
+            continue  # the pod is going, and its generated claim with it
+        if isinstance(claim, BaseException):
+            raise claim
+        reported = device_statuses(claim)
+        for r in allocation_results(claim):
+            key = (str(r.get("driver")), str(r.get("pool")), str(r.get("device")))
+            entry = reported.get(key)
+            ready = None
+            if entry is not None:
+                ready = any(
+                    x.get("type") == "Ready" and x.get("status") == "True" for x in entry.get("conditions") or []
+                )
+            interface = ((entry or {}).get("networkData") or {}).get("interfaceName")
+            devices.append(DeviceInfo(pod, name, str(r.get("request")), *key, ready=ready, interface=interface))
+    return devices, None
 
 
 def _no_pod_message(job: Job, want_type: str | None, want_index: int | None) -> str:

@@ -117,6 +117,22 @@ class PodInfo:
 
 
 @dataclass(frozen=True)
+class DeviceInfo:
+    """One device a pod's DRA claim was allocated, as ``describe`` shows it: the scheduler's choice (driver,
+    pool, device, per request of the claim) and what the driver reported (``Ready``, a NIC's interface)."""
+
+    pod: str
+    claim: str
+    request: str
+    driver: str
+    pool: str
+    device: str
+    #: the driver's ``Ready`` condition (None: no status reported yet)
+    ready: bool | None = None
+    interface: str | None = None
+
+
+@dataclass(frozen=True)
 class PreviousAttempt:
     """The last failed run of one rank, as ``logs --previous`` shows it: from the kubelet (the container's
     previous run, while its pod lives) or from the job's status (the termination message kept when the pod
@@ -159,6 +175,10 @@ class JobDescription:
     job: Job
     pods: list[PodInfo] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
+    #: the devices the pods' DRA claims hold; a pod's claim not (yet) allocated has none
+    devices: list[DeviceInfo] = field(default_factory=list)
+    #: why the claims could not be read (e.g. no right to get resourceclaims), None when they were
+    devices_unreadable: str | None = None
 
 
 #: how many events ``describe`` shows (the newest)

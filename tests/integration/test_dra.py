@@ -15,12 +15,12 @@ from kubedl_local.node.dra import (
     DEVICE_CLASSES,
     GPU_DRIVER,
     NIC_DRIVER,
-    RESOURCE_CLAIMS,
     RESOURCE_SLICES,
     allocated_roots,
     device_classes,
     resource_slices,
 )
+from kubedl_py.kube.claims import RESOURCE_CLAIMS
 from kubedl_py.kube.errors import AlreadyExists, NotFound
 from kubedl_py.kube.resources import PODS
 from tests.integration.conftest import (
