@@ -1,7 +1,15 @@
-"""``spec.rdma.dra`` on the real control plane: kube-scheduler allocates each pod's GPUs and NICs through DRA
-from the ResourceSlices a driver publishes (here the test publishes them, as the local driver will:
-``kubedl_local/node/dra.py``), each GPU with its NIC on one PCIe root; a pod whose devices cannot be aligned
-stays Pending and the job says why. Real tier only: the embedded cluster serves no ``resource.k8s.io``."""
+"""DRA on the real control plane, kube-scheduler allocating from the ResourceSlices the local driver publishes
+(``kubedl_local/node/dra.py``; here the test publishes them for its simulated nodes, and installs what
+``--node-devices`` does: the DeviceClasses and the agents' driver rights).
+
+- ``spec.rdma.dra``: each GPU with its NIC on one PCIe root; a replacement pod gets a claim of its own; a pod
+  whose devices cannot be aligned stays Pending and the job says why.
+- The vendors' YAML, unchanged (``nvidia.com/gpu: 8`` and ``rdma/hca: 1`` limits on a ``kubeflow.org/v1``
+  PyTorchJob), served by DRA devices through the classes' ``extendedResourceName`` (DRAExtendedResource).
+- Bad hardware: a DeviceTaintRule ``NoExecute`` on the GPU a rank holds; kube-controller-manager evicts the
+  pod, the controller replaces it, and the replacement never gets that GPU.
+
+Real tier only: the embedded cluster serves no ``resource.k8s.io``."""
 
 from __future__ import annotations
 
@@ -11,18 +19,23 @@ from typing import Any
 
 import pytest
 
+from kubedl_local.kubernetes.cluster import install_local_dra
+from kubedl_local.kubernetes.controlplane import NODE_AGENT_USER
 from kubedl_local.node.dra import (
     DEVICE_CLASSES,
+    DEVICE_TAINT_RULES,
     GPU_DRIVER,
+    GPU_EXTENDED,
     NIC_DRIVER,
+    NIC_EXTENDED,
     RESOURCE_SLICES,
     allocated_roots,
     device_classes,
     resource_slices,
 )
-from kubedl_py.kube.claims import RESOURCE_CLAIMS
-from kubedl_py.kube.errors import AlreadyExists, NotFound
-from kubedl_py.kube.resources import PODS
+from kubedl_py.kube.claims import RESOURCE_CLAIMS, allocation_results
+from kubedl_py.kube.errors import NotFound
+from kubedl_py.kube.resources import NODES, PODS
 from tests.integration.conftest import (
     PYTORCHJOBS,
     Env,
@@ -34,13 +47,16 @@ from tests.integration.conftest import (
     replica,
     wait_condition,
 )
+from tests.integration.test_kubeflow import KF_PYTORCHJOBS
 
-DRA = {"gpus": 2, "nicsPerGpu": 1, "gpuDeviceClass": GPU_DRIVER, "nicDeviceClass": NIC_DRIVER}
+DRA = {"gpus": 2, "nicsPerGpu": 1}  # the default classes, gpu.nvidia.com and dranet, as the local driver names them
 
 
 @contextlib.asynccontextmanager
 async def published(cluster: Env, **node_devices: Any) -> AsyncIterator[list[dict[str, Any]]]:
-    """The DeviceClasses (kept) and the test's nodes' ResourceSlices (removed after)."""
+    """What ``--node-devices`` installs (the DeviceClasses, the agents' driver rights) and the test's nodes'
+    ResourceSlices, as the node agents publish them; the classes and slices are removed after (a class naming
+    ``extendedResourceName: nvidia.com/gpu`` would change how other tests' GPU pods schedule)."""
     if cluster.real is None:
         pytest.skip(
             "the embedded cluster serves no resource.k8s.io and its scheduler allocates no devices: DRA is "
@@ -48,17 +64,16 @@ async def published(cluster: Env, **node_devices: Any) -> AsyncIterator[list[dic
         )
     slices = [s for node in cluster.node_names for s in resource_slices(node, **node_devices)]
     async with cluster.client() as admin:
-        for body in device_classes():
-            with contextlib.suppress(AlreadyExists):
-                await admin.create(DEVICE_CLASSES, body)
+        await install_local_dra(admin, NODE_AGENT_USER)
         for body in slices:
             await admin.create(RESOURCE_SLICES, body)
         try:
             yield slices
         finally:
-            for body in slices:
+            for body in [*slices, *device_classes()]:
+                resource = RESOURCE_SLICES if body["kind"] == RESOURCE_SLICES.kind else DEVICE_CLASSES
                 with contextlib.suppress(NotFound):
-                    await admin.delete(RESOURCE_SLICES, body["metadata"]["name"])
+                    await admin.delete(resource, body["metadata"]["name"])
 
 
 def dra_job(name: str) -> dict[str, Any]:
@@ -122,3 +137,88 @@ async def test_devices_that_cannot_be_aligned_leave_the_pod_pending_and_the_job_
         assert said["reason"] == "Unschedulable", said
         assert "cannot allocate all claims" in said["message"], said  # kube-scheduler's DRA plug-in
         assert not [pod for pod in await pods_of(kube, "apart") if pod["spec"].get("nodeName")]
+
+
+def vendor_rank() -> dict[str, Any]:
+    """A rank as NVIDIA's and the RDMA vendors' guides write it: 8 GPUs and an RDMA HCA, as limits."""
+    spec = replica(1)
+    spec["template"]["spec"]["containers"][0]["resources"] = {"limits": {GPU_EXTENDED: "8", NIC_EXTENDED: "1"}}
+    return spec
+
+
+@pytest.mark.nodes(2)
+async def test_the_vendor_yaml_asking_nvidia_gpu_and_rdma_hca_runs_unchanged_on_dra_devices(
+    cluster: Env, kube: Kube, kubeflow_controller: RunningController
+) -> None:
+    # the nodes advertise no nvidia.com/gpu and no rdma/hca: only DRA (extendedResourceName) can serve them
+    for node in cluster.node_names:
+        capacity = (await kube.get(NODES, node))["status"]["capacity"]
+        assert GPU_EXTENDED not in capacity and NIC_EXTENDED not in capacity, capacity
+    async with published(cluster, gpus=8, nics=8, pcie_roots=4):
+        job = {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "metadata": {"name": "vendor"},
+            "spec": {"pytorchReplicaSpecs": {"Master": vendor_rank(), "Worker": vendor_rank()}},
+        }
+        await kube.create(KF_PYTORCHJOBS, job, namespace=kube.ns)
+        await wait_condition(kube, KF_PYTORCHJOBS, "vendor", "Running", within=60)
+        listed = await kube.list(PODS, namespace=kube.ns, label_selector="training.kubeflow.org/job-name=vendor")
+        assert len(listed.items) == 2
+        assert len({pod["spec"]["nodeName"] for pod in listed.items}) == 2  # 8 GPUs each: one node each
+        for pod in listed.items:
+            extended = pod["status"].get("extendedResourceClaimStatus") or {}
+            assert {m["resourceName"] for m in extended.get("requestMappings") or []} == {GPU_EXTENDED, NIC_EXTENDED}
+            claim = await kube.get(RESOURCE_CLAIMS, extended["resourceClaimName"], namespace=kube.ns)
+            results = allocation_results(claim)
+            assert {r["pool"] for r in results} == {pod["spec"]["nodeName"]}, results
+            by_driver = {d: [r["device"] for r in results if r["driver"] == d] for d in (GPU_DRIVER, NIC_DRIVER)}
+            assert len(by_driver[GPU_DRIVER]) == 8 and len(by_driver[NIC_DRIVER]) == 1, by_driver
+
+
+@pytest.mark.nodes(1)
+async def test_a_tainted_gpu_evicts_its_pod_and_is_never_given_to_the_replacement(
+    cluster: Env, kube: Kube, controller: RunningController
+) -> None:
+    node = cluster.node_names[0]
+    async with published(cluster, gpus=4, nics=4, pcie_roots=4) as slices:
+        job = pytorchjob(
+            "taint",
+            replicas={"Worker": replica(1, restart_policy="OnFailure")},
+            rdma={"dra": {"gpus": 1, "nicsPerGpu": 1}},
+        )
+        await kube.create(PYTORCHJOBS, job, namespace=kube.ns)
+        await wait_condition(kube, PYTORCHJOBS, "taint", "Running", within=60)
+        (pod,) = await pods_of(kube, "taint")
+        claim = await kube.get(
+            RESOURCE_CLAIMS, pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"], namespace=kube.ns
+        )
+        bad = allocated_roots(claim, slices)["gpu-0"][0]
+        rule = {
+            "apiVersion": DEVICE_TAINT_RULES.api_version,
+            "kind": DEVICE_TAINT_RULES.kind,
+            "metadata": {"name": f"{node}-{bad}-xid79"},
+            "spec": {
+                "deviceSelector": {"driver": GPU_DRIVER, "pool": node, "device": bad},
+                "taint": {"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoExecute"},
+            },
+        }
+        await kube.create(DEVICE_TAINT_RULES, rule)
+        try:
+
+            async def replaced() -> dict[str, Any] | None:
+                for p in await pods_of(kube, "taint"):
+                    fresh = p["metadata"]["uid"] != pod["metadata"]["uid"]
+                    if fresh and p["spec"].get("nodeName") and p.get("status", {}).get("resourceClaimStatuses"):
+                        return p
+                return None
+
+            # kube-controller-manager's device taint eviction deletes the pod; the controller replaces it
+            new = await eventually(replaced, within=90, what="the evicted pod replaced and the replacement bound")
+            name = new["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+            given = allocated_roots(await kube.get(RESOURCE_CLAIMS, name, namespace=kube.ns), slices)
+            assert given["gpu-0"][0] != bad, f"the replacement got the tainted {bad}: {given}"
+            await wait_condition(kube, PYTORCHJOBS, "taint", "Running", within=60)
+        finally:
+            with contextlib.suppress(NotFound):
+                await kube.delete(DEVICE_TAINT_RULES, rule["metadata"]["name"])
