@@ -129,7 +129,8 @@ def parse_node_devices(text: str) -> DraDevices:
         raise NodeDevicesError(f"--node-devices: no GPU and no NIC given ({_EXAMPLE})")
     if devices.pcie_roots < 1 or devices.pcie_roots > max(devices.gpus, devices.nics):
         raise NodeDevicesError(
-            f"--node-devices: pcie-roots={devices.pcie_roots} must be between 1 and the number of GPUs or NICs"
+            f"--node-devices: pcie-roots={devices.pcie_roots} must be between 1 and the number of GPUs or NICs "
+            f"({_EXAMPLE})"
         )
     return devices
 
