@@ -34,7 +34,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,10 +152,18 @@ def ensure_binaries(*, progress: Progress | None = None, go: str | None = None) 
 
 
 def _build_kubernetes(
-    go: str, say: Progress, *, components: Sequence[str] = COMPONENTS, target: Path | None = None
+    go: str,
+    say: Progress,
+    *,
+    components: Sequence[str] = COMPONENTS,
+    target: Path | None = None,
+    packages: Mapping[str, str] | None = None,
 ) -> None:
     """Compile ``components`` (commands of ``k8s.io/kubernetes/cmd``) into ``target`` (default: the control
-    plane's cache directory; the real node's kubelet and kube-proxy have their own, ``node/binaries.py``)."""
+    plane's cache directory; the real node's kubelet and kube-proxy have their own, ``node/binaries.py``).
+    ``packages`` names another package of the module for a component (the DRA test driver's is under
+    ``test/e2e``)."""
+    packages = {name: (packages or {}).get(name, f"k8s.io/kubernetes/cmd/{name}") for name in components}
     target = target or kubernetes_dir()
     work = _scratch(target)
     module = f"k8s.io/kubernetes@v{KUBERNETES_VERSION}"
@@ -177,7 +185,7 @@ def _build_kubernetes(
         "",
     ]
     (work / "go.mod").write_text("\n".join(go_mod))
-    _write_tools(work, [f"k8s.io/kubernetes/cmd/{name}" for name in components])
+    _write_tools(work, [packages[name] for name in components])
     _run([go, "mod", "tidy"], work, env, say, what="go mod tidy")
     commit = _origin_hash(info)
     ldflags = " ".join(
@@ -196,7 +204,7 @@ def _build_kubernetes(
         say(f"[{i}/{steps}] compiling {name}")
         output = str(work / "bin" / name)
         _run(
-            [go, "build", "-trimpath", "-ldflags", ldflags, "-o", output, f"k8s.io/kubernetes/cmd/{name}"],
+            [go, "build", "-trimpath", "-ldflags", ldflags, "-o", output, packages[name]],
             work,
             env,
             say,

@@ -133,6 +133,7 @@ def start_node_cluster(
     control_plane: ControlPlaneOptions | None = None,
     kubelet_config: dict[str, Any] | None = None,
     logs: Path | None = None,
+    dra_test_driver: bool = False,
 ) -> NodeCluster:
     loop = LoopThread("node-cluster")
     options = KubernetesClusterOptions(
@@ -142,7 +143,11 @@ def start_node_cluster(
         install=install,
         manifests=ManifestOptions(),
         real_node=RealNodeOptions(
-            images=images, lock_wait=LOCK_WAIT, kubelet_config=kubelet_config or {}, keep_logs=logs
+            images=images,
+            lock_wait=LOCK_WAIT,
+            kubelet_config=kubelet_config or {},
+            keep_logs=logs,
+            dra_test_driver=dra_test_driver,
         ),
     )
     cluster = KubernetesCluster(options)

@@ -12,6 +12,10 @@ here is reconciled by that controller.
   EndpointSlice and kube-proxy's rules follow, and training resumes through the Services (the worker reaches
   the master only through ``<job>-master-0``'s ClusterIP, which only kube-proxy forwards).
 - A host-network TFJob (PS + 2 Workers, ``examples/tfjob-ps-worker-python.yaml``) from the controller's image.
+- DRA through the real kubelet: Kubernetes' own DRA test driver runs as the node's kubelet plug-in; a
+  ``spec.rdma.dra`` job's rank is allocated two of its devices by kube-scheduler, the kubelet has the plug-in
+  prepare the claim over gRPC, and containerd applies the plug-in's CDI spec: the rank's process sees
+  ``claim_<its claim>_<request>=true`` for exactly its claim's requests (dashes made underscores).
 - A rank killed by the kernel's OOM killer (a real memory limit) and a rank evicted by the kubelet (an
   emptyDir over its ``sizeLimit``): each is recognised by its reason, classed (the OOM kill a user failure
   charged to ``backoffLimit``, the eviction an infrastructure one charged to the cluster's budget) and
@@ -67,7 +71,7 @@ KUBE_PROXY_SYNC = 5.0
 def installed(node_images: tuple[str, ...], tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeCluster]:
     logs = tmp_path_factory.mktemp("node-logs")
     print(f"the node's logs are kept in {logs}")
-    handle = start_node_cluster(install=False, images=node_images, logs=logs)
+    handle = start_node_cluster(install=False, images=node_images, logs=logs, dra_test_driver=True)
     try:
         handle.kubectl("apply", "-f", str(REPO / "deploy" / "kubedl-py.yaml"))
         rollout = handle.kubectl(
@@ -367,6 +371,78 @@ def test_tfjob_ps_and_workers_from_the_controller_image(installed: NodeCluster) 
                 assert "every peer answered through its Service address" in log, log
         finally:
             client.delete(name)
+
+
+# ---------------------------------------------------------------------------------------------- DRA
+
+
+def test_dra_claims_are_prepared_by_a_real_kubelet_plugin_and_reach_the_rank_through_cdi(
+    installed: NodeCluster,
+) -> None:
+    from kubedl_local.kubernetes.real_node.dra import DRIVER
+
+    name = f"dra-{uuid.uuid4().hex[:6]}"
+    device_class = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+    }
+    installed.apply(device_class)
+    # the plug-in published the node's devices once the kubelet registered it
+    slices = installed.get("resourceslices", "--field-selector", f"spec.nodeName={installed.node.name}")["items"]
+    assert [s["spec"]["driver"] for s in slices] == [DRIVER], slices
+    container = {
+        "name": "pytorch",
+        "image": BASE_IMAGE,
+        "imagePullPolicy": "Never",
+        # the claim is released when the rank ends: it stays a while, for the test to read its allocation
+        "command": ["sh", "-c", "env | grep '^claim_' | sort; sleep 15"],
+    }
+    job = {
+        "apiVersion": "training.kubedl.io/v1alpha1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "rdma": {"dra": {"gpus": 2, "nicsPerGpu": 0, "gpuDeviceClass": name}},
+            "pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {"containers": [container]}}}
+            },
+        },
+    }
+    with TrainingClient(kubeconfig=installed.kubeconfig) as client:
+        client.submit(job)
+        try:
+            pod_name = f"{name}-master-0"
+
+            def allocated_claim() -> dict[str, Any] | None:
+                pod = installed.get("pod", "-n", "default", pod_name) if _exists(installed, pod_name) else {}
+                statuses = (pod.get("status") or {}).get("resourceClaimStatuses") or []
+                if not statuses:
+                    return None
+                claim = installed.get("resourceclaim", "-n", "default", statuses[0]["resourceClaimName"])
+                return claim if (claim.get("status") or {}).get("allocation") else None
+
+            claim = eventually(allocated_claim, within=60, what="the rank's claim, made and allocated")
+            claim_name = claim["metadata"]["name"]
+            results = claim["status"]["allocation"]["devices"]["results"]
+            assert {(r["request"], r["driver"], r["pool"]) for r in results} == {
+                ("gpu-0", DRIVER, installed.node.name),
+                ("gpu-1", DRIVER, installed.node.name),
+            }, results
+            finished = client.wait(name, timeout=180)
+            assert job_state(finished) == "Succeeded", finished
+            log = client.logs(name, "master", 0)
+            told = sorted(line for line in log.splitlines() if line.startswith("claim_"))
+            as_env = claim_name.replace("-", "_")  # the plug-in makes the names valid shell variables
+            assert told == [f"claim_{as_env}_gpu_0=true", f"claim_{as_env}_gpu_1=true"], log
+        finally:
+            client.delete(name)
+            installed.kubectl("delete", "deviceclass", name, "--ignore-not-found")
+
+
+def _exists(cluster: NodeCluster, pod: str) -> bool:
+    return cluster.kubectl("get", "pod", "-n", "default", pod, check=False).returncode == 0
 
 
 # ---------------------------------------------------------------------------------------------- OOM and eviction

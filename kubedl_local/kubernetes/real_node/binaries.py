@@ -15,6 +15,9 @@ machines this project runs on, but the Go module proxy answers. Each part is cac
 - CoreDNS: ``coredns/v1.15.0+patched.<digest>``, its ``main`` importing only the plugins the node's Corefile
   uses (the published one imports every plugin, the cloud providers' SDKs among them), with client-go at the
   control plane's staging version so that it, too, shares the build cache;
+- the DRA test driver: Kubernetes' own (``k8s.io/kubernetes/test/e2e/dra/test-driver``, the kubelet plug-in its
+  DRA e2e tests run), ``dra-test-driver/v1.37.2``, built beside kubelet from the same module set (seconds with
+  the kubelet's build cache): the node runs it as a DRA kubelet plug-in when asked (``RealNodeOptions``);
 - ``pause``: a program of ours of a few lines (it holds the pod's namespaces and reaps orphans), made into
   the sandbox image by ``images.py``: ``pause/<digest of its source>``.
 
@@ -147,6 +150,7 @@ class NodeBinaries:
     ctr: Path
     coredns: Path
     pause: Path
+    dra_test_driver: Path
 
     def all(self) -> list[Path]:
         return [
@@ -157,11 +161,21 @@ class NodeBinaries:
             self.ctr,
             self.coredns,
             self.pause,
+            self.dra_test_driver,
         ]
 
 
 def node_kubernetes_dir() -> Path:
     return cache_root() / "kubernetes-node" / f"v{KUBERNETES_VERSION}"
+
+
+#: the DRA test driver: its binary's name and its package in the Kubernetes module
+DRA_TEST_DRIVER = "dra-test-driver"
+DRA_TEST_DRIVER_PACKAGE = "k8s.io/kubernetes/test/e2e/dra/test-driver"
+
+
+def dra_test_driver_dir() -> Path:
+    return cache_root() / DRA_TEST_DRIVER / f"v{KUBERNETES_VERSION}"
 
 
 def pause_dir() -> Path:
@@ -180,7 +194,10 @@ def find_node_binaries() -> NodeBinaries | None:
     """The cached build of the pinned versions, or None when any part is missing."""
     containerd, coredns = find_program(CONTAINERD), find_program(COREDNS)
     pause = pause_dir() / "bin" / "pause"
+    driver = dra_test_driver_dir() / "bin" / DRA_TEST_DRIVER
     if containerd is None or coredns is None or not _executable(pause) or not _kubernetes_node_built():
+        return None
+    if not _executable(driver):
         return None
     kube = node_kubernetes_dir() / "bin"
     return NodeBinaries(
@@ -191,6 +208,7 @@ def find_node_binaries() -> NodeBinaries | None:
         ctr=containerd["ctr"],
         coredns=coredns["coredns"],
         pause=pause,
+        dra_test_driver=driver,
     )
 
 
@@ -216,6 +234,15 @@ def ensure_node_binaries(*, progress: Progress | None = None, go: str | None = N
         ensure_program(COREDNS, progress=say, go=go_cmd)
         if not _executable(pause_dir() / "bin" / "pause"):
             _build_pause(go_cmd, say)
+        if not _executable(dra_test_driver_dir() / "bin" / DRA_TEST_DRIVER):
+            say(f"building Kubernetes' DRA test driver (its kubelet plug-in) into {dra_test_driver_dir()}")
+            _build_kubernetes(
+                go_cmd,
+                say,
+                components=(DRA_TEST_DRIVER,),
+                target=dra_test_driver_dir(),
+                packages={DRA_TEST_DRIVER: DRA_TEST_DRIVER_PACKAGE},
+            )
     found = find_node_binaries()
     if found is None:  # pragma: no cover - a build that "succeeded" but left no binary
         raise BuildError(f"the node's build finished but some of its programs are missing under {root}")

@@ -93,6 +93,11 @@ class Layout:
     def images(self) -> Path:
         return self.root / "images"
 
+    @property
+    def cdi(self) -> Path:
+        """The CDI specs DRA drivers write for prepared claims (containerd reads them)."""
+        return self.root / "cdi"
+
     def kubeconfig(self, component: str) -> Path:
         return self.root / "kubeconfigs" / component
 
@@ -144,7 +149,7 @@ def containerd_config(layout: Layout, *, sandbox_image: str, runc: str) -> str:
         "  [plugins.'io.containerd.cri.v1.runtime']",
         "    restrict_oom_score_adj = true",
         "    netns_mounts_under_state_dir = true",
-        "    cdi_spec_dirs = []",
+        f"    cdi_spec_dirs = [{_toml(layout.cdi)}]",
         "    [plugins.'io.containerd.cri.v1.runtime'.containerd]",
         "      default_runtime_name = 'runc'",
         "      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]",

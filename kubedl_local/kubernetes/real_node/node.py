@@ -54,9 +54,10 @@ from kubedl_local.kubernetes.controlplane import (
     start_process,
     stop_process,
 )
-from kubedl_local.kubernetes.real_node import config, host, journal
+from kubedl_local.kubernetes.real_node import config, dra, host, journal
 from kubedl_local.kubernetes.real_node.binaries import NodeBinaries, ensure_node_binaries
 from kubedl_local.kubernetes.real_node.images import ImageLoadError, Images
+from kubedl_local.node.dra import RESOURCE_SLICES
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import AlreadyExists, NotFound
 from kubedl_py.kube.resources import Resource
@@ -123,6 +124,8 @@ class RealNodeOptions:
     start_timeout: float = 120.0
     #: copy the programs' logs here on stop (the data directory, where they are written, is removed)
     keep_logs: Path | None = None
+    #: run Kubernetes' own DRA test driver as the node's DRA kubelet plug-in (``real_node/dra.py``)
+    dra_test_driver: bool = False
 
 
 @dataclass
@@ -240,6 +243,7 @@ class RealNode:
                     binaries.containerd,
                     binaries.containerd_shim,
                     binaries.coredns,
+                    binaries.dra_test_driver,
                 )
             ],
             kube_proxy=str(binaries.kube_proxy),
@@ -254,6 +258,8 @@ class RealNode:
         await self._start_containerd(deadline)
         await self._load_images()
         await self._start_kubelet(deadline)
+        if self.options.dra_test_driver:
+            await self._start_dra_driver(deadline)
         await self._start_kube_proxy(deadline)
         await self._start_coredns(deadline)
         log.info(
@@ -269,7 +275,7 @@ class RealNode:
         if not self._started:
             return
         self._started = False
-        for name in ("coredns", "kube-proxy", "kubelet", "containerd"):
+        for name in ("coredns", "kube-proxy", dra.PROCESS, "kubelet", "containerd"):
             process = self._processes.get(name)
             if process is not None:
                 await stop_process(process.process, name, grace=10.0)
@@ -290,14 +296,14 @@ class RealNode:
         The control plane is left to notice (the Node's lease stops being renewed). :meth:`stop` still
         cleans up afterwards."""
         assert self.binaries is not None
-        for name in ("kubelet", "kube-proxy", "containerd"):
+        for name in ("kubelet", "kube-proxy", "containerd", dra.PROCESS):
             process = self._processes.get(name)
             if process is not None and process.process is not None and process.process.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     process.process.send_signal(signal.SIGKILL)
         b = self.binaries
         await asyncio.to_thread(host.kill_node_processes, [b.kubelet, b.kube_proxy, b.containerd, b.containerd_shim])
-        for name in ("kubelet", "kube-proxy", "containerd"):
+        for name in ("kubelet", "kube-proxy", "containerd", dra.PROCESS):
             process = self._processes.get(name)
             if process is not None and process.process is not None:
                 await process.process.wait()
@@ -441,6 +447,28 @@ class RealNode:
                     if any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
                         return
                 self._check_deadline("kubelet", deadline, f"the Node {self.name} is not Ready")
+                await asyncio.sleep(0.2)
+
+    async def _start_dra_driver(self, deadline: float) -> None:
+        """The DRA test driver as the kubelet's plug-in, under a driver's rights; ready once its node's
+        ResourceSlice exists (the plug-in publishes it after the kubelet registered it)."""
+        assert self.binaries is not None
+        cp = self.control_plane
+        kubeconfig = await asyncio.to_thread(cp.user_kubeconfig, "dra-test-driver", common_name=dra.USER)
+        async with KubeClient(kubeconfig=cp.admin_kubeconfig) as kube:
+            role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": dra.USER}}
+            await _ensure(kube, CLUSTER_ROLES, {**role, "rules": dra.rules()})
+            await _ensure(kube, CLUSTER_ROLE_BINDINGS, _binding(dra.USER, dra.USER, dra.USER))
+            # the plug-in makes only the parent of its socket's directory
+            (self.layout.kubelet / "plugins" / dra.DRIVER).mkdir(parents=True, exist_ok=True)
+            argv = dra.argv(self.binaries.dra_test_driver, self.layout, kubeconfig=kubeconfig, node=self.name)
+            await self._spawn(_Process(dra.PROCESS, argv))
+            selector = f"spec.nodeName={self.name},spec.driver={dra.DRIVER}"
+            while True:
+                self._check_alive(dra.PROCESS)
+                if (await kube.list(RESOURCE_SLICES, field_selector=selector)).items:
+                    return
+                self._check_deadline(dra.PROCESS, deadline, "it published no ResourceSlice for the node")
                 await asyncio.sleep(0.2)
 
     async def _start_kube_proxy(self, deadline: float) -> None:
