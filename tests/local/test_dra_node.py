@@ -189,3 +189,55 @@ async def test_the_node_agent_publishes_prepares_and_tells_each_rank_its_devices
     release.touch()
     await wait_condition(kube, PYTORCHJOBS, "dra", "Succeeded", within=SLOW)
     assert {p["status"]["phase"] for p in (await kube.list(PODS, namespace=NS)).items} <= {"Succeeded"}
+
+
+async def test_simulated_nodes_publish_their_devices_and_report_them_prepared() -> None:
+    """``local up --control-plane kubernetes --runtime simulated --nodes 2 --node-devices ...``: every node's
+    agent publishes its slices, and the devices of a running rank are reported ready (nothing runs)."""
+    require_tier(KUBERNETES)
+    options = KubernetesClusterOptions(
+        runtime="simulated", nodes=2, install=False, node_devices=DraDevices(gpus=8, nics=8, pcie_roots=4)
+    )
+    async with (
+        KubernetesCluster(options) as real,
+        Kube(kubeconfig=real.admin_kubeconfig) as kube,
+        Kube(kubeconfig=real.admin_kubeconfig) as controller_client,
+    ):
+        slices = (await kube.list(RESOURCE_SLICES)).items
+        assert sorted(s["metadata"]["name"] for s in slices) == [
+            "local-node-0-gpu",
+            "local-node-0-nic",
+            "local-node-1-gpu",
+            "local-node-1-nic",
+        ]
+        await install_crds(kube)
+        manager = build_manager(controller_client, fast_options(namespace=NS))
+        task = asyncio.create_task(manager.run())
+        try:
+            job = {
+                "apiVersion": PYTORCHJOBS.api_version,
+                "kind": PYTORCHJOBS.kind,
+                "metadata": {"name": "sim"},
+                "spec": {
+                    "pytorchReplicaSpecs": {
+                        "Worker": {"replicas": 2, "template": {"spec": {"containers": [{"name": "pytorch"}]}}}
+                    },
+                    "rdma": {"dra": {"gpus": 8, "nicsPerGpu": 1}},  # a whole node's devices each
+                },
+            }
+            job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["image"] = "python"
+            await kube.create(PYTORCHJOBS, job, namespace=NS)
+            await wait_condition(kube, PYTORCHJOBS, "sim", "Running", within=SLOW)
+
+            async def all_ready() -> list[Any] | None:
+                async with AsyncTrainingClient(kubeconfig=real.admin_kubeconfig, namespace=NS) as sdk:
+                    devices = (await sdk.describe("sim")).devices
+                return devices if len(devices) == 32 and all(d.ready for d in devices) else None
+
+            devices = await eventually(all_ready, within=SLOW, what="every device of both ranks reported ready")
+            nodes = {d.pod: d.pool for d in devices}
+            assert sorted(nodes.values()) == ["local-node-0", "local-node-1"], nodes  # one node each
+        finally:
+            manager.stop()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
