@@ -10,9 +10,10 @@ of each mode with the spread and the ratio of the medians.
     .venv/bin/python bench/real_gang_bind.py [--ranks 64] [--nodes 100] [--trials 10] [--modes native,none]
         [--smoke]
 
-Volcano and scheduler-plugins are not measured here: run beside this benchmark's cluster (no node selector, 100
-nodes), Volcano enqueued no group of a 4-rank smoke run within 5 minutes, and the cause was not found
-(docs/policies.md says so).
+``--modes volcano,scheduler-plugins`` measures the other two backends the same way: the real scheduler (built
+from its Go module, ``harness/schedulers.py``) started against the cluster, the controller's ClusterRole as
+``manifests --gang-scheduler <mode>`` renders it, the controller run with ``--gang-scheduler <mode>``, and the
+job's ``minAvailable`` set to all its ranks.
 """
 
 from __future__ import annotations
@@ -30,13 +31,31 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.contenders import KUBEDL_PY, PYTORCHJOBS
+from bench.harness import controller
 from bench.real_recovery import Pods, summary
 from bench.realplane import RealCluster, real_cluster
+from harness.schedulers import SCHEDULERS
 from kubedl_local.kubernetes.cluster import create_namespace
+from kubedl_local.kubernetes.install import apply, manifest_documents
+from kubedl_py.controllers.gang_schedulers import PLUGINS_GROUP_LABEL, VOLCANO_GROUP_ANNOTATION
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.kube.errors import AlreadyExists, NotFound
+from kubedl_py.templates import ManifestOptions
 
 NS = "bench"
+
+
+def in_gang(pod: dict[str, Any], mode: str) -> bool:
+    """Whether the pod is in its job's gang: the native group named in its spec, or another backend's
+    scheduler and PodGroup (Volcano's group annotation, scheduler-plugins' group label)."""
+    spec = pod.get("spec") or {}
+    if mode in SCHEDULERS:
+        meta = pod.get("metadata") or {}
+        named = VOLCANO_GROUP_ANNOTATION in (meta.get("annotations") or {}) or PLUGINS_GROUP_LABEL in (
+            meta.get("labels") or {}
+        )
+        return named and spec.get("schedulerName") == SCHEDULERS[mode].scheduler_name
+    return bool(spec.get("schedulingGroup"))
 
 
 def all_bound(seen: dict[str, dict[str, Any]], ranks: int) -> bool:
@@ -48,11 +67,23 @@ async def measure(cluster: RealCluster, tmp: Path, *, ranks: int, trials: int, m
     async with KubeClient(kubeconfig=cluster.admin) as kube:
         with contextlib.suppress(AlreadyExists):  # the second mode's run
             await create_namespace(kube, NS)
-        async with KUBEDL_PY.run(cluster, tmp):
+        async with contextlib.AsyncExitStack() as stack:
+            # the controller's ClusterRole as rendered for the backend (the default one for native and none)
+            rendered = ManifestOptions(gang_scheduler=mode) if mode in SCHEDULERS else ManifestOptions()
+            await apply(kube, manifest_documents(rendered, kinds=("ClusterRole",)))
+            if mode in SCHEDULERS:
+                await stack.enter_async_context(SCHEDULERS[mode](cluster.admin, tmp / mode))
+                await stack.enter_async_context(controller(cluster.controller, tmp, extra=["--gang-scheduler", mode]))
+            else:
+                await stack.enter_async_context(KUBEDL_PY.run(cluster, tmp))
             for trial in range(trials):
                 name = f"gang-{mode}-{trial}"
                 job = KUBEDL_PY.job(name, NS, ranks)
-                if mode == "native":
+                for spec in job["spec"]["pytorchReplicaSpecs"].values():
+                    # as a training rank does (Volcano's allocate skips pods that request nothing)
+                    container = spec["template"]["spec"]["containers"][0]
+                    container["resources"] = {"requests": {"cpu": "100m", "memory": "64Mi"}}
+                if mode != "none":
                     job["spec"]["schedulingPolicy"] = {"minAvailable": ranks}
                 pods = Pods(kube, NS, name)
                 await pods.start()
@@ -60,8 +91,8 @@ async def measure(cluster: RealCluster, tmp: Path, *, ranks: int, trials: int, m
                 await kube.create(PYTORCHJOBS, job, namespace=NS)
                 bound = await pods.until(lambda seen: all_bound(seen, ranks), 300)
                 seconds.append(bound - created)
-                grouped = {bool((p.get("spec") or {}).get("schedulingGroup")) for p in pods.pods.values()}
-                assert grouped == {mode == "native"}, f"{mode}: pods in a gang: {grouped}"
+                grouped = {in_gang(p, mode) for p in pods.pods.values()}
+                assert grouped == {mode != "none"}, f"{mode}: pods in a gang: {grouped}"
                 print(f"{mode} trial {trial + 1}/{trials}: {seconds[-1]:.2f}s", file=sys.stderr)
                 with contextlib.suppress(NotFound):
                     await kube.delete(PYTORCHJOBS, name, namespace=NS, propagation_policy="Foreground")
@@ -93,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     if "native" in by_mode and "none" in by_mode:
         ratio = by_mode["native"]["median_seconds"] / max(by_mode["none"]["median_seconds"], 1e-9)
         print(json.dumps({"native_over_none_median": round(ratio, 2)}))
+    for other in SCHEDULERS:
+        if other in by_mode and "none" in by_mode:
+            ratio = by_mode[other]["median_seconds"] / max(by_mode["none"]["median_seconds"], 1e-9)
+            print(json.dumps({f"{other}_over_none_median": round(ratio, 2)}))
     print(json.dumps({"runs": results}))
     return 0
 

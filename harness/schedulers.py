@@ -379,7 +379,8 @@ class Volcano(GangSchedulerProcess):
     @staticmethod
     def configuration() -> str:
         conf = {
-            "actions": "enqueue, allocate",
+            # Volcano's default actions: allocate skips pods without requests (BestEffort), backfill places them
+            "actions": "enqueue, allocate, backfill",
             "tiers": [
                 {"plugins": [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}]},
                 {
@@ -396,7 +397,11 @@ class Volcano(GangSchedulerProcess):
         return yaml.safe_dump(conf, sort_keys=False)
 
     def arguments(self, built: BuiltProgram) -> list[str]:
-        config = self.dir / "volcano-scheduler.conf"
+        # A directory of its own: vc-scheduler watches the configuration's directory and reloads on every write
+        # there, so its own log beside it made it reload once per line it logged, for ever (2 million reloads
+        # in 5 minutes, the scheduling cycles starved: no group was ever enqueued).
+        config = self.dir / "conf" / "volcano-scheduler.conf"
+        config.parent.mkdir(parents=True, exist_ok=True)
         config.write_text(self.configuration())
         return [
             str(built[self.command]),
