@@ -331,3 +331,46 @@ async def test_a_required_placement_without_the_topology_gate_is_said_and_the_ga
 
     events = await eventually(said, within=30, what="a PodGroupTopologyUnsupported event")
     assert "TopologyAwareWorkloadScheduling" in events[0]["message"]
+
+
+RACK = "topology.kubernetes.io/rack"
+
+
+async def test_a_required_placement_with_the_topology_gate_on_is_the_groups_constraint_and_is_kept(
+    tier: str,
+) -> None:
+    """With TopologyAwareWorkloadScheduling on (its own real control plane: the shared one keeps the alpha gate
+    off), ``spec.placement`` Required is the PodGroup's ``schedulingConstraints.topology``, kept by the API
+    server, and kube-scheduler binds the gang in one rack: rack a has two one-rank nodes, rack b one."""
+    from kubedl_local.kubernetes.cluster import KubernetesCluster, KubernetesClusterOptions
+    from kubedl_local.kubernetes.controlplane import ControlPlaneOptions
+    from kubedl_py.controllers.setup import build_manager
+
+    del tier  # the real tier only (the fixture skips the embedded one)
+    gates = {"GenericWorkload": True, "TopologyAwareWorkloadScheduling": True}
+    options = KubernetesClusterOptions(
+        control_plane=ControlPlaneOptions(feature_gates=gates), nodes=0, install=False, runtime="simulated"
+    )
+    async with KubernetesCluster(options) as real:
+        for name, rack in (("a1", "a"), ("a2", "a"), ("b1", "b")):
+            await real.add_node(name, resources={"cpu": "1"}, labels={**POOL, RACK: rack})
+        async with Kube(kubeconfig=real.admin_kubeconfig) as kube, Kube(kubeconfig=real.admin_kubeconfig) as client:
+            from tests.integration.conftest import install_crds
+
+            await install_crds(kube)
+            manager = build_manager(client, await discovered(client, fast_options(namespace="default")))
+            task = asyncio.create_task(manager.run())
+            try:
+                body = native_job("racked", 2, placement={"topologyKey": RACK, "mode": "Required"})
+                await kube.create(PYTORCHJOBS, body, namespace=kube.ns)
+                pods = await eventually(lambda: _n_bound(kube, "racked", 2), within=60, what="the gang bound whole")
+                assert sorted(p["spec"]["nodeName"] for p in pods) == ["a1", "a2"], pods
+                group = await _group(kube, "racked")
+                assert group is not None
+                assert group["spec"].get("schedulingConstraints") == {"topology": [{"key": RACK}]}, group["spec"]
+                events = (await kube.list(EVENTS, namespace=kube.ns)).items
+                assert not [e for e in events if e.get("reason") == "PodGroupTopologyUnsupported"], events
+            finally:
+                manager.stop()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
