@@ -331,9 +331,16 @@ def run_wait(args: argparse.Namespace) -> int:
 
 
 def run_delete(args: argparse.Namespace) -> int:
-    async def body(client: AsyncTrainingClient) -> int:
-        job = await client.delete(args.name, args.kind, wait=args.wait, timeout=args.timeout)
-        print(f'{resource_name(job)} "{job.name}" deleted', flush=True)
-        return 0
+    """Delete each named job in turn, as kubectl does: one that cannot be deleted is said and the others are
+    still deleted; the exit code is that of the last failure (0 when all went)."""
+    names: list[str] = list(args.name) if isinstance(args.name, list) else [args.name]
+    code = 0
+    for name in names:
 
-    return with_client(args, body)
+        async def body(client: AsyncTrainingClient, name: str = name) -> int:
+            job = await client.delete(name, args.kind, wait=args.wait, timeout=args.timeout)
+            print(f'{resource_name(job)} "{job.name}" deleted', flush=True)
+            return 0
+
+        code = with_client(args, body) or code
+    return code

@@ -7,6 +7,7 @@ long-running commands (``local up``, ``controller``) log what they do. Writing i
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import sys
@@ -23,7 +24,10 @@ _CHATTY_COMMANDS: Final = ("local", "controller")
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # as parse_args would, but with the usage of the command that was given, not the top level's
+        chosen_parser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     if args.debug:
         level = logging.DEBUG
     elif args.command in _CHATTY_COMMANDS:
@@ -45,6 +49,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
+
+
+def chosen_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)command's parser ``args`` were parsed by: followed down the subparsers by their ``dest``."""
+    while True:
+        actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not actions:
+            return parser
+        chosen = getattr(args, actions[0].dest or "", None)
+        if chosen is None or chosen not in actions[0].choices:
+            return parser
+        parser = actions[0].choices[chosen]
 
 
 def _silence_stdout() -> None:

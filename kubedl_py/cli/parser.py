@@ -518,9 +518,9 @@ def _add_job_commands(sub: Subcommands) -> None:
     _add_kind(p)
     p.set_defaults(handler=Handler("jobs", "run_wait"))
 
-    p = sub.add_parser("delete", parents=[common], help="delete a job (its pods and Services go with it)")
-    p.add_argument("name", metavar="NAME")
-    p.add_argument("--wait", action="store_true", help="return only once the job is gone")
+    p = sub.add_parser("delete", parents=[common], help="delete jobs (their pods and Services go with them)")
+    p.add_argument("name", metavar="NAME", nargs="+", help="one or more jobs, as kubectl delete takes them")
+    p.add_argument("--wait", action="store_true", help="return only once the jobs are gone")
     p.add_argument("--timeout", type=float, default=None, help="seconds to wait at most with --wait")
     _add_kind(p)
     p.set_defaults(handler=Handler("jobs", "run_delete"))

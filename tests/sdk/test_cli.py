@@ -245,3 +245,27 @@ async def test_cli_describe_shows_only_this_jobs_events_with_their_age(
     events = shown.out.split("Events:\n", 1)[1].splitlines()
     assert events[0].split() == ["AGE", "TYPE", "REASON", "OBJECT", "COUNT", "MESSAGE"]
     assert all(re.match(r"\s+\d+[smhd]\s", row) for row in events[1:] if row.strip()), events
+
+
+async def test_cli_delete_takes_several_names_and_goes_on_past_a_missing_one(
+    cluster: Env, client: AsyncTrainingClient
+) -> None:
+    for name in ("del-a", "del-b"):
+        await client.submit(running_forever(name))
+    deleted = await kubedl(cluster, "delete", "del-a", "missing", "del-b", "--wait", "--timeout", "20")
+    assert deleted.code == 1, deleted  # as kubectl: the missing one is said, the others are deleted
+    assert deleted.out.splitlines() == [
+        'pytorchjob.training.kubedl.io "del-a" deleted',
+        'pytorchjob.training.kubedl.io "del-b" deleted',
+    ], deleted
+    assert 'job "missing" not found' in one_line(deleted.err)
+    assert [j.name for j in await client.list()] == [], "both jobs are gone"
+
+
+async def test_cli_usage_errors_print_the_commands_own_usage() -> None:
+    wrong = await kubedl(None, "logs", "a", "b", "c", "--bogus")
+    assert wrong.code == 2
+    assert wrong.err.startswith("usage: kubedl-py logs "), wrong.err
+    assert "unrecognized arguments: c --bogus" in wrong.err or "--bogus" in wrong.err, wrong.err
+    nested = await kubedl(None, "local", "node", "stop", "n1", "--bogus")
+    assert nested.err.startswith("usage: kubedl-py local node stop "), nested.err
