@@ -334,7 +334,7 @@ class AsyncTrainingClient:
             job = last[0] if last else None
             state = job_state(job) if job else "unknown"
             counts = "/".join(str(n) for n in replica_counts(job)) if job else "-"
-            stuck = await self._why_pending(name, ns, job.metadata.uid) if job else ""
+            stuck = await self.why_pending(name, ns, job.metadata.uid) if job else ""
             raise JobTimeoutError(
                 f"timed out after {timeout:g}s waiting for {ns}/{name} to be {' or '.join(sorted(wanted))}; "
                 f"last state {state}, replicas active/succeeded/failed {counts}{stuck}",
@@ -342,7 +342,7 @@ class AsyncTrainingClient:
                 state,
             ) from None
 
-    async def _why_pending(self, name: str, namespace: str, uid: str | None) -> str:
+    async def why_pending(self, name: str, namespace: str, uid: str | None) -> str:
         """``; pod NAME is Pending: <the scheduler's or kubelet's words>`` for the first of the job's pods that
         has not started, so a wait that ran out says what held the job up; empty when none is (or the pods
         cannot be read)."""

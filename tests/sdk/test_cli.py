@@ -269,3 +269,26 @@ async def test_cli_usage_errors_print_the_commands_own_usage() -> None:
     assert "unrecognized arguments: c --bogus" in wrong.err or "--bogus" in wrong.err, wrong.err
     nested = await kubedl(None, "local", "node", "stop", "n1", "--bogus")
     assert nested.err.startswith("usage: kubedl-py local node stop "), nested.err
+
+
+async def test_cli_submit_follow_timeout_says_why_the_job_waits(
+    cluster: Env, client: AsyncTrainingClient, tmp_path: Path
+) -> None:
+    del client  # the controller runs
+    container = {
+        "name": "pytorch",
+        "image": "busybox",
+        "command": ["python", "train.py"],
+        "resources": {"requests": {"cpu": "100000"}},  # more than any node has
+    }
+    job = {
+        "apiVersion": "training.kubedl.io/v1alpha1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "cli-big"},
+        "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": {"spec": {"containers": [container]}}}}},
+    }
+    run = await kubedl(cluster, "submit", write(tmp_path, "big.yaml", job), "--follow", "--timeout", "6")
+    assert run.code == 3, run
+    said = one_line(run.err)
+    assert f"timed out after 6s following {cluster.namespace}/cli-big" in said, said
+    assert "pod cli-big-master-0 is Pending: " in said and "Insufficient cpu" in said, said
