@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import pydantic
@@ -95,6 +96,7 @@ def parse_job(data: Any, *, source: str | None = None) -> Job:
             subject=subject,
         )
     document, misplaced = to_internal(data, group)
+    nested = _written_under_run_policy(data, group)
     problems = [FieldError(path, fix) for path, fix in misplaced]
     problems += _unsupported(document, plugin)
     problems += _normalise_replica_types(document, plugin.framework)
@@ -103,8 +105,8 @@ def parse_job(data: Any, *, source: str | None = None) -> Job:
     try:
         job: Job = plugin.model.model_validate(document)
     except pydantic.ValidationError as exc:
-        raise JobValidationError(_as_written(_from_pydantic(exc), group), subject=subject) from None
-    errors = _as_written(validate_job(job), group)
+        raise JobValidationError(_as_written(_from_pydantic(exc), group, nested), subject=subject) from None
+    errors = _as_written(validate_job(job), group, nested)
     if errors:
         raise JobValidationError(errors, subject=subject)
     return job
@@ -119,9 +121,27 @@ def _closest_kind(kind: object, registered: Mapping[str, KindAPI]) -> str:
     return f" (did you mean {by_lower[close[0]]}?)" if close else ""
 
 
-def _as_written(errors: list[FieldError], group: ApiGroup) -> list[FieldError]:
-    """Errors found on the one model, at the paths the user wrote (``spec.runPolicy.*`` in kubeflow.org)."""
-    return [FieldError(wire_path(error.field, group), error.message) for error in errors]
+def _written_under_run_policy(data: Mapping[str, Any], group: ApiGroup) -> set[str]:
+    """The keys the user wrote under ``spec.runPolicy`` (lifted into ``spec`` for the model), unknown ones too."""
+    spec = data.get("spec")
+    policy = spec.get(group.run_policy_field or "runPolicy") if isinstance(spec, Mapping) else None
+    return {str(key) for key in policy} if isinstance(policy, Mapping) else set()
+
+
+def _as_written(errors: list[FieldError], group: ApiGroup, nested: AbstractSet[str] = frozenset()) -> list[FieldError]:
+    """Errors found on the one model, at the paths the user wrote (``spec.runPolicy.*`` in kubeflow.org, and
+    wherever the user put a field under ``spec.runPolicy``: ``runPolicy: {bogus: 1}`` is
+    ``spec.runPolicy.bogus``, not ``spec.bogus``)."""
+    out = []
+    policy = group.run_policy_field or "runPolicy"
+    for error in errors:
+        field = wire_path(error.field, group)
+        if field == error.field and field.startswith("spec."):
+            key = re.split(r"[.\[]", field[len("spec.") :], maxsplit=1)[0]
+            if key in nested:
+                field = f"spec.{policy}.{field[len('spec.') :]}"
+        out.append(FieldError(field, error.message))
+    return out
 
 
 def _unsupported(document: Mapping[str, Any], plugin: KindAPI) -> list[FieldError]:

@@ -165,8 +165,7 @@ async def _follow_then_wait(client: AsyncTrainingClient, job: Job, seconds: floa
         # what held it up, as `wait` says it: the scheduler's (or the kubelet's) words for a Pending pod
         stuck = await client.why_pending(job.name, job.namespace or "default", last.metadata.uid)
         raise JobTimeoutError(
-            f"timed out after {seconds:g}s following {job.namespace}/{job.name}; last state {job_state(last)}"
-            f"{stuck}",
+            f"timed out after {seconds:g}s following {job.namespace}/{job.name}; last state {job_state(last)}{stuck}",
             last,
             job_state(last),
         ) from None

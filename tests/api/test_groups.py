@@ -98,3 +98,29 @@ def test_names_per_group() -> None:
         "training.kubeflow.org/job-role": "master",
     }
     assert to_wire({"spec": {"suspend": True}}, KUBEDL) == {"spec": {"suspend": True}}
+
+
+@pytest.mark.parametrize("api_version", ["kubeflow.org/v1", "training.kubedl.io/v1alpha1"])
+@pytest.mark.parametrize(
+    ("run_policy", "said"),
+    [
+        ({"bogus": 1}, "spec.runPolicy.bogus: is not a known field"),
+        ({"cleanPodPolicy": "Alll"}, "spec.runPolicy.cleanPodPolicy: must be 'All', 'Running' or 'None'"),
+        ({"backoffLimit": "three"}, "spec.runPolicy.backoffLimit: must be an integer"),
+    ],
+)
+def test_errors_under_run_policy_name_the_path_the_user_wrote(
+    api_version: str, run_policy: dict[str, object], said: str
+) -> None:
+    from kubedl_py.api.validation import JobValidationError, parse_job
+
+    template = {"spec": {"containers": [{"name": "pytorch", "image": "x"}]}}
+    doc = {
+        "apiVersion": api_version,
+        "kind": "PyTorchJob",
+        "metadata": {"name": "x"},
+        "spec": {"runPolicy": run_policy, "pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": template}}},
+    }
+    with pytest.raises(JobValidationError) as e:
+        parse_job(doc)
+    assert [str(x) for x in e.value.errors] == [said] or str(e.value.errors[0]).startswith(said), e.value.errors
