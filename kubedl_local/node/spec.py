@@ -25,13 +25,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubedl_local.node.dra import DraDevices
+from kubedl_local.pins import KUBERNETES_VERSION
 
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
-#: The kubelet version the agents report (nodeInfo.kubeletVersion).
-KUBELET_VERSION = "v1.34.0"
+#: The kubelet version the agents report (nodeInfo.kubeletVersion): the pinned release's, as the real node's
+#: kubelet reports it (``kubectl get nodes`` shows it beside a v1.37.2 server, with no skew to explain)
+KUBELET_VERSION = f"v{KUBERNETES_VERSION}"
 #: The User-Agent of the agents' API requests: tests tell their writes from the controller's by it.
 USER_AGENT = f"kubelet/{KUBELET_VERSION} (linux/amd64) kubedl-py-node-agent"
 SIMULATED_NODE_CIDR = "198.18.0.0/16"

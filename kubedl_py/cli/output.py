@@ -93,7 +93,7 @@ WATCH_WIDTHS: Final = (20, 12, 10, 8, 5, 7, 16)
 
 
 def job_header(wide: bool) -> list[str]:
-    header = ["NAME", "KIND", "STATE", "REPLICAS", "AGE"]
+    header = ["NAME", "KIND", "STATE", "ACTIVE/SUCCEEDED/FAILED", "AGE"]  # the pods over all replica types
     if wide:
         header += ["NETWORK", "REASON", "MESSAGE"]
     return header

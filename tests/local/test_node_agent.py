@@ -23,6 +23,7 @@ from kubedl_local.node.spec import (
     NodeSpec,
     declared_features,
 )
+from kubedl_local.pins import KUBERNETES_VERSION
 from tests.local.conftest import Http, eventually, pod
 
 PODS = "/api/v1/namespaces/default/pods"
@@ -54,7 +55,7 @@ async def test_nodes_register_with_addresses_endpoint_and_renewed_leases(fast: L
         {"type": "Hostname", "address": "local-node-1"},
     ]
     assert st["daemonEndpoints"]["kubeletEndpoint"]["Port"] > 0
-    assert st["allocatable"] == st["capacity"] and st["nodeInfo"]["kubeletVersion"]
+    assert st["allocatable"] == st["capacity"] and st["nodeInfo"]["kubeletVersion"] == f"v{KUBERNETES_VERSION}"
     ready = next(c for c in st["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "True" and ready["lastHeartbeatTime"]
     path = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/local-node-1"

@@ -75,7 +75,7 @@ async def test_cli_success_path(cluster: Env, client: AsyncTrainingClient, tmp_p
         kubedl(cluster, "logs", "cli-ok", "--replica", "worker", "--index", "0"),
     )
     header, row = table.out.splitlines()
-    assert header.split() == ["NAME", "KIND", "STATE", "REPLICAS", "AGE"]
+    assert header.split() == ["NAME", "KIND", "STATE", "ACTIVE/SUCCEEDED/FAILED", "AGE"]
     assert row.split()[:4] == ["cli-ok", "PyTorchJob", "Succeeded", "0/2/0"]
     assert json.loads(as_json.out)["metadata"]["name"] == "cli-ok"
 

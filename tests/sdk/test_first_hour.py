@@ -278,7 +278,7 @@ async def test_get_watch_prints_the_table_then_a_row_per_change_until_ctrl_c(
         return seen[-1]
 
     try:
-        assert (await line()).split() == ["NAME", "KIND", "STATE", "REPLICAS", "AGE"]
+        assert (await line()).split() == ["NAME", "KIND", "STATE", "ACTIVE/SUCCEEDED/FAILED", "AGE"]
         assert (await line()).split()[:2] == ["already", "PyTorchJob"]
         path = write(tmp_path, "new.yaml", succeeding("arrives").to_dict())
         assert (await kubedl(cluster, "submit", path)).code == 0

@@ -175,8 +175,8 @@ async def test_get_watch_on_an_empty_namespace_keeps_its_columns_in_line(
             process.send_signal(signal.SIGINT)
         await asyncio.wait_for(process.communicate(), 30)
     header = seen[0]
-    assert header.split() == ["NAME", "KIND", "STATE", "REPLICAS", "AGE"], seen
-    for column in ("KIND", "STATE", "REPLICAS", "AGE"):
+    assert header.split() == ["NAME", "KIND", "STATE", "ACTIVE/SUCCEEDED/FAILED", "AGE"], seen
+    for column in ("KIND", "STATE", "ACTIVE/SUCCEEDED/FAILED", "AGE"):
         at = header.index(column)
         assert all(row[at - 1] == " " and row[at] != " " for row in seen[1:]), (column, seen)
 
