@@ -422,6 +422,17 @@ def host_node_devices(node_resources: Mapping[str, str], discovery: GpuDiscovery
                 GPU_RESOURCE,
                 len(gpus),
             )
+        else:
+            log.info("no NVIDIA GPU found here (NVML, nvidia-smi): the node advertises no %s", GPU_RESOURCE)
+    pretend = {k: v for k, v in node_resources.items() if k not in STANDARD_RESOURCES}
+    if pretend:
+        log.info(
+            "pretend devices %s: advertised, handed out as a device plugin would, and announced to their containers "
+            "(%s, event %s); nothing real is behind them",
+            ",".join(f"{k}={v}" for k, v in sorted(pretend.items())),
+            PRETEND_ENV,
+            PRETEND_EVENT,
+        )
     return node_devices(gpus, node_resources)
 
 

@@ -327,3 +327,13 @@ def test_local_up_refuses_bad_node_resources_in_one_line(capsys: pytest.CaptureF
         "whole devices; give a whole number such as nvidia.com/gpu=1"
     )
     assert not (tmp_path / "kc").exists()  # nothing was started
+
+
+def test_the_log_says_what_was_found_and_what_is_pretended(caplog: pytest.LogCaptureFixture) -> None:
+    from kubedl_local.node.devices import host_node_devices
+
+    with caplog.at_level("INFO", logger="kubedl_local.node.devices"):
+        host_node_devices({"rdma/hca": "1", "cpu": "8"}, lambda: [])
+    said = " | ".join(r.getMessage() for r in caplog.records)
+    assert "no NVIDIA GPU found here" in said, said
+    assert "pretend devices rdma/hca=1: advertised" in said and "cpu" not in said.split("pretend devices")[1], said
