@@ -5,6 +5,7 @@ Pure functions of the SDK's views, so the output can be checked without a cluste
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -112,6 +113,36 @@ def job_row(job: Job, wide: bool) -> list[Any]:
     return row
 
 
+#: a line that only decorates (``=====``, ``-----``, ``*****``): torch's error footer is framed by them
+_DECORATION = re.compile(r"^[\s=\-*_#~+.]*$")
+#: a Python exception's last line (``RuntimeError: CUDA error: ...``, ``torch.OutOfMemoryError: ...``)
+#: (torch's ``[rank1]:`` prefix allowed; torchrun's own ``ChildFailedError`` only wraps the rank's and is skipped)
+_EXCEPTION = re.compile(r"^\s*(\[[\w\s]+\]:\s*)?[\w.]+(Error|Exception|Interrupt|Exit)\b.*")
+#: the first line of torch.distributed.elastic's failure report, printed after the rank's own output
+_TORCH_FOOTER = re.compile(r"^\S+ FAILED$")
+
+
+def telling_line(message: str) -> str:
+    """The line of a failed rank's last output that says what failed, for ``describe``'s Failed Attempts.
+
+    The last line is often decoration: torchrun ends with its framed report (``train.py FAILED``, a ``Root
+    Cause`` block, ``=====``). So: drop torchrun's report when it is there, then take the last Python exception
+    line of the rank (``[rank1]: RuntimeError: CUDA error: ...``, ``ValueError: boom``) if any, else the last
+    line that is not decoration."""
+    lines = [line.rstrip() for line in message.strip().splitlines()]
+    footer = next((i for i, line in enumerate(lines) if _TORCH_FOOTER.match(line.strip())), None)
+    if footer is not None:
+        # the report starts at the ===== line above "<script> FAILED"
+        start = footer - 1 if footer > 0 and _DECORATION.match(lines[footer - 1]) else footer
+        before = lines[:start]
+        # nothing of the rank's own output kept (the message is its last 2 KiB): "train.py FAILED" says most
+        lines = before if any(not _DECORATION.match(line) for line in before) else [lines[footer]]
+    for line in reversed(lines):
+        if _EXCEPTION.match(line) and "ChildFailedError" not in line:
+            return line.strip()
+    return next((line.strip() for line in reversed(lines) if not _DECORATION.match(line)), "")
+
+
 def format_description(described: JobDescription) -> str:
     job = described.job
     status = job.status
@@ -165,7 +196,7 @@ def format_description(described: JobDescription) -> str:
         out.append("Failed Attempts:\n")
         rows = [["TIME", "REPLICA", "POD", "CLASS", "REASON", "EXIT", "NODE", "LAST LINE"]]
         for failure in failures:
-            lines = (failure.message or "").strip().splitlines()
+            said = telling_line(failure.message or "")
             exit_code = "-" if failure.exit_code is None else failure.exit_code
             rows.append(
                 [
@@ -176,7 +207,7 @@ def format_description(described: JobDescription) -> str:
                     failure.reason,
                     exit_code,
                     failure.node or "-",
-                    (lines[-1][:80] if lines else "-"),
+                    said[:80] or "-",
                 ]
             )
         out.append(table(rows, "  "))
