@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from typing import Any, Protocol
 from kubedl_local.cluster import CONTEXT, LocalCluster
 from kubedl_local.node import AgentSettings
 from kubedl_local.node.dra import DraDevices
+from kubedl_local.pins import KUBERNETES_VERSION
 from kubedl_py.kube.client import KubeClient
 from kubedl_py.templates.render import DEFAULT_IMAGE
 
@@ -215,6 +217,7 @@ async def run_local_up(
         print(f"kubedl-py local cluster listening on {cluster.url} (kubeconfig {kubeconfig})", flush=True)
         # The line to paste into another terminal (or eval): every kubectl and kubedl-py there then uses it.
         print(f"export KUBECONFIG={kubeconfig}", flush=True)
+        print(kubectl_hint(), flush=True)
         await stop.wait()
         log.info("shutting down the local cluster")
     finally:
@@ -227,6 +230,18 @@ async def run_local_up(
             await cluster.stop()
             _forget_kubeconfig(kubeconfig, written)
     return 0
+
+
+def kubectl_hint() -> str:
+    """Which kubectl to use: the one the local extra installs beside this Python (the pinned minor), else how
+    to get one (a kubectl of another minor warns about version skew on every call)."""
+    beside = Path(sys.executable).with_name("kubectl")
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return f"kubectl of the pinned release (v{KUBERNETES_VERSION.rsplit('.', 1)[0]}): {beside}"
+    return (
+        f"no kubectl beside {sys.executable}: `pip install 'kubedl-py[local]'` installs one of the pinned "
+        f"release's minor (v{KUBERNETES_VERSION.rsplit('.', 1)[0]}); another minor warns about version skew"
+    )
 
 
 def _forget_kubeconfig(path: Path, written: bytes | None) -> None:

