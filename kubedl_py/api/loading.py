@@ -32,7 +32,7 @@ def load_jobs(text: str, *, source: str = "<input>") -> list[Job]:
     jobs = []
     for position, document in enumerate(documents, start=1):
         label = source if len(documents) == 1 else f"{source} (document {position})"
-        jobs.append(parse_job(document, source=label))
+        jobs.append(parse_job(document, source=label, pod_fields=True))  # a file being sent: as the CLI
     return jobs
 
 

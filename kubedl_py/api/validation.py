@@ -22,6 +22,7 @@ from typing import Any
 import pydantic
 
 from kubedl_py.api import constants as c
+from kubedl_py.api import podfields
 from kubedl_py.api.common import RdmaSpec
 from kubedl_py.api.defaults import DEFAULT_REPLICAS
 from kubedl_py.api.errors import FieldError, JobValidationError
@@ -66,8 +67,9 @@ _RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 
 
-def parse_job(data: Any, *, source: str | None = None) -> Job:
-    """Build a validated PyTorchJob or TFJob from a raw document; raise ``JobValidationError`` otherwise."""
+def parse_job(data: Any, *, source: str | None = None, pod_fields: bool = False) -> Job:
+    """Build a validated job from a raw document; raise ``JobValidationError`` otherwise (``pod_fields``: as
+    :func:`validate_job`)."""
     subject = source or "job"
     if not isinstance(data, Mapping):
         raise JobValidationError(
@@ -106,7 +108,7 @@ def parse_job(data: Any, *, source: str | None = None) -> Job:
         job: Job = plugin.model.model_validate(document)
     except pydantic.ValidationError as exc:
         raise JobValidationError(_as_written(_from_pydantic(exc), group, nested), subject=subject) from None
-    errors = _as_written(validate_job(job), group, nested)
+    errors = _as_written(validate_job(job, pod_fields=pod_fields), group, nested)
     if errors:
         raise JobValidationError(errors, subject=subject)
     return job
@@ -184,8 +186,9 @@ def _normalise_replica_types(document: dict[str, Any], framework: Framework) -> 
     return errors
 
 
-def validate_job(job: Job) -> list[FieldError]:
-    """Semantic checks the schema cannot express; an empty list means the job is valid."""
+def validate_job(job: Job, *, pod_fields: bool = False) -> list[FieldError]:
+    """Semantic checks the schema cannot express; an empty list means the job is valid. ``pod_fields``: also
+    refuse pod template fields Kubernetes does not have (:func:`check_pod_fields`), as the CLI and SDK do."""
     errors: list[FieldError] = []
     errors += _check_name(job)
     errors += _check_replica_types(job)
@@ -197,6 +200,50 @@ def validate_job(job: Job) -> list[FieldError]:
     errors += _check_network_mode(job)
     errors += _check_resources(job)
     errors += _check_replica_services(job)
+    if pod_fields:
+        errors += check_pod_fields(job)
+    return errors
+
+
+def _unknown(keys: object, known: frozenset[str], path: str, what: str) -> list[FieldError]:
+    """A FieldError per key of ``keys`` (a mapping's) that ``what`` does not have, with the closest real one."""
+    if not isinstance(keys, Mapping):
+        return []
+    errors = []
+    for key in keys:
+        if key in known:
+            continue
+        close = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        errors.append(
+            FieldError(
+                f"{path}.{key}",
+                f"is not a field of a {what} in Kubernetes {podfields.RELEASE}{hint}; check its spelling and "
+                "indentation",
+            )
+        )
+    return errors
+
+
+def check_pod_fields(job: Job) -> list[FieldError]:
+    """Every pod template holds only the fields of a pod template, its spec a PodSpec's, each container a
+    Container's: the API server keeps a misspelt ``comand:`` in the job (its templates are free-form) and the
+    pod create fails later, so it is refused here, before anything is sent (podfields.py). Client-side only
+    (the CLI, the SDK: ``pod_fields=True``): the controller does not refuse a stored job for a field a newer
+    Kubernetes than the lists' added."""
+    errors: list[FieldError] = []
+    for replica_type, spec in job.replica_specs.items():
+        path = f"{_specs_path(job)}.{replica_type}.template"
+        template = spec.template.model_dump(by_alias=True, exclude_unset=True)
+        errors += _unknown(template, podfields.POD_TEMPLATE, path, "pod template")
+        errors += _unknown(template.get("metadata"), podfields.OBJECT_META, f"{path}.metadata", "pod's metadata")
+        pod = template.get("spec")
+        errors += _unknown(pod, podfields.POD_SPEC, f"{path}.spec", "PodSpec")
+        if not isinstance(pod, Mapping):
+            continue
+        for field in ("initContainers", "containers"):
+            for i, container in enumerate(pod.get(field) or []):
+                errors += _unknown(container, podfields.CONTAINER, f"{path}.spec.{field}[{i}]", "Container")
     return errors
 
 

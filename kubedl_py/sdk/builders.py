@@ -194,4 +194,4 @@ def training_job(
         options.get("host_network", False),
     )
     body = {"apiVersion": c.API_VERSION, "kind": framework.kind, "metadata": metadata, "spec": body_spec}
-    return parse_job(body, source=subject)
+    return parse_job(body, source=subject, pod_fields=True)

@@ -138,11 +138,11 @@ class AsyncTrainingClient:
             jobs = load_jobs_file(os.fspath(job))
             return [await self._create(one, namespace) for one in jobs]
         if isinstance(job, Job):
-            errors = validate_job(job)
+            errors = validate_job(job, pod_fields=True)
             if errors:
                 raise JobValidationError(errors, subject=f"{job.kind} {job.name!r}")
             return await self._create(job, namespace)
-        return await self._create(parse_job(job), namespace)
+        return await self._create(parse_job(job, pod_fields=True), namespace)
 
     async def _create(self, job: Job, namespace: str | None) -> Job:
         ns = namespace or job.metadata.namespace or self.namespace

@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 import yaml
 
 from kubedl_local.kubernetes.cluster import create_namespace
@@ -292,3 +293,23 @@ async def test_cli_submit_follow_timeout_says_why_the_job_waits(
     said = one_line(run.err)
     assert f"timed out after 6s following {cluster.namespace}/cli-big" in said, said
     assert "pod cli-big-master-0 is Pending: " in said and "Insufficient cpu" in said, said
+
+
+async def test_cli_a_pod_template_typo_is_refused_before_sending_and_nothing_is_created(
+    cluster: Env, client: AsyncTrainingClient, tmp_path: Path
+) -> None:
+    typo = succeeding("cli-typo").to_dict()
+    container = typo["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    container["comand"] = container.pop("command")
+    run = await kubedl(cluster, "submit", write(tmp_path, "typo.yaml", typo))
+    assert run.code == 2, run
+    said = one_line(run.err)
+    assert "spec.pytorchReplicaSpecs.Master.template.spec.containers[0].comand: is not a field of a Container" in said
+    assert "(did you mean command?)" in said, said
+    assert run.out == "" and await client.list() == []  # nothing was sent
+    # the SDK refuses it the same way, before sending
+    from kubedl_py.api.validation import JobValidationError
+
+    with pytest.raises(JobValidationError, match=r"containers\[0\]\.comand"):
+        await client.submit(typo)
+    assert await client.list() == []

@@ -179,7 +179,7 @@ class TrainingClient:
             group = self._group(kind)
             body = {"apiVersion": group.api_version, **body}
         body = in_group_layout(body, group or KUBEDL)
-        parse_job(body)  # JobValidationError, a ValueError naming each field
+        parse_job(body, pod_fields=True)  # JobValidationError, a ValueError naming each field
         return body, group or KUBEDL
 
     # ------------------------------------------------------------------------------------ create
