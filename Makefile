@@ -26,8 +26,12 @@ $(STAMP): pyproject.toml $(LOCAL)/pyproject.toml $(VENV_STAMP)
 
 # The package, its local clusters and torch only: `make demo` installs none of the test tools
 # (tests/test_packaging.py).
+# pip is not quiet here: torch is large, and a silent install of minutes looks hung (what it prints says which).
 $(DEMO_STAMP): pyproject.toml $(LOCAL)/pyproject.toml $(VENV_STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[demo,local]' -e $(LOCAL)
+	@echo "make demo: installing kubedl-py, its local clusters and torch 2.13.0 (the demo trains with it); from" \
+		"PyPI alone torch is a 527 MB wheel with about 4 GB of CUDA packages (minutes); where it answers," \
+		"PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu takes its CPU build, without them"
+	$(BIN)/python -m pip install --progress-bar on -e '.[demo,local]' -e $(LOCAL)
 	touch $@
 
 # XGBoost, JAX and PaddlePaddle (CPU builds) for the e2e scenarios of their job kinds.

@@ -63,6 +63,12 @@ def test_make_demo_installs_no_test_tools(tmp_path: Path) -> None:
     ]
     assert {"demo", "local"} in extras, dry.stdout
     assert not [chosen for chosen in extras if "test" in chosen], dry.stdout
+    # the install says what it installs and why it is large before it starts, and shows pip's progress
+    install = next(line for line in dry.stdout.splitlines() if "pip install" in line and ".[demo" in line)
+    assert "--quiet" not in install and "--progress-bar on" in install, install
+    said = dry.stdout[: dry.stdout.index(install)]
+    assert "installing kubedl-py, its local clusters and torch" in said and "about 4 GB" in said, said
+    assert "PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu" in said, said
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
