@@ -169,15 +169,23 @@ def printed(kubeconfig: Path, pod: str) -> dict[str, str]:
     return dict(item.split("=", 1) for item in line.split(" "))
 
 
-def test_a_seed_style_job_runs_on_pretend_gpus_and_rdma(control_plane: str, tmp_path: Path) -> None:
+def test_the_readmes_rdma_rehearsal_runs_on_pretend_gpus_and_rdma(control_plane: str, tmp_path: Path) -> None:
     with local_up(control_plane, "--node-resources", "nvidia.com/gpu=16,rdma/hca=2") as kubeconfig:
         node = kubectl_json(kubeconfig, "get", "node", "local-node-0")
         assert node["status"]["allocatable"]["nvidia.com/gpu"] == "16"
         assert node["status"]["allocatable"]["rdma/hca"] == "2"
-        submit(kubeconfig, seed_job("seed", ["python", "-c", SHOW_DEVICES]), tmp_path)
-        eventually(lambda: job_condition(kubeconfig, "seed", "Succeeded", "Failed"), what="the seed job to end")
-        assert job_condition(kubeconfig, "seed", "Succeeded"), cli(kubeconfig, "describe", "seed").stdout
-        master, worker = (printed(kubeconfig, p["metadata"]["name"]) for p in job_pods(kubeconfig, "seed"))
+        # the README's rehearsal example, as it is (its program prints what SHOW_DEVICES prints)
+        example = yaml.safe_load((REPO / "examples" / "pytorch-rdma-rehearsal.yaml").read_text())
+        for spec in example["spec"]["pytorchReplicaSpecs"].values():
+            container = spec["template"]["spec"]["containers"][0]
+            assert container["command"] == ["python", "-c", SHOW_DEVICES]
+            assert container["resources"]["limits"] == SEED_LIMITS
+        run = cli(
+            kubeconfig, "submit", str(REPO / "examples" / "pytorch-rdma-rehearsal.yaml"), "--wait", "--timeout", "120"
+        )
+        assert run.returncode == 0, (run.stdout, run.stderr, cli(kubeconfig, "describe", "rdma-rehearsal").stdout)
+        name = example["metadata"]["name"]
+        master, worker = (printed(kubeconfig, p["metadata"]["name"]) for p in job_pods(kubeconfig, name))
         for seen in (master, worker):
             gpus = seen["CUDA_VISIBLE_DEVICES"].split(",")
             assert len(gpus) == 8 and all(g.startswith("GPU-pretend-") for g in gpus), seen
@@ -186,7 +194,7 @@ def test_a_seed_style_job_runs_on_pretend_gpus_and_rdma(control_plane: str, tmp_
         assert set(master["CUDA_VISIBLE_DEVICES"].split(",")).isdisjoint(worker["CUDA_VISIBLE_DEVICES"].split(","))
         events = kubectl_json(kubeconfig, "get", "events", "--field-selector", "reason=PretendDevices")["items"]
         told = {e["involvedObject"]["name"] for e in events}
-        assert told == {"seed-master-0", "seed-worker-0"}, events
+        assert told == {f"{name}-master-0", f"{name}-worker-0"}, events
 
         if not HAS_TORCH or control_plane != EMBEDDED:
             return  # the rest trains with torch (`make demo` installs it), once: the program is the same on both
