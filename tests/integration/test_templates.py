@@ -4,8 +4,9 @@ Where it is caught (docs/api.md, "Pod templates"): the controller creates pods w
 ``fieldValidation=Strict``, so the API server's own pod schema judges the template, and a field it does not
 know fails the job ``InvalidSpec`` naming the replica type and the field at its path in the job. The job's
 CRD keeps the template as the user wrote it (a pod schema there would pin one Kubernetes version's fields),
-so ``kubectl apply`` and ``submit`` accept the job; the controller's first pod of the replica type is where
-it stops, before any other pod of that type is made.
+so ``kubectl apply`` accepts the job; the controller's first pod of the replica type is where it stops,
+before any other pod of that type is made. ``kubedl-py submit`` (and the SDK) refuse the field names a pod
+template does not have before sending anything.
 """
 
 from __future__ import annotations
@@ -59,12 +60,16 @@ async def test_a_template_typo_fails_the_job_naming_the_replica_and_the_field(
     assert [p for p in await pods_of(kube, "typos") if "-worker-" in p["metadata"]["name"]] == []
 
 
-async def test_submit_wait_reports_a_template_typo(
+async def test_submit_refuses_a_template_typo_before_sending(
     cluster: Env, kube: Kube, controller: RunningController, tmp_path: Path
 ) -> None:
+    """``kubedl-py submit`` knows the pod template's field names (kubedl_py/api/podfields.py): it refuses the
+    typos, naming each with the closest real field, and sends nothing (the controller's own catch is above)."""
     path = tmp_path / "typo.yaml"
     path.write_text(yaml.safe_dump(with_typos("cli-typo")))
     run = await kubedl(cluster, "submit", str(path), "--wait", "--timeout", "60")
-    assert run.code == 1, (run.out, run.err)
+    assert run.code == 2, (run.out, run.err)
     line = one_line(run.err)
-    assert "InvalidSpec" in line and TYPO in line, line
+    assert f"{TYPO}: is not a field of a Container" in line and "(did you mean image?)" in line, line
+    assert "spec.pytorchReplicaSpecs.Worker.template.metadata.labelz" in line, line
+    assert (await kube.list(PYTORCHJOBS, namespace=kube.ns)).items == []
