@@ -224,7 +224,6 @@ def allocated_roots(claim: Obj, slices: list[Obj]) -> dict[str, tuple[str, str]]
 class Given:
     """One device of ours a claim holds on this node, for one request of it."""
 
-    claim: str
     request: str
     driver: str
     device: str
@@ -240,9 +239,8 @@ def _index(device: str) -> int:
 
 
 def _ours(claim: Obj, node: str) -> list[Given]:
-    name = str(claim["metadata"]["name"])
     return [
-        Given(name, str(r["request"]), str(r["driver"]), str(r["device"]), _index(str(r["device"])))
+        Given(str(r["request"]), str(r["driver"]), str(r["device"]), _index(str(r["device"])))
         for r in allocation_results(claim)
         if r.get("driver") in DRIVERS and r.get("pool") == node
     ]
@@ -281,28 +279,21 @@ def containers_devices(pod: Obj, claims: Mapping[str, Obj], node: str) -> dict[s
     return out
 
 
-def device_env(given: Iterable[Given]) -> dict[str, str]:
-    """The variables a container given these devices starts with (nothing without any of ours)."""
-    given = sorted(set(given), key=lambda g: (g.driver, g.index, g.request))
-    if not given:
+def container_env(given: Iterable[Given], node: str) -> dict[str, str]:
+    """The variables a container given these devices starts with (nothing without any of ours): every device
+    in ``KUBEDL_DRA_DEVICES``, the NICs in ``NCCL_IB_HCA`` (exact names) with the GID index, the GPUs' UUIDs in
+    ``CUDA_VISIBLE_DEVICES`` and ``NVIDIA_VISIBLE_DEVICES``."""
+    devices = sorted(set(given), key=lambda g: (g.driver, g.index, g.request))
+    if not devices:
         return {}
-    nics = sorted({g.index: g for g in given if g.driver == NIC_DRIVER}.values(), key=lambda g: g.index)
-    env = {DRA_DEVICES_ENV: ",".join(f"{g.request}={g.device}" for g in given)}
+    env = {DRA_DEVICES_ENV: ",".join(f"{g.request}={g.device}" for g in devices)}
+    nics = sorted({g.index: g for g in devices if g.driver == NIC_DRIVER}.values(), key=lambda g: g.index)
     if nics:
         env["NCCL_IB_HCA"] = "=" + ",".join(f"{g.rdma_device}:1" for g in nics)
         env["NCCL_IB_GID_INDEX"] = str(GID_INDEX)
-    return env
-
-
-def container_env(given: Iterable[Given], node: str) -> dict[str, str]:
-    """:func:`device_env` with the GPUs' UUIDs for ``CUDA_VISIBLE_DEVICES`` and ``NVIDIA_VISIBLE_DEVICES``."""
-    given = list(given)
-    env = device_env(given)
-    gpus = sorted({g.index for g in given if g.driver == GPU_DRIVER})
+    gpus = sorted({g.index for g in devices if g.driver == GPU_DRIVER})
     if gpus:
-        uuids = ",".join(pretend_gpu_uuid(node, i) for i in gpus)
-        env["CUDA_VISIBLE_DEVICES"] = uuids
-        env["NVIDIA_VISIBLE_DEVICES"] = uuids
+        env["CUDA_VISIBLE_DEVICES"] = env["NVIDIA_VISIBLE_DEVICES"] = ",".join(pretend_gpu_uuid(node, i) for i in gpus)
     return env
 
 

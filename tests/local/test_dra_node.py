@@ -43,6 +43,7 @@ from tests.integration.conftest import (
     pods_of,
     wait_condition,
 )
+from tests.local.test_process_whole_in_place import _ready
 from tests.tiers import KUBERNETES, require_tier
 
 NS = "default"
@@ -88,10 +89,6 @@ async def kube() -> AsyncIterator[Kube]:
             manager.stop()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-
-
-async def _ready(manager: Any) -> bool:
-    return bool(manager.ready())
 
 
 def dra_job(name: str, release: Path) -> dict[str, Any]:

@@ -267,7 +267,7 @@ async def test_cli_usage_errors_print_the_commands_own_usage() -> None:
     wrong = await kubedl(None, "logs", "a", "b", "c", "--bogus")
     assert wrong.code == 2
     assert wrong.err.startswith("usage: kubedl-py logs "), wrong.err
-    assert "unrecognized arguments: c --bogus" in wrong.err or "--bogus" in wrong.err, wrong.err
+    assert "unrecognized arguments: " in wrong.err and "--bogus" in wrong.err, wrong.err
     nested = await kubedl(None, "local", "node", "stop", "n1", "--bogus")
     assert nested.err.startswith("usage: kubedl-py local node stop "), nested.err
 
