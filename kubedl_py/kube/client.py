@@ -1,10 +1,11 @@
 """``KubeClient``: the controller's one door to the API server, on raw dicts.
 
 Why not the generated kubernetes-asyncio API classes: they deserialize every answer into model objects
-(slow: a list of 10,000 pods takes seconds) and they only know built-in kinds. The machinery instead keeps
-kubernetes-asyncio for what it does well — reading kubeconfig / in-cluster config, TLS, token refresh,
-the aiohttp connection pool — and sends requests itself through that pool, parsing JSON into plain dicts
-(with orjson when it is installed).
+(slow: a list of 10,000 pods takes seconds) and they only know built-in kinds. The client sends requests
+itself through one aiohttp session, parsing JSON into plain dicts (with orjson when it is installed). A
+kubeconfig or a pod's service account is read by :mod:`kubedl_py.kube.kubeconfig` (kubernetes-asyncio's
+import alone costs a command half a second); kubernetes-asyncio is imported only for a ``Configuration``
+handed in and for the ``auth-provider`` plug-ins that module does not read (:mod:`kubedl_py.kube.transport`).
 
 Every request goes through the one retry policy (:mod:`kubedl_py.kube.retry`) and every failure comes out
 as one of :mod:`kubedl_py.kube.errors`. A watch is not retried here: resuming it correctly (from which
@@ -28,14 +29,10 @@ from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequenc
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from urllib.parse import urlencode
 
 import aiohttp
-from aiohttp.helpers import BasicAuth, get_env_proxy_for_url
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
-from yarl import URL
 
 from kubedl_py.kube.errors import (
     ApiError,
@@ -45,7 +42,6 @@ from kubedl_py.kube.errors import (
     error_from_response,
     error_from_status,
 )
-from kubedl_py.kube.metrics import Metrics
 from kubedl_py.kube.priority import WriteGate
 from kubedl_py.kube.resources import (
     CONFIGMAPS,
@@ -58,6 +54,10 @@ from kubedl_py.kube.resources import (
     Resource,
 )
 from kubedl_py.kube.retry import RetryPolicy, RetrySettings
+from kubedl_py.kube.transport import SERVICE_ACCOUNT_TOKEN, Transport, open_transport
+
+if TYPE_CHECKING:
+    from kubedl_py.kube.metrics import Metrics
 
 __all__ = [
     "CONFIGMAPS",
@@ -164,10 +164,6 @@ class ObjectList:
     resource_version: str
 
 
-#: where a pod's service account token is mounted
-SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
-
-
 def in_cluster_available() -> bool:
     """True inside a pod that can use its service account: ``KUBERNETES_SERVICE_HOST`` set and a token mounted.
 
@@ -191,7 +187,7 @@ class KubeClient:
         *,
         kubeconfig: str | os.PathLike[str] | None = None,
         context: str | None = None,
-        configuration: k8s_client.Configuration | None = None,
+        configuration: Any = None,
         in_cluster: bool | None = None,
         settings: ClientSettings | None = None,
         metrics: Metrics | None = None,
@@ -207,8 +203,7 @@ class KubeClient:
         self._context = context
         self._configuration = configuration
         self._in_cluster = in_cluster
-        self._api: k8s_client.ApiClient | None = None
-        self._proxy_auth: BasicAuth | None = None
+        self._transport: Transport | None = None
         self.retry = RetryPolicy(self.settings.retry, on_retry=self._count_retry)
 
     # ----------------------------------------------------------------------------------------- lifecycle
@@ -224,67 +219,32 @@ class KubeClient:
 
     async def open(self) -> None:
         """Load the configuration and create the connection pool (must run inside the event loop)."""
-        if self._api is not None:
+        if self._transport is not None:
             return
-        configuration = await self._load_configuration()
-        if self.settings.max_connections is not None:
-            configuration.connection_pool_maxsize = self.settings.max_connections
-        self.configuration = configuration
-        # ApiClient builds an aiohttp session, which binds to the running loop: create it only here.
-        self._api = k8s_client.ApiClient(configuration)
-        self._settle_environment_proxy(self._api)
-
-    def _settle_environment_proxy(self, api: k8s_client.ApiClient) -> None:
-        """Read ``HTTPS_PROXY``/``NO_PROXY`` once, not per request.
-
-        kubernetes-asyncio opens its aiohttp session with ``trust_env=True``, so aiohttp looked up the proxy
-        variables and ``~/.netrc`` in a worker thread on every request: two thread hops per API call, a
-        quarter of the controller's CPU in a profile of 200 jobs being created. The proxy for the API server
-        is decided here once (the kubeconfig's ``proxy-url`` still wins), and the session stops consulting
-        the environment; ``.netrc`` credentials never applied to an API server that authenticates with
-        certificates or tokens.
-        """
-        rest = api.rest_client
-        if not rest.proxy:
-            with contextlib.suppress(LookupError):
-                proxy, proxy_auth = get_env_proxy_for_url(URL(str(api.configuration.host)))
-                rest.proxy = str(proxy)
-                self._proxy_auth = proxy_auth
-        rest.pool_manager._trust_env = False
+        # the aiohttp session binds to the running loop: create it only here
+        self._transport = await open_transport(
+            kubeconfig=self._kubeconfig,
+            context=self._context,
+            configuration=self._configuration,
+            in_cluster=self._in_cluster,
+            max_connections=self.settings.max_connections,
+        )
 
     async def close(self) -> None:
         """Close the connection pool; the client cannot be used afterwards."""
-        if self._api is not None:
-            api, self._api = self._api, None
-            await api.close()
-
-    async def _load_configuration(self) -> k8s_client.Configuration:
-        if self._configuration is not None:
-            return self._configuration
-        configuration = k8s_client.Configuration()
-        in_cluster = self._in_cluster
-        if in_cluster is None:
-            in_cluster = self._kubeconfig is None and in_cluster_available()
-        if in_cluster:
-            k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        else:
-            await k8s_config.load_kube_config(
-                config_file=self._kubeconfig,
-                context=self._context,
-                client_configuration=configuration,
-                persist_config=False,
-            )
-        return configuration
+        if self._transport is not None:
+            transport, self._transport = self._transport, None
+            await transport.close()
 
     @property
     def host(self) -> str:
         """The API server URL."""
-        return str(self._require_api().configuration.host)
+        return self._require_transport().host
 
-    def _require_api(self) -> k8s_client.ApiClient:
-        if self._api is None:
+    def _require_transport(self) -> Transport:
+        if self._transport is None:
             raise RuntimeError("KubeClient is not open: use `async with KubeClient(...)`")
-        return self._api
+        return self._transport
 
     # -------------------------------------------------------------------------------------------- CRUD
 
@@ -644,8 +604,7 @@ class KubeClient:
         """Send one request; return the open response on 2xx, raise the mapped error otherwise."""
         if self.write_gate is not None and method != "GET":
             await self.write_gate.before_write()
-        api = self._require_api()
-        rest = api.rest_client
+        transport = self._require_transport()
         headers: dict[str, str] = {
             "Accept": "application/json",
             "User-Agent": self.settings.user_agent,
@@ -653,34 +612,30 @@ class KubeClient:
         if data is not None:
             headers["Content-Type"] = content_type
         query_list: list[tuple[str, str]] = list((query or {}).items())
-        # Token refresh (exec plugins, projected service-account tokens) happens in here.
-        await api.update_params_for_auth(headers, query_list, ["BearerToken"])
-        url = str(api.configuration.host) + path
+        # credentials that expire (exec plug-ins, service-account tokens) are renewed in here
+        ssl_context = await transport.authorize(headers, query_list)
+        url = transport.host + path
         if query_list:
             url += "?" + urlencode(query_list)
         timeout = client_timeout
         if timeout is None:
             timeout = aiohttp.ClientTimeout(total=self.settings.request_timeout, connect=self.settings.connect_timeout)
-        kwargs: dict[str, Any] = {"headers": headers, "data": data, "timeout": timeout}
-        if rest.proxy:
-            kwargs["proxy"] = rest.proxy
-            if self._proxy_auth is not None:
-                kwargs["proxy_auth"] = self._proxy_auth
-        if rest.proxy_headers:
-            kwargs["proxy_headers"] = rest.proxy_headers
-        if rest.server_hostname:
-            kwargs["server_hostname"] = rest.server_hostname
+        kwargs: dict[str, Any] = {"headers": headers, "data": data, "timeout": timeout, **transport.request_options}
+        if ssl_context is not None:
+            kwargs["ssl"] = ssl_context
         if method != "GET" and self.write_fence is not None and not _UNFENCED.get():
             self.write_fence()  # the last moment before the write leaves: after every wait above
         sent = time.monotonic()
         try:
-            response = await rest.pool_manager.request(method, url, **kwargs)
+            response = await transport.session.request(method, url, **kwargs)
         except (aiohttp.ClientError, TimeoutError) as exc:
             self._count_error(verb, resource, 0)
-            server = str(api.configuration.host)
+            server = transport.host
             if isinstance(exc, aiohttp.ClientConnectorError) and exc.os_error.errno == errno.ECONNREFUSED:
                 raise ConnectionRefused(f"{method} {path}: connection refused by {server}", server=server) from exc
             raise TransportError(f"{method} {path}: {exc!r}", server=server) from exc
+        if response.status == 401:
+            transport.unauthorized()
         self._count_request(verb, resource, response.status, time.monotonic() - sent)
         if response.status >= 400:
             try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -19,6 +19,7 @@ import yaml
 
 from kubedl_py.api import constants as c
 from kubedl_py.kube.client import ClientSettings, KubeClient, in_cluster_available
+from kubedl_py.kube.kubeconfig import read_kubeconfig
 from kubedl_py.sdk.errors import ConfigurationError
 
 _SERVICE_ACCOUNT_NAMESPACE: Final = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -78,23 +79,19 @@ def resolve_config(
                     ns = Path(_SERVICE_ACCOUNT_NAMESPACE).read_text().strip() or None
             return ResolvedConfig(None, None, ns or "default", in_cluster=True)
         raise ConfigurationError(_no_cluster_message(candidates, words))
-    from kubernetes_asyncio.config import kube_config
-
     joined = os.pathsep.join(existing)
     try:
-        contexts, current = kube_config.list_kube_config_contexts(joined)
-    except Exception as exc:  # the loader raises a zoo (ConfigException, KeyError, YAML errors)
+        read = read_kubeconfig(existing)
+    except Exception as exc:  # a YAML error, an unreadable file, a kubeconfig of the wrong shape
         raise ConfigurationError(f"cannot read kubeconfig {joined}: {_kubeconfig_problem(exc)}") from exc
-    chosen: Mapping[str, Any] | None = current
-    if context is not None:
-        chosen = next((ctx for ctx in contexts if ctx.get("name") == context), None)
-        if chosen is None:
-            names = ", ".join(str(ctx.get("name")) for ctx in contexts) or "none"
-            raise ConfigurationError(f"context {context!r} not found in {joined} (contexts: {names})")
-    if chosen is None:
+    name = context if context is not None else read.current_context
+    if context is not None and context not in read.contexts:
+        names = ", ".join(read.contexts) or "none"
+        raise ConfigurationError(f"context {context!r} not found in {joined} (contexts: {names})")
+    if name is None or name not in read.contexts:
         raise ConfigurationError(f"kubeconfig {joined} has no current-context: pass {words.context}")
-    ns = namespace or (chosen.get("context") or {}).get("namespace") or "default"
-    return ResolvedConfig(joined, str(chosen.get("name")) if context else None, str(ns))
+    ns = namespace or read.contexts[name].get("namespace") or "default"
+    return ResolvedConfig(joined, name if context else None, str(ns))
 
 
 def _kubeconfig_problem(exc: Exception) -> str:
