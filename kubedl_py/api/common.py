@@ -47,7 +47,7 @@ class KubeModel(BaseModel):
         populate_by_name=True,
         extra="forbid",
         validate_assignment=True,
-        use_attribute_docstrings=True,
+        defer_build=True,
     )
 
     def to_dict(self) -> dict[str, Any]:
@@ -63,7 +63,7 @@ class OpenModel(BaseModel):
         populate_by_name=True,
         extra="allow",
         validate_assignment=True,
-        use_attribute_docstrings=True,
+        defer_build=True,
     )
 
     def to_dict(self) -> dict[str, Any]:
@@ -347,7 +347,7 @@ class StatusModel(BaseModel):
         populate_by_name=True,
         extra="ignore",
         validate_assignment=True,
-        use_attribute_docstrings=True,
+        defer_build=True,
     )
 
     def to_dict(self) -> dict[str, Any]:

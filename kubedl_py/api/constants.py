@@ -11,6 +11,12 @@ from __future__ import annotations
 
 from typing import Final
 
+from kubedl_py._version import __version__
+
+#: the controller's image and namespace when the install says none (``kubedl-py manifests``, the chart)
+DEFAULT_IMAGE: Final = f"kubedl-py:{__version__}"
+DEFAULT_NAMESPACE: Final = "kubedl-system"
+
 GROUP: Final = "training.kubedl.io"
 VERSION: Final = "v1alpha1"
 API_VERSION: Final = f"{GROUP}/{VERSION}"

@@ -11,8 +11,9 @@ as CEL ``x-kubernetes-validations`` rules, which real API servers (1.25+) enforc
 not evaluate CEL, and the controller rejects such jobs with ``InvalidSpec`` anyway (validation.py).
 
 Descriptions (what ``kubectl explain pytorchjob.spec`` shows) are the models' field docstrings (the string
-under each field, ``use_attribute_docstrings``), else the docstring of the field's model; a test keeps every
-field described.
+under each field, read from the models' source here: pydantic's ``use_attribute_docstrings`` would parse it
+at every import, a tenth of a second of every command), else the docstring of the field's model; a test keeps
+every field described.
 
 Pod templates are not marked ``x-kubernetes-embedded-resource``: that marker demands ``apiVersion`` and
 ``kind`` inside the template, which no PyTorchJob/TFJob author writes.
@@ -20,7 +21,12 @@ Pod templates are not marked ``x-kubernetes-embedded-resource``: that marker dem
 
 from __future__ import annotations
 
+import ast
 import copy
+import functools
+import inspect
+import itertools
+import textwrap
 import types
 import typing
 from datetime import datetime
@@ -221,9 +227,10 @@ def _replica_rules(plugin: KindAPI) -> list[dict[str, str]]:
 def _model_schema(model: type[BaseModel]) -> Schema:
     properties: dict[str, Schema] = {}
     required: list[str] = []
+    docs = attribute_docs(model)
     for name, field in model.model_fields.items():
         key = field.alias or name
-        properties[key] = _field_schema(field)
+        properties[key] = _field_schema(field, field.description or docs.get(name))
         if field.is_required():
             required.append(key)
     schema: Schema = {"type": "object", "properties": properties}
@@ -236,12 +243,41 @@ def _model_schema(model: type[BaseModel]) -> Schema:
     return schema
 
 
-def _field_schema(field: FieldInfo) -> Schema:
+def _field_schema(field: FieldInfo, description: str | None) -> Schema:
     schema = _type_schema(field.annotation)
     _apply_constraints(schema, field.metadata)
-    if field.description:
-        schema["description"] = " ".join(field.description.split())
+    if description:
+        schema["description"] = " ".join(description.split())
     return schema
+
+
+@functools.cache
+def attribute_docs(model: type[BaseModel]) -> dict[str, str]:
+    """The string under each field of ``model`` and its bases (a base's, unless the class redefines it)."""
+    docs: dict[str, str] = {}
+    for cls in reversed(model.__mro__):
+        if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or cls is BaseModel:
+            continue
+        try:
+            source = textwrap.dedent(inspect.getsource(cls))
+        except (OSError, TypeError):  # made at run time, no source
+            continue
+        body = ast.parse(source).body[0]
+        if not isinstance(body, ast.ClassDef):
+            continue
+        statements = body.body
+        for statement, following in itertools.pairwise(statements):
+            if not (isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)):
+                continue
+            if (
+                isinstance(following, ast.Expr)
+                and isinstance(following.value, ast.Constant)
+                and isinstance(following.value.value, str)
+            ):
+                docs[statement.target.id] = inspect.cleandoc(following.value.value)
+            else:
+                docs.pop(statement.target.id, None)
+    return docs
 
 
 def _apply_constraints(schema: Schema, metadata: list[Any]) -> None:

@@ -17,10 +17,8 @@ from dataclasses import dataclass
 from typing import Final, TypeAlias, cast
 
 from kubedl_py._version import __version__
-from kubedl_py.api.constants import LOCAL_KUBECONFIG
-from kubedl_py.api.kinds import all_kinds
+from kubedl_py.api.constants import DEFAULT_IMAGE, DEFAULT_NAMESPACE, LOCAL_KUBECONFIG
 from kubedl_py.cli.errors import UsageError
-from kubedl_py.templates.render import DEFAULT_IMAGE, DEFAULT_NAMESPACE
 
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
@@ -37,8 +35,17 @@ KUEUE_MODES: Final = ("off", "kubedl", "all")
 
 
 def _kinds() -> str:
-    """The registered kinds (read when the parser is built: a plug-in may have added one)."""
+    """The registered kinds (read when the help is printed: a plug-in may have added one)."""
+    from kubedl_py.api.kinds import all_kinds
+
     return ", ".join(plugin.kind for plugin in all_kinds())
+
+
+class _Kinds:
+    """``%(kinds)s`` in a help string: the registered kinds, looked up only when the help is printed."""
+
+    def __str__(self) -> str:
+        return _kinds()
 
 
 def description() -> str:
@@ -101,11 +108,20 @@ class ChooseCommand:
         return 2
 
 
+class _TopParser(argparse.ArgumentParser):
+    """The top-level parser: its description names the registered kinds, whose plug-ins (pydantic models) are
+    imported only when the help is printed, not for every command (tests/cli/test_startup.py)."""
+
+    def format_help(self) -> str:
+        self.description = description()
+        return super().format_help()
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kubedl-py", description=description(), epilog=EPILOG)
+    parser = _TopParser(prog="kubedl-py", epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"kubedl-py {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=argparse.ArgumentParser)
     _add_manifests(sub)
     _add_controller(sub)
     _add_local(sub)
@@ -455,11 +471,12 @@ def _cluster_options() -> argparse.ArgumentParser:
 
 
 def _add_kind(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
+    action = p.add_argument(
         "--kind",
         default=None,
-        help=f"{_kinds()}, or a plural or short name (default: whichever kind has the name)",
+        help="%(kinds)s, or a plural or short name (default: whichever kind has the name)",
     )
+    action.kinds = _Kinds()  # type: ignore[attr-defined]  # argparse expands %(name)s from the action's attributes
 
 
 def _add_job_commands(sub: Subcommands) -> None:

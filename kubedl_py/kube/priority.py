@@ -35,8 +35,10 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from contextvars import ContextVar
+from typing import TYPE_CHECKING
 
-from kubedl_py.kube.metrics import Metrics
+if TYPE_CHECKING:
+    from kubedl_py.kube.metrics import Metrics
 
 __all__ = ["OrdinaryLimit", "WriteGate"]
 

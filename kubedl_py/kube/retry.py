@@ -23,19 +23,12 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
-
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception,
-    stop_after_attempt,
-    stop_after_delay,
-    stop_any,
-    stop_never,
-)
+from typing import TYPE_CHECKING, TypeVar
 
 from kubedl_py.kube.errors import ConnectionRefused, ServerError, TooManyRequests, TransportError
+
+if TYPE_CHECKING:  # tenacity is imported at the first retry: a command whose requests succeed never loads it
+    from tenacity import AsyncRetrying, RetryCallState
 
 __all__ = ["RetryPolicy", "RetrySettings", "backoff_delay", "forever", "is_retryable"]
 
@@ -150,6 +143,8 @@ class RetryPolicy:
                 exc,
             )
 
+        from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, stop_after_delay, stop_any
+
         retrying = AsyncRetrying(
             retry=retry_if_exception(lambda exc: is_retryable(exc, settings)),
             wait=_WaitHonouringRetryAfter(settings),
@@ -174,6 +169,8 @@ def forever(
     Cancellation is a BaseException, not an Exception, so it is never retried and stops the loop.
     """
     settings = settings or RetrySettings()
+    from tenacity import AsyncRetrying, retry_if_exception, stop_never
+
     return AsyncRetrying(
         retry=retry_if_exception(retry),
         wait=_WaitHonouringRetryAfter(settings),

@@ -33,7 +33,6 @@ from typing import Any
 import jinja2
 import yaml
 
-from kubedl_py._version import __version__
 from kubedl_py.api import constants as c
 from kubedl_py.api.admission import admission_policies
 from kubedl_py.api.crd import all_crds
@@ -42,8 +41,8 @@ from kubedl_py.api.kinds import all_kinds
 
 #: The image ``make image`` builds (kubedl_local/image.py tags it with this name): the manifests of a release
 #: pin the controller image of that same release.
-DEFAULT_IMAGE = f"kubedl-py:{__version__}"
-DEFAULT_NAMESPACE = "kubedl-system"
+DEFAULT_IMAGE = c.DEFAULT_IMAGE
+DEFAULT_NAMESPACE = c.DEFAULT_NAMESPACE
 DEFAULT_PORT_RANGE = "20000-30000"
 DEFAULT_RESOURCES: Mapping[str, Any] = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}}
 GANG_SCHEDULERS = ("volcano", "scheduler-plugins", "kubernetes", "none")
