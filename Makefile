@@ -26,12 +26,10 @@ $(STAMP): pyproject.toml $(LOCAL)/pyproject.toml $(VENV_STAMP)
 
 # The package, its local clusters and torch only: `make demo` installs none of the test tools
 # (tests/test_packaging.py).
-# pip is not quiet here: torch is large, and a silent install of minutes looks hung (what it prints says which).
+# pip is not quiet here: torch is large, and a silent install of minutes looks hung. packaging/demo_install.py
+# takes torch's CPU build where PyTorch's index answers, else PyPI's (CUDA) build, and says which and how large.
 $(DEMO_STAMP): pyproject.toml $(LOCAL)/pyproject.toml $(VENV_STAMP)
-	@echo "make demo: installing kubedl-py, its local clusters and torch 2.13.0 (the demo trains with it); from" \
-		"PyPI alone torch is a 527 MB wheel with about 4 GB of CUDA packages (minutes); where it answers," \
-		"PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu takes its CPU build, without them"
-	$(BIN)/python -m pip install --progress-bar on -e '.[demo,local]' -e $(LOCAL)
+	$(BIN)/python packaging/demo_install.py -- -e '.[demo,local]' -e $(LOCAL)
 	touch $@
 
 # XGBoost, JAX and PaddlePaddle (CPU builds) for the e2e scenarios of their job kinds.
@@ -94,8 +92,8 @@ test-node: $(STAMP) $(DEMO_STAMP)
 	KUBEDL_TEST_TIERS=node $(BIN)/python -m pytest -q -p no:cacheprovider tests/node
 
 lint: $(STAMP)
-	$(BIN)/ruff check kubedl_py kubedl_local harness tests e2e bench examples
-	$(BIN)/ruff format --check kubedl_py kubedl_local harness tests e2e bench examples
+	$(BIN)/ruff check kubedl_py kubedl_local harness tests e2e bench examples packaging
+	$(BIN)/ruff format --check kubedl_py kubedl_local harness tests e2e bench examples packaging
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

@@ -58,17 +58,70 @@ def test_make_demo_installs_no_test_tools(tmp_path: Path) -> None:
     extras = [
         set(found.split(","))
         for line in dry.stdout.splitlines()
-        if "pip install" in line
+        if "pip install" in line or "demo_install.py" in line
         for found in re.findall(r"\.\[([\w,]+)\]", line)
     ]
     assert {"demo", "local"} in extras, dry.stdout
     assert not [chosen for chosen in extras if "test" in chosen], dry.stdout
-    # the install says what it installs and why it is large before it starts, and shows pip's progress
-    install = next(line for line in dry.stdout.splitlines() if "pip install" in line and ".[demo" in line)
-    assert "--quiet" not in install and "--progress-bar on" in install, install
-    said = dry.stdout[: dry.stdout.index(install)]
-    assert "installing kubedl-py, its local clusters and torch" in said and "about 4 GB" in said, said
-    assert "PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu" in said, said
+    # the demo's own install goes through the route chooser (what it says is tested below)
+    assert any("packaging/demo_install.py" in line and ".[demo,local]" in line for line in dry.stdout.splitlines())
+
+
+def _demo_install(*args: str, env: dict[str, str]) -> tuple[str, str]:
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "packaging" / "demo_install.py"), "--dry-run", "--timeout", "3", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
+    said, command = run.stdout.splitlines()
+    return said, command
+
+
+def _without_pip_index() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL")}
+
+
+def test_the_demo_install_takes_pypi_with_its_measured_size_where_the_cpu_index_does_not_answer() -> None:
+    """Where PyTorch's CPU index does not answer (download.pytorch.org is not reachable from this machine), pip
+    is not sent to it (it once printed 305 retry warnings): the install says it takes PyPI's CUDA build and how
+    large that is as measured (the figure the README quotes), and runs pip with its progress bar."""
+    closed = "http://127.0.0.1:9/whl/cpu"  # the discard port: nothing answers
+    said, command = _demo_install("--cpu-index", closed, "--", "-e", ".[demo,local]", env=_without_pip_index())
+    assert "PyPI's torch 2.13.0" in said and "2.7 GB of wheels" in said and "4.7 GB installed" in said, said
+    assert f"{closed} does not answer from here" in said, said
+    assert "--progress-bar on" in command and "--extra-index-url" not in command, command
+    assert command.endswith("-e '.[demo,local]'"), command
+    readme = (ROOT / "README.md").read_text()
+    assert "2.7 GB of wheels" in readme and "4.7 GB installed" in readme
+
+
+def test_the_demo_install_takes_the_cpu_build_where_its_index_answers(tmp_path: Path) -> None:
+    """An index that answers (a local one standing in for PyTorch's) is added as an extra index; a user's own
+    PIP_EXTRA_INDEX_URL wins over both."""
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "index.html").write_text("<html></html>")
+    server = subprocess.Popen(
+        [sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        port = re.search(r"port (\d+)", server.stdout.readline())
+        assert port, "http.server did not say its port"
+        index = f"http://127.0.0.1:{port.group(1)}"
+        said, command = _demo_install("--cpu-index", index, "--", "-e", ".[demo]", env=_without_pip_index())
+        assert f"torch's CPU build from {index}" in said, said
+        assert f"--extra-index-url {index}" in command, command
+        mine = {**_without_pip_index(), "PIP_EXTRA_INDEX_URL": "http://mirror.example/simple"}
+        said, command = _demo_install("--cpu-index", index, "--", "-e", ".[demo]", env=mine)
+        assert "your setting" in said and "--extra-index-url" not in command, (said, command)
+    finally:
+        server.terminate()
+        server.wait()
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
