@@ -28,6 +28,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra:
         # as parse_args would, but with the usage of the command that was given, not the top level's
         chosen_parser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.command == "submit":
+        if (args.file is None) == (args.filename is None):
+            chosen_parser(parser, args).error("give the jobs' file once: FILE or -f FILE")
+        args.file = args.file if args.file is not None else args.filename
     if args.debug:
         level = logging.DEBUG
     elif args.command in _CHATTY_COMMANDS:

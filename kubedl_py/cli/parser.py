@@ -482,7 +482,8 @@ def _add_kind(p: argparse.ArgumentParser) -> None:
 def _add_job_commands(sub: Subcommands) -> None:
     common = _cluster_options()
     p = sub.add_parser("submit", parents=[common], help="validate and create the jobs of a YAML file")
-    p.add_argument("file", metavar="FILE", help="YAML/JSON file with one or more jobs ('-' reads stdin)")
+    p.add_argument("file", metavar="FILE", nargs="?", help="YAML/JSON file with one or more jobs ('-' reads stdin)")
+    p.add_argument("-f", "--filename", metavar="FILE", help="the same file, given as kubectl's -f (one or the other)")
     p.add_argument("--wait", action="store_true", help="wait until the jobs succeed (exit 1 if one fails)")
     p.add_argument("--follow", action="store_true", help="stream the jobs' logs until they finish (implies --wait)")
     p.add_argument(

@@ -270,6 +270,21 @@ async def test_cli_usage_errors_print_the_commands_own_usage() -> None:
     assert "unrecognized arguments: " in wrong.err and "--bogus" in wrong.err, wrong.err
     nested = await kubedl(None, "local", "node", "stop", "n1", "--bogus")
     assert nested.err.startswith("usage: kubedl-py local node stop "), nested.err
+    for twice_or_never in (["submit"], ["submit", "a.yaml", "-f", "b.yaml"]):
+        wrong = await kubedl(None, *twice_or_never)
+        assert wrong.code == 2 and wrong.err.startswith("usage: kubedl-py submit "), wrong.err
+        assert "give the jobs' file once: FILE or -f FILE" in wrong.err, wrong.err
+
+
+async def test_cli_submit_takes_the_file_as_kubectl_does_too(
+    cluster: Env, client: AsyncTrainingClient, tmp_path: Path
+) -> None:
+    """``kubedl-py submit -f job.yaml``, as a kubectl user types it, is ``submit job.yaml``."""
+    path = write(tmp_path, "job.yaml", succeeding("cli-dash-f").to_dict())
+    submitted = await kubedl(cluster, "submit", "-f", path, "--wait", "--timeout", "30")
+    assert submitted.code == 0, submitted.err
+    assert submitted.out.splitlines()[0] == "pytorchjob.training.kubedl.io/cli-dash-f created"
+    assert [j.name for j in await client.list()] == ["cli-dash-f"]
 
 
 async def test_cli_submit_follow_timeout_says_why_the_job_waits(
