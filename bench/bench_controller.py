@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client as k8s
+from kubernetes_asyncio import config as k8s_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -122,13 +123,20 @@ class Arrivals:
         return max(self.done.values())
 
 
+async def k8s_configuration(kubeconfig: Path) -> k8s.Configuration:
+    """kubernetes-asyncio's own configuration of ``kubeconfig`` (the bare client is kubernetes-asyncio itself)."""
+    configuration = k8s.Configuration()
+    await k8s_config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+    return configuration
+
+
 async def bare_client(kubeconfig: Path, jobs: int, replicas: int) -> float:
     async with KubeClient(kubeconfig=kubeconfig) as kube:
         await create_namespace(kube, "bare")
         arrivals = Arrivals(kube, "bare", jobs * replicas, jobs * services_per_job(replicas))
         await arrivals.start()
         objects = same_objects(jobs, replicas, "bare")
-        api = k8s.ApiClient(kube.configuration)
+        api = k8s.ApiClient(await k8s_configuration(kubeconfig))
         try:
             core = k8s.CoreV1Api(api)
 

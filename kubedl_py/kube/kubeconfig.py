@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import contextlib
 import json
 import os
 import ssl
@@ -399,11 +398,8 @@ def in_cluster_access() -> Access:
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
     ca = os.path.join(SERVICE_ACCOUNT_DIR, "ca.crt")
-    with contextlib.suppress(OSError):
-        if not os.path.getsize(ca):
-            ca = ""
     return Access(
         server=f"https://{host}:{port}",
-        ca_file=ca if os.path.exists(ca) else None,
+        ca_file=ca if os.path.isfile(ca) and os.path.getsize(ca) else None,
         token_file=os.path.join(SERVICE_ACCOUNT_DIR, "token"),
     )
