@@ -54,7 +54,7 @@ from kubedl_py.kube.resources import (
     Resource,
 )
 from kubedl_py.kube.retry import RetryPolicy, RetrySettings
-from kubedl_py.kube.transport import SERVICE_ACCOUNT_TOKEN, Transport, open_transport
+from kubedl_py.kube.transport import Transport, in_cluster_available, open_transport
 
 if TYPE_CHECKING:
     from kubedl_py.kube.metrics import Metrics
@@ -162,13 +162,6 @@ class ObjectList:
 
     items: list[dict[str, Any]]
     resource_version: str
-
-
-def in_cluster_available() -> bool:
-    """True inside a pod that can use its service account: ``KUBERNETES_SERVICE_HOST`` set and a token mounted.
-
-    The one test of "are we in a cluster" (the SDK's configuration lookup asks it too)."""
-    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.exists(SERVICE_ACCOUNT_TOKEN)
 
 
 class KubeClient:

@@ -21,7 +21,7 @@ from yarl import URL
 
 from kubedl_py.kube.kubeconfig import SERVICE_ACCOUNT_DIR, Access, NeedsFullLoader, in_cluster_access, read_kubeconfig
 
-__all__ = ["SERVICE_ACCOUNT_TOKEN", "Transport", "open_transport"]
+__all__ = ["SERVICE_ACCOUNT_TOKEN", "Transport", "in_cluster_available", "open_transport"]
 
 #: where a pod's service account token is mounted
 SERVICE_ACCOUNT_TOKEN = os.path.join(SERVICE_ACCOUNT_DIR, "token")
@@ -29,6 +29,13 @@ SERVICE_ACCOUNT_TOKEN = os.path.join(SERVICE_ACCOUNT_DIR, "token")
 DEFAULT_MAX_CONNECTIONS = 100
 #: watch events of big objects exceed aiohttp's default read buffer (etcd allows 1.5 MiB requests)
 READ_BUFFER = 2**21
+
+
+def in_cluster_available() -> bool:
+    """True inside a pod that can use its service account: ``KUBERNETES_SERVICE_HOST`` set and a token mounted.
+
+    The one test of "are we in a cluster" (the SDK's configuration lookup asks it too)."""
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.exists(SERVICE_ACCOUNT_TOKEN)
 
 
 class Transport:
@@ -149,8 +156,7 @@ def _access(kubeconfig: str | None, context: str | None, in_cluster: bool | None
     """The service account's or the kubeconfig's access; None with the kubeconfig's paths for an ``auth-provider``
     user, which kubernetes-asyncio loads."""
     if in_cluster is None:
-        in_cluster = kubeconfig is None and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
-        in_cluster = in_cluster and os.path.exists(SERVICE_ACCOUNT_TOKEN)
+        in_cluster = kubeconfig is None and in_cluster_available()
     if in_cluster:
         return in_cluster_access(), ""
     paths = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from kubedl_py.kube import client as client_module
-from kubedl_py.kube import errors
+from kubedl_py.kube import errors, transport
 from kubedl_py.kube.client import CONFIGMAPS, PODS, ClientSettings, KubeClient, WatchEvent, in_cluster_available
 from kubedl_py.kube.retry import RetrySettings
 
@@ -164,7 +163,7 @@ def test_in_cluster_available_needs_the_service_host_and_a_token(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     token = tmp_path / "token"
-    monkeypatch.setattr(client_module, "SERVICE_ACCOUNT_TOKEN", str(token))
+    monkeypatch.setattr(transport, "SERVICE_ACCOUNT_TOKEN", str(token))
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
     assert not in_cluster_available()  # no token mounted
     token.write_text("t")

@@ -11,7 +11,7 @@ import yaml
 
 from kubedl_py import AsyncTrainingClient, JobFailedError, JobTimeoutError, PyTorchJob, TFJob, TrainingClient
 from kubedl_py.api import constants as c
-from kubedl_py.kube import client as kube_client
+from kubedl_py.kube import transport as kube_transport
 from kubedl_py.sdk import (
     ConfigurationError,
     JobAlreadyExistsError,
@@ -223,7 +223,7 @@ def test_configuration_is_found_like_kubectl(tmp_path: Path, monkeypatch: pytest
 def test_resolve_config_falls_back_to_the_service_account(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("t")
-    monkeypatch.setattr(kube_client, "SERVICE_ACCOUNT_TOKEN", str(token))
+    monkeypatch.setattr(kube_transport, "SERVICE_ACCOUNT_TOKEN", str(token))
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))
     monkeypatch.setenv("HOME", str(tmp_path))  # a real ~/.kubedl-py/local.kubeconfig would change the advice
