@@ -12,8 +12,9 @@ not pay for the manager, the health server or the metrics.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kubedl_py._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from kubedl_py.kube import errors
@@ -169,15 +170,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = importlib.import_module(where)
-    value = module if where == f"{__name__}.{name}" else getattr(module, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_WHERE})
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)
