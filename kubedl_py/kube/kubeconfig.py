@@ -74,10 +74,6 @@ class Kubeconfig:
     contexts: dict[str, dict[str, Any]] = field(default_factory=dict)
     current_context: str | None = None
 
-    def context_list(self) -> list[dict[str, Any]]:
-        """The contexts as kubeconfig writes them (``{"name": ..., "context": {...}}``)."""
-        return [{"name": name, "context": entry} for name, entry in self.contexts.items()]
-
     def access(self, context: str | None = None) -> Access:
         """How to reach and authenticate to the cluster of ``context`` (the current one when None)."""
         name = context or self.current_context
@@ -190,9 +186,11 @@ def _impersonation(user: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 @dataclass
 class _Credential:
-    token: str | None = None
+    """What an exec plug-in returned (no secret in its repr)."""
+
+    token: str | None = field(default=None, repr=False)
     cert_data: bytes | None = None
-    key_data: bytes | None = None
+    key_data: bytes | None = field(default=None, repr=False)
     expires: float | None = None  # time.time() seconds; None: until a 401
 
 
@@ -300,16 +298,17 @@ class Access:
     cert_file: str | None = None
     cert_data: bytes | None = None
     key_file: str | None = None
-    key_data: bytes | None = None
-    token: str | None = None
+    # the secrets stay out of repr(): an Access in a log line or a traceback shows none of them
+    key_data: bytes | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
     token_file: str | None = None
     username: str | None = None
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)
     impersonate: list[tuple[str, str]] = field(default_factory=list)
-    exec_plugin: ExecPlugin | None = None
-    _file_token: tuple[float, str] | None = None
-    _ssl: ssl.SSLContext | None = None
-    _ssl_for: _Credential | None = None
+    exec_plugin: ExecPlugin | None = field(default=None, repr=False)
+    _file_token: tuple[float, str] | None = field(default=None, init=False, repr=False)
+    _ssl: ssl.SSLContext | None = field(default=None, init=False, repr=False)
+    _ssl_for: _Credential | None = field(default=None, init=False, repr=False)
 
     @property
     def secure(self) -> bool:

@@ -398,3 +398,15 @@ async def test_in_cluster_the_service_account_is_read(
     async with KubeClient(settings=NO_RETRY) as kube:
         got = await kube.get(PODS, "p", namespace="default")
     assert got["seen"]["authorization"] == "Bearer sa-token"
+
+
+def test_no_secret_shows_in_a_repr(tmp_path: Path) -> None:
+    """An Access in a log line or a traceback names no token, password or key."""
+    config = write_config(
+        tmp_path / "config",
+        cluster={"server": "https://127.0.0.1:9"},
+        user={"token": "s3cret-token", "username": "u", "password": "s3cret-pass", "client-key-data": b64(b"KEY")},
+    )
+    shown = repr(read_kubeconfig(config).access())
+    assert "s3cret" not in shown and "KEY" not in shown, shown
+    assert "https://127.0.0.1:9" in shown
