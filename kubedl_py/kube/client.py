@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from urllib.parse import urlencode
 
 import aiohttp
+from multidict import CIMultiDict
 
 from kubedl_py.kube.errors import (
     ApiError,
@@ -613,7 +614,16 @@ class KubeClient:
         timeout = client_timeout
         if timeout is None:
             timeout = aiohttp.ClientTimeout(total=self.settings.request_timeout, connect=self.settings.connect_timeout)
-        kwargs: dict[str, Any] = {"headers": headers, "data": data, "timeout": timeout, **transport.request_options}
+        sent_headers: Mapping[str, str] = headers
+        if transport.fixed_headers:
+            sent_headers = CIMultiDict(headers)
+            sent_headers.extend(transport.fixed_headers)
+        kwargs: dict[str, Any] = {
+            "headers": sent_headers,
+            "data": data,
+            "timeout": timeout,
+            **transport.request_options,
+        }
         if ssl_context is not None:
             kwargs["ssl"] = ssl_context
         if method != "GET" and self.write_fence is not None and not _UNFENCED.get():

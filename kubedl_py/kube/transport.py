@@ -46,6 +46,8 @@ class Transport:
         self.session = session
         #: keyword arguments of every request (proxy, its credentials and headers, the TLS server name)
         self.request_options: dict[str, Any] = {}
+        #: headers every request carries, a name possibly repeated (impersonation: one Impersonate-Group each)
+        self.fixed_headers: list[tuple[str, str]] = []
 
     def use_proxy(
         self, proxy: str | None, headers: Mapping[str, str] | None = None, server_hostname: str | None = None
@@ -92,14 +94,12 @@ class AccessTransport(Transport):
         super().__init__(access.server, aiohttp.ClientSession(connector=connector, read_bufsize=READ_BUFFER))
         self.access = access
         self.use_proxy(access.proxy_url, server_hostname=access.tls_server_name)
+        # the API server reads each Impersonate-Group line as one group: they are sent as repeated headers
+        self.fixed_headers = list(access.impersonate)
 
     async def authorize(self, headers: dict[str, str], query: list[tuple[str, str]]) -> ssl.SSLContext | None:
         added, context = await self.access.headers()
         headers.update(added)
-        for name, value in self.access.impersonate:
-            # a header may repeat (several groups): aiohttp takes a multidict only, so they are joined, which
-            # the API server splits again (RFC 9110 list syntax)
-            headers[name] = f"{headers[name]},{value}" if name in headers else value
         return context
 
     def unauthorized(self) -> None:

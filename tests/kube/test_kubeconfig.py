@@ -54,7 +54,7 @@ async def server() -> AsyncIterator[Server]:
         common_name = next((v for rdn in (peer or {}).get("subject", ()) for k, v in rdn if k == "commonName"), None)
         got = {
             "authorization": request.headers.get("Authorization"),
-            "impersonate": {k: v for k, v in request.headers.items() if k.startswith("Impersonate-")},
+            "impersonate": [[k, v] for k, v in request.headers.items() if k.startswith("Impersonate-")],
             "cert": common_name,
         }
         seen.append(got)
@@ -203,11 +203,13 @@ async def test_basic_auth_and_impersonation_reach_the_server(server: Server, tmp
     )
     seen = await seen_by(server, config)
     assert seen["authorization"] == "Basic " + b64(b"admin:secret")
-    assert seen["impersonate"] == {
-        "Impersonate-User": "jane",
-        "Impersonate-Group": "dev,ops",
-        "Impersonate-Extra-scopes": "view",
-    }
+    # one header line per group, as kubectl sends them: the API server takes each line as one group
+    assert seen["impersonate"] == [
+        ["Impersonate-User", "jane"],
+        ["Impersonate-Group", "dev"],
+        ["Impersonate-Group", "ops"],
+        ["Impersonate-Extra-scopes", "view"],
+    ]
 
 
 def exec_plugin(tmp_path: Path, *, token: str, expires_in: float | None, cert: pki.KeyPair | None = None) -> Path:
