@@ -26,6 +26,7 @@ from urllib.parse import parse_qsl
 
 import aiohttp
 from aiohttp import web
+from multidict import CIMultiDict
 
 from kubedl_local.faults import Faults, RequestInfo, RequestLog, RequestRecord, verb_of
 
@@ -158,14 +159,15 @@ class FaultProxy:
         if info.verb == "watch" and resuming and self.faults.pick(info, "expire-watch") is not None:
             return await _expired_watch(request, query["resourceVersion"])
         cut = self.faults.pick(info, "cut-watch") if info.verb == "watch" else None
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
+        # a multidict: a header may repeat (one Impersonate-Group line per group), and every line is forwarded
+        forwarded = CIMultiDict((k, v) for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP)
         session = self._passthrough if "Authorization" in request.headers else self._session
         assert session is not None
         body = await request.read() if request.can_read_body else None
         upstream = await session.request(
             request.method,
             self.upstream + request.path_qs,
-            headers=headers,
+            headers=forwarded,
             data=body,
             allow_redirects=False,
         )
@@ -173,7 +175,7 @@ class FaultProxy:
             response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
             for key, value in upstream.headers.items():
                 if key.lower() not in _HOP_BY_HOP and key.lower() != "content-encoding":
-                    response.headers[key] = value
+                    response.headers.add(key, value)  # repeated ones (Warning, Audit-Id...) all come back
             if upstream.headers.get("Content-Encoding"):
                 response.headers["Content-Encoding"] = upstream.headers["Content-Encoding"]
             task = asyncio.current_task()
