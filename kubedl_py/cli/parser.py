@@ -110,7 +110,7 @@ class ChooseCommand:
 
 class _TopParser(argparse.ArgumentParser):
     """The top-level parser: its description names the registered kinds, whose plug-ins (pydantic models) are
-    imported only when the help is printed, not for every command (tests/cli/test_startup.py)."""
+    imported only when the help is printed, not for every command (tests/sdk/test_cli_startup.py)."""
 
     def format_help(self) -> str:
         self.description = description()
