@@ -36,11 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client as k8s
-from kubernetes_asyncio import config as k8s_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_controller import Arrivals, same_objects, services_per_job
+from bench.bench_controller import Arrivals, k8s_configuration, same_objects, services_per_job
 from bench.contenders import BARE, CONTENDERS, Contender, Usage, chosen, job_phase_running
 from bench.harness import bounded, environment, metric_sum
 from bench.realplane import RealCluster, real_cluster
@@ -121,13 +120,6 @@ async def warm_up(kube: KubeClient, resource: Resource, body: dict[str, Any], na
         if time.monotonic() > deadline:
             raise RuntimeError(f"the warm-up {resource.kind} {name} was not deleted")
         await asyncio.sleep(0.05)
-
-
-async def k8s_configuration(kubeconfig: Path) -> k8s.Configuration:
-    """kubernetes-asyncio's own configuration of ``kubeconfig`` (the bare client is kubernetes-asyncio itself)."""
-    configuration = k8s.Configuration()
-    await k8s_config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
-    return configuration
 
 
 async def bare_run(cluster: RealCluster, jobs: int, replicas: int) -> dict[str, Any]:

@@ -116,12 +116,33 @@ class Kubeconfig:
         return access
 
 
+#: the last files read and what they held, keyed by each file's path, mtime and size: a command resolves its
+#: namespace from the kubeconfig and then opens its client from it, and the second read is this one
+_last_read: tuple[tuple[tuple[str, int, int], ...], Kubeconfig] | None = None
+
+
 def read_kubeconfig(paths: str | os.PathLike[str] | Sequence[str]) -> Kubeconfig:
-    """Read and merge kubeconfig files (a path, a ``os.pathsep``-joined list or a sequence of paths)."""
+    """Read and merge kubeconfig files (a path, a ``os.pathsep``-joined list or a sequence of paths); files
+    unchanged since the last call are not parsed again."""
+    global _last_read
     if isinstance(paths, str | os.PathLike):
         files = [p for p in os.fspath(paths).split(os.pathsep) if p]
     else:
         files = list(paths)
+    try:
+        stats = [os.stat(os.path.expanduser(file)) for file in files]
+        stamp = tuple((file, st.st_mtime_ns, st.st_size) for file, st in zip(files, stats, strict=True))
+    except OSError:
+        stamp = None  # reading below says what is wrong
+    if stamp is not None and _last_read is not None and _last_read[0] == stamp:
+        return _last_read[1]
+    merged = _read(files)
+    if stamp is not None:
+        _last_read = (stamp, merged)
+    return merged
+
+
+def _read(files: list[str]) -> Kubeconfig:
     merged = Kubeconfig(paths=tuple(files))
     for file in files:
         path = Path(file).expanduser()

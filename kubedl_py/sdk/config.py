@@ -88,8 +88,13 @@ def resolve_config(
     if context is not None and context not in read.contexts:
         names = ", ".join(read.contexts) or "none"
         raise ConfigurationError(f"context {context!r} not found in {joined} (contexts: {names})")
-    if name is None or name not in read.contexts:
+    if name is None:
         raise ConfigurationError(f"kubeconfig {joined} has no current-context: pass {words.context}")
+    if name not in read.contexts:
+        names = ", ".join(read.contexts) or "none"
+        raise ConfigurationError(
+            f"kubeconfig {joined}: current-context {name!r} is not one of its contexts ({names}): pass {words.context}"
+        )
     ns = namespace or read.contexts[name].get("namespace") or "default"
     return ResolvedConfig(joined, name if context else None, str(ns))
 

@@ -412,3 +412,13 @@ def test_no_secret_shows_in_a_repr(tmp_path: Path) -> None:
     shown = repr(read_kubeconfig(config).access())
     assert "s3cret" not in shown and "KEY" not in shown, shown
     assert "https://127.0.0.1:9" in shown
+
+
+def test_an_unchanged_kubeconfig_is_parsed_once_and_a_changed_one_again(tmp_path: Path) -> None:
+    """A command reads its kubeconfig twice (the namespace, then the client): the second read is the first's."""
+    config = write_config(tmp_path / "config", cluster={"server": "https://a:6443"}, user={"token": "t"})
+    first = read_kubeconfig(config)
+    assert read_kubeconfig(config) is first
+    write_config(config, cluster={"server": "https://elsewhere:6443"}, user={"token": "t"})
+    again = read_kubeconfig(config)
+    assert again is not first and again.access().server == "https://elsewhere:6443"

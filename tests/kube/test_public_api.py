@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
+
+import pytest
+
 from kubedl_py import kube
 from kubedl_py.kube.health import parse_addr
 
@@ -70,3 +74,16 @@ def test_parse_addr() -> None:
     assert parse_addr("127.0.0.1:8080") == ("127.0.0.1", 8080)
     assert parse_addr(":9090") == ("0.0.0.0", 9090)
     assert parse_addr("[::1]:80") == ("::1", 80)
+
+
+def test_the_lazy_packages_export_exactly_what_they_list() -> None:
+    """kubedl_py.api and kubedl_py.kube hand out their names on first use (kubedl_py/_lazy.py): every name of
+    ``__all__`` has a home, every home holds its name, and nothing else is handed out."""
+    for package_name in ("kubedl_py.api", "kubedl_py.kube"):
+        package = importlib.import_module(package_name)
+        where = package._WHERE
+        assert sorted(where) == sorted(package.__all__), package_name
+        for name in package.__all__:
+            assert getattr(package, name) is not None, f"{package_name}.{name}"
+        with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
+            package.not_a_name  # noqa: B018
