@@ -51,6 +51,16 @@ def test_which_pods_are_worth_a_look_at_their_node(candidate: dict[str, Any], lo
     assert not recovery.suspect(candidate, NOW, 60)  # not scheduled: no node to lose
 
 
+def test_a_pending_pod_counts_its_time_on_the_node_from_its_binding() -> None:
+    """A pod the scheduler bound late is not long on its node: created two minutes ago, bound 10 s ago, it
+    costs no read of its node; bound two minutes ago, it does."""
+    late = pod("Pending", ready=False, created=-120)
+    late["status"]["conditions"].append({"type": "PodScheduled", "status": "True", "lastTransitionTime": stamp(-10)})
+    assert not recovery.suspect(late, NOW, 60)
+    late["status"]["conditions"][-1]["lastTransitionTime"] = stamp(-90)
+    assert recovery.suspect(late, NOW, 60)
+
+
 def test_a_nodes_readiness_and_since_when() -> None:
     node = {
         "metadata": {"name": "n1"},

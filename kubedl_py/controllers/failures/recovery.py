@@ -243,7 +243,7 @@ def suspect(pod: Object, now: datetime, timeout: float) -> bool:
     """Whether a pod might be on a lost node, so its node is worth a read: marked not Ready while Running
     (what the node lifecycle controller does to a lost node's pods, and stays so once taint eviction deletes
     them), past the end of its deletion grace (no kubelet confirmed it), or Pending on a node for longer than
-    the timeout."""
+    the timeout (counted from when it was bound, else from its creation)."""
     if not node_of(pod):
         return False
     meta = pod.get("metadata") or {}
@@ -255,9 +255,19 @@ def suspect(pod: Object, now: datetime, timeout: float) -> bool:
     if phase == "Running":
         return any(c.get("type") == "Ready" and c.get("status") != "True" for c in status.get("conditions") or [])
     if phase == "Pending" and deleted is None:
-        created = parse_time(meta.get("creationTimestamp")) or now
-        return (now - created).total_seconds() >= timeout
+        bound = bound_at(pod) or parse_time(meta.get("creationTimestamp")) or now
+        return (now - bound).total_seconds() >= timeout
     return False
+
+
+def bound_at(pod: Object) -> datetime | None:
+    """When the scheduler put the pod on its node (``PodScheduled`` True's transition), if it says. A pod that
+    waited a minute for the scheduler is not a minute on its node: counted from its creation, every pod of a
+    large job the scheduler took its time over looked lost and cost its node a read (issue 53)."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
+            return parse_time(condition.get("lastTransitionTime"))
+    return None
 
 
 def node_lost_timeout(job: TrainingJob, default: int) -> int:
