@@ -149,11 +149,14 @@ class Contender:
 TRAINING_OPERATOR = peers.PEERS["training-operator"]
 KUBEDL = peers.PEERS["kubedl"]
 BARE = Contender("bare-client", "bare-client", None)
+#: the bare client in KubeDL's order: a job's Workers once its Master runs (issue 53: is a paced burst faster?)
+BARE_MASTER_FIRST = Contender("bare-client-master-first", "bare-client", None)
 KUBEDL_PY = Contender("kubedl-py", KUBEDL_PY_USER, PYTORCHJOBS)
 CONTENDERS: dict[str, Contender] = {
     contender.name: contender
     for contender in (
         BARE,
+        BARE_MASTER_FIRST,
         KUBEDL_PY,
         Contender("training-operator", "training-operator", TRAINING_OPERATOR.job, "training-operator"),
         Contender(

@@ -32,6 +32,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ from kubernetes_asyncio import client as k8s
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_controller import Arrivals, k8s_configuration, same_objects, services_per_job
-from bench.contenders import BARE, CONTENDERS, Contender, Usage, chosen, job_phase_running
+from bench.contenders import BARE, BARE_MASTER_FIRST, CONTENDERS, Contender, Usage, chosen, job_phase_running
 from bench.harness import bounded, environment, metric_sum
 from bench.realplane import RealCluster, real_cluster
 from harness import peers
@@ -57,8 +58,12 @@ class RunningPods:
     """Watches the namespace's pods and notes when ``target`` of them are Running at once (seen on the watch, not
     by polling: a list every few seconds would both load the API server and round the time to its period)."""
 
-    def __init__(self, kube: KubeClient, namespace: str, target: int) -> None:
+    def __init__(
+        self, kube: KubeClient, namespace: str, target: int, on_running: Callable[[str], None] | None = None
+    ) -> None:
         self.kube, self.namespace, self.target = kube, namespace, target
+        #: called with a pod's name the first time the watch shows it Running
+        self.on_running = on_running
         self.done: float | None = None
         self.task: asyncio.Task[None] | None = None
 
@@ -78,6 +83,8 @@ class RunningPods:
                     version = metadata.get("resourceVersion", version)
                     name = metadata.get("name", "")
                     if event.type != "DELETED" and event.object.get("status", {}).get("phase") == "Running":
+                        if name not in running and self.on_running is not None:
+                            self.on_running(name)
                         running.add(name)
                     else:
                         running.discard(name)
@@ -122,30 +129,60 @@ async def warm_up(kube: KubeClient, resource: Resource, body: dict[str, Any], na
         await asyncio.sleep(0.05)
 
 
-async def bare_run(cluster: RealCluster, jobs: int, replicas: int) -> dict[str, Any]:
+Made = list[tuple[str, dict[str, Any]]]
+
+
+def staged(objects: Made) -> tuple[Made, dict[str, Made]]:
+    """KubeDL's order: every Service and each job's Master pod first; a job's Worker pods (by its Master's pod
+    name) once that Master runs."""
+    first: Made = []
+    later: dict[str, Made] = {}
+    for kind, body in objects:
+        name = body["metadata"]["name"]
+        job, replica_type, _ = name.rsplit("-", 2)
+        if kind == "pods" and replica_type != "master":
+            later.setdefault(f"{job}-master-0", []).append((kind, body))
+        else:
+            first.append((kind, body))
+    return first, later
+
+
+async def bare_run(cluster: RealCluster, jobs: int, replicas: int, *, master_first: bool = False) -> dict[str, Any]:
+    """The bare client: kubedl-py's pods and Services made directly, 32 in flight, all at once; with
+    ``master_first`` in KubeDL's order (:func:`staged`), the same 32 slots shared by both steps."""
+    objects = same_objects(jobs, replicas, NS)
+    first, later = staged(objects) if master_first else (objects, {})
     async with KubeClient(kubeconfig=cluster.admin) as admin:
         await create_namespace(admin, NS)
         for kind, body in same_objects(1, 1, NS):
             await warm_up(admin, PODS if kind == "pods" else SERVICES, {**body, "metadata": {"name": "warm-up"}})
         arrivals = Arrivals(admin, NS, jobs * replicas, jobs * services_per_job(replicas))
         await arrivals.start()
-        running = RunningPods(admin, NS, jobs * replicas)
+        slots = asyncio.Semaphore(CONCURRENCY)
+        follow_ups: list[asyncio.Task[None]] = []
+        running = RunningPods(
+            admin, NS, jobs * replicas, lambda name: follow_ups.extend(made(*item) for item in later.pop(name, []))
+        )
         await running.start()
-        objects = same_objects(jobs, replicas, NS)
         mark = cluster.audit_mark()
         api = k8s.ApiClient(await k8s_configuration(cluster.user("bare-client")))
         try:
             core = k8s.CoreV1Api(api)
 
             async def create(kind: str, body: dict[str, Any]) -> None:
-                if kind == "pods":
-                    await core.create_namespaced_pod(NS, body, _preload_content=False)
-                else:
-                    await core.create_namespaced_service(NS, body, _preload_content=False)
+                async with slots:
+                    if kind == "pods":
+                        await core.create_namespaced_pod(NS, body, _preload_content=False)
+                    else:
+                        await core.create_namespaced_service(NS, body, _preload_content=False)
+
+            def made(kind: str, body: dict[str, Any]) -> asyncio.Task[None]:
+                return asyncio.create_task(create(kind, body))
 
             started = time.monotonic()
-            await bounded(CONCURRENCY, [create(kind, body) for kind, body in objects])
+            await asyncio.gather(*(create(kind, body) for kind, body in first))
             finished = await arrivals.wait()
+            await asyncio.gather(*follow_ups)
             # What the control plane allows (issue 53): the same pods, made as fast as the API server takes them,
             # until every one runs; each controller's all-Running time is a ratio to this.
             try:
@@ -347,8 +384,9 @@ def main(argv: list[str] | None = None) -> int:
                 with real_cluster(
                     tmp, nodes=nodes, install=contender.install, scheduler_qps=args.scheduler_qps
                 ) as cluster:
-                    if contender is BARE:
-                        result = asyncio.run(bare_run(cluster, args.jobs, args.replicas))
+                    if contender.resource is None:
+                        master_first = contender is BARE_MASTER_FIRST
+                        result = asyncio.run(bare_run(cluster, args.jobs, args.replicas, master_first=master_first))
                     else:
                         result = asyncio.run(
                             controller_run(

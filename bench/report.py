@@ -18,6 +18,7 @@ SETTINGS = frozenset(
 )
 ORDER = [
     "bare-client",
+    "bare-client-master-first",
     "kubedl-py",
     "training-operator",
     "training-operator-raised",

@@ -47,3 +47,21 @@ def test_the_dated_run_report_shows_only_the_newest_runs_entries_and_counts_roun
     assert "existed first in 2 of 3 rounds, its pods all ran first in 2 of 3" in text
     assert "| kubedl-py | 3 | 12.00 s (11.00-13.00) | 1.20 (1.10-1.30) | 21.00 s (20.00-30.00) |" in text
     assert dated_run({"unstamped": {"summary": {}}}) == []
+
+
+def test_the_master_first_bare_client_makes_services_and_masters_then_each_jobs_workers_after_its_master() -> None:
+    from bench.bench_controller import same_objects
+    from bench.real_controller import staged
+
+    objects = same_objects(3, 4, "bench")
+    first, later = staged(objects)
+    pods_first = sorted(body["metadata"]["name"] for kind, body in first if kind == "pods")
+    assert pods_first == ["job-0-master-0", "job-1-master-0", "job-2-master-0"]
+    assert sum(1 for kind, _ in first if kind == "services") == sum(1 for kind, _ in objects if kind == "services")
+    assert sorted(later) == pods_first
+    assert [body["metadata"]["name"] for _, body in later["job-1-master-0"]] == [
+        "job-1-worker-0",
+        "job-1-worker-1",
+        "job-1-worker-2",
+    ]
+    assert len(first) + sum(len(items) for items in later.values()) == len(objects)  # nothing lost, nothing twice
