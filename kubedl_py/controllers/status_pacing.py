@@ -10,6 +10,11 @@ have stopped for ``settle`` seconds, or after ``longest`` seconds whatever happe
 then says ``Created`` and ``Running`` in one write. Any other change (Running, Restarting, Failed, Succeeded,
 Suspended, a reason to wait) is written at once, as before.
 
+**A burst** (:data:`BURST` or more jobs' first reports held at once) keeps each held after the creations stop
+too, until its own pods run, so that it says ``Created`` and ``Running`` in one write, not two in the seconds
+in which the kubelets report 8 pods per job and the scheduler binds them (issue 53); or until ``longest``, or
+until fewer than :data:`BURST` are left held (then the rest go out). A job or two alone are held as before.
+
 The reconcile asks :meth:`StatusYield.holds`; the writes are counted by :meth:`StatusYield.writing`; a held job
 is woken through ``wake`` (the controller's work queue), so no job waits on a timer of its own.
 """
@@ -26,14 +31,17 @@ LONGEST = 10.0
 #: how long the writes must have stopped before the held first writes go out (seconds): the gaps between one
 #: job's creations and the next job's in a burst are shorter
 SETTLE = 0.1
+#: how many jobs' first reports held at once keep each held until its own pods run (see the module docstring)
+BURST = 8
 
 
 class StatusYield:
     """First status writes held while this reconciler writes pods and Services (see the module docstring)."""
 
-    def __init__(self, *, longest: float = LONGEST, settle: float = SETTLE) -> None:
+    def __init__(self, *, longest: float = LONGEST, settle: float = SETTLE, burst: int = BURST) -> None:
         self.longest = longest
         self.settle = settle
+        self.burst = burst
         #: puts a job back in the work queue (``Controller.queue.add``); None: nothing is ever held
         self.wake: Callable[[str], None] | None = None
         self._writing = 0
@@ -58,14 +66,15 @@ class StatusYield:
                 self._quiet = asyncio.get_running_loop().call_later(self.settle, self._release_if_quiet)
 
     def holds(self, key: str) -> bool:
-        """Whether job ``key``'s first report waits now. If it does, the job is woken when the writes stop, or
-        when it has waited ``longest`` seconds; if it does not, the write goes out and the job is forgotten."""
+        """Whether job ``key``'s first report waits now. If it does, the job is woken when the writes stop (in a
+        burst: when the burst is over), or when it has waited ``longest`` seconds; if it does not, the write goes
+        out and the job is forgotten."""
         if self.wake is None:
             return False
         now = time.monotonic()
         first = self._held.setdefault(key, now)
-        if self._writing == 0 or now - first >= self.longest:
-            del self._held[key]
+        if not self._busy() or now - first >= self.longest:
+            self._let_go(key)
             return False
         if self._due is None:
             self._due = asyncio.get_running_loop().call_later(first + self.longest - now, self._release_due)
@@ -73,11 +82,22 @@ class StatusYield:
 
     def forget(self, key: str) -> None:
         """Job ``key`` has nothing to hold any more (its status says more than Created, or it is gone)."""
-        self._held.pop(key, None)
+        if key in self._held:
+            self._let_go(key)
+
+    def _busy(self) -> bool:
+        """Creations in flight, or a burst of first reports waiting for their pods."""
+        return self._writing > 0 or len(self._held) >= self.burst
+
+    def _let_go(self, key: str) -> None:
+        was_burst = len(self._held) >= self.burst
+        del self._held[key]
+        if was_burst and not self._busy():
+            self._release(list(self._held))  # the burst is over: the few still held go out
 
     def _release_if_quiet(self) -> None:
         self._quiet = None
-        if self._writing == 0:
+        if not self._busy():
             self._release(list(self._held))
 
     def _release_due(self) -> None:

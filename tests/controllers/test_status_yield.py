@@ -131,6 +131,23 @@ async def test_a_forgotten_job_is_not_woken() -> None:
         await woken.next(0.2)
 
 
+async def test_a_burst_stays_held_after_the_creations_until_few_are_left() -> None:
+    """Eight jobs' first reports held at once: the creations stopping wakes none of them (each waits for its own
+    pods, then says Created and Running in one write); once one has gone (its pods ran) fewer than eight are
+    left and those go out. Two jobs alone are woken when the writes stop, as before."""
+    held, woken = woken_yield(settle=0.01, burst=8)
+    keys = [f"ns/j{i}" for i in range(8)]
+    with held.writing():
+        assert all(held.holds(key) for key in keys)
+    with pytest.raises(TimeoutError):
+        await woken.next(0.2)
+    assert held.holds("ns/j3")  # reconciled meanwhile (a pod started): still held, the burst goes on
+    held.forget("ns/j0")  # its pods all run: its report is no first report any more, and goes out at once
+    assert {await woken.next(1.0) for _ in range(7)} == set(keys[1:])
+    assert not any(held.holds(key) for key in keys[1:])
+    assert held.held == frozenset()
+
+
 class Patches:
     """The client as ``Reporter.write`` uses it: records the status patches it is sent."""
 
