@@ -6,8 +6,8 @@ subject, each with the events that came before it (what a replay needs). Nothing
 to a cluster: the checker is plain state over the objects, so each rule is pinned down by a unit test
 (tests/test_invariants.py) and a controller that breaks one is caught the moment the event shows it.
 
-The invariants so far (the rest of issue 55's list: job status against its pods, budgets by class, stuck jobs,
-namespaces, write rates, a deposed leader, ranks wired to strangers' objects, are not written yet):
+The invariants so far (the rest of issue 55's list: budgets by class, namespaces, a deposed leader's writes,
+ranks wired to strangers' objects, need the soak's knowledge of what it injected and are not written yet):
 
 - **one live pod per replica**: never two pods of one replica (job uid, type, index) that are neither
   terminating nor finished;
@@ -15,11 +15,17 @@ namespaces, write rates, a deposed leader, ranks wired to strangers' objects, ar
   from the moment a pod is bound until it is gone or finished (a terminating pod still holds its port);
 - **Services follow their pods**: a replica's Service whose ``targetPort`` is not the port of the same name on
   the replica's live, Running pod for longer than ``repoint_bound`` seconds;
-- **nothing outlives its job**: a pod or Service of a deleted job still there ``orphan_bound`` seconds after.
+- **nothing outlives its job**: a pod or Service of a deleted job still there ``orphan_bound`` seconds after;
+- **Running means running**: a job whose ``Running`` condition is True while one of its replicas has no live
+  pod for longer than ``running_bound`` seconds;
+- **no job stuck**: a job neither Succeeded nor Failed ``stuck_bound`` seconds after the checker first saw it;
+- **no Service write storm**: more than ``service_writes`` changes of one job's Services within
+  ``service_window`` seconds (an adversary found a controller fight that rewrote them without end).
 """
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections import deque
 from collections.abc import Callable
@@ -36,6 +42,9 @@ ONE_LIVE_POD = "one live pod per replica"
 ONE_POD_PER_PORT = "one pod per host port"
 SERVICE_FOLLOWS_POD = "Services follow their pods"
 NOTHING_OUTLIVES_JOB = "nothing outlives its job"
+RUNNING_MEANS_RUNNING = "Running means running"
+NO_JOB_STUCK = "no job stuck"
+NO_SERVICE_STORM = "no Service write storm"
 
 
 @dataclass(frozen=True)
@@ -86,6 +95,22 @@ def host_ports(pod: Object) -> list[tuple[str, int]]:
     ]
 
 
+def condition_true(job: Object, kind: str) -> bool:
+    return any(
+        c.get("type") == kind and c.get("status") == "True" for c in (job.get("status") or {}).get("conditions") or []
+    )
+
+
+def replica_counts(job: Object) -> dict[str, int]:
+    """``{type (lower case, as the pods' label): replicas}`` from the job's ``*ReplicaSpecs`` (any kind)."""
+    counts: dict[str, int] = {}
+    for key, specs in (job.get("spec") or {}).items():
+        if key.endswith("ReplicaSpecs") and isinstance(specs, dict):
+            for rtype, spec in specs.items():
+                counts[str(rtype).lower()] = int((spec or {}).get("replicas", 1))
+    return counts
+
+
 def named_port(pod: Object, name: str) -> int | None:
     for container in (pod.get("spec") or {}).get("containers") or []:
         for port in container.get("ports") or []:
@@ -101,6 +126,10 @@ class Checker:
 
     repoint_bound: float = 5.0
     orphan_bound: float = 30.0
+    running_bound: float = 30.0
+    stuck_bound: float = 900.0
+    service_writes: int = 20
+    service_window: float = 10.0
     clock: Callable[[], float] = time.monotonic
     history: int = 50
     _pods: dict[str, Object] = field(default_factory=dict)  # by uid
@@ -110,6 +139,10 @@ class Checker:
     _ports: dict[tuple[str, int], set[str]] = field(default_factory=dict)  # pod uids holding a node's port
     _deleted_jobs: dict[str, float] = field(default_factory=dict)  # job uid -> when it was deleted
     _mismatch: dict[str, tuple[float, str]] = field(default_factory=dict)  # Service key -> (since, what)
+    _jobs: dict[str, Object] = field(default_factory=dict)  # by uid
+    _missing: dict[tuple[str, str, str], float] = field(default_factory=dict)  # (job uid, type, index) -> since
+    _deadlines: list[tuple[float, str]] = field(default_factory=list)  # heap of (stuck deadline, job uid)
+    _service_writes: dict[str, deque[float]] = field(default_factory=dict)  # job uid -> times of changes
     _said: set[tuple[str, str]] = field(default_factory=set)
     _events: deque[str] = field(default_factory=deque)
 
@@ -129,6 +162,7 @@ class Checker:
         if replica is not None:
             for key in self._services_of.get(replica, set()):
                 self._compare(key)
+            self._count_missing(replica[1])
         return [*found, *self.tick()]
 
     def service(self, event: str, service: Object) -> list[Violation]:
@@ -138,13 +172,29 @@ class Checker:
         old = self._services.pop(key, None)
         if old is not None and (replica := replica_of(old)) is not None:
             self._services_of.get(replica, set()).discard(key)
+        found: list[Violation] = []
         if event == "DELETED":
             self._mismatch.pop(key, None)
         else:
             self._services[key] = service
             if (replica := replica_of(service)) is not None:
                 self._services_of.setdefault(replica, set()).add(key)
+                if event == "MODIFIED":
+                    found += self._count_service_write(replica[1], key)
             self._compare(key)
+        return [*found, *self.tick()]
+
+    def job(self, event: str, job: Object) -> list[Violation]:
+        uid = str(_meta(job).get("uid") or "")
+        self._note(event, "job", job)
+        if event == "DELETED":
+            self._jobs.pop(uid, None)
+            self._count_missing(uid)
+            return self.job_deleted(uid)
+        if uid not in self._jobs:
+            heapq.heappush(self._deadlines, (self.clock() + self.stuck_bound, uid))
+        self._jobs[uid] = job
+        self._count_missing(uid)
         return self.tick()
 
     def job_deleted(self, uid: str) -> list[Violation]:
@@ -154,7 +204,12 @@ class Checker:
 
     def tick(self) -> list[Violation]:
         """The time-bound invariants, as of now (call it between events too)."""
-        return [*self._services_follow_pods(), *self._nothing_outlives_jobs()]
+        return [
+            *self._services_follow_pods(),
+            *self._nothing_outlives_jobs(),
+            *self._running_means_running(),
+            *self._no_job_stuck(),
+        ]
 
     # -------------------------------------------------------------------------------------- invariants
 
@@ -225,6 +280,56 @@ class Checker:
                     NOTHING_OUTLIVES_JOB, f"{what} {name}", f"{what} {name} is there {after:.1f} s after its job"
                 )
         return found
+
+    def _count_missing(self, uid: str) -> None:
+        """Which replicas of job ``uid`` lack a live pod while it says Running (each timed from when first seen)."""
+        job = self._jobs.get(uid)
+        namespace = str(_meta(job).get("namespace") or "") if job is not None else ""
+        wanted: set[tuple[str, str, str]] = set()
+        if job is not None and condition_true(job, "Running") and not condition_true(job, "Restarting"):
+            for rtype, count in replica_counts(job).items():
+                for index in range(count):
+                    uids = self._by_replica.get((namespace, uid, rtype, str(index)), set())
+                    if not any(live(self._pods[pod]) for pod in uids):
+                        wanted.add((uid, rtype, str(index)))
+        for key in [key for key in self._missing if key[0] == uid and key not in wanted]:
+            del self._missing[key]
+        for key in wanted:
+            self._missing.setdefault(key, self.clock())
+
+    def _running_means_running(self) -> list[Violation]:
+        now = self.clock()
+        found: list[Violation] = []
+        for (uid, rtype, index), since in list(self._missing.items()):
+            if now - since > self.running_bound:
+                name = _meta(self._jobs.get(uid) or {}).get("name")
+                message = f"job {name} says Running, its {rtype} {index} has had no live pod for {now - since:.1f} s"
+                found += self._say(RUNNING_MEANS_RUNNING, f"{uid}/{rtype}/{index}", message)
+        return found
+
+    def _no_job_stuck(self) -> list[Violation]:
+        now = self.clock()
+        found: list[Violation] = []
+        while self._deadlines and self._deadlines[0][0] <= now:
+            _, uid = heapq.heappop(self._deadlines)
+            job = self._jobs.get(uid)
+            if job is None or condition_true(job, "Succeeded") or condition_true(job, "Failed"):
+                continue
+            meta = _meta(job)
+            message = f"job {meta.get('namespace')}/{meta.get('name')} unfinished {self.stuck_bound:.0f} s on"
+            found += self._say(NO_JOB_STUCK, uid, message)
+        return found
+
+    def _count_service_write(self, uid: str, key: str) -> list[Violation]:
+        now = self.clock()
+        times = self._service_writes.setdefault(uid, deque())
+        times.append(now)
+        while times and now - times[0] > self.service_window:
+            times.popleft()
+        if len(times) <= self.service_writes:
+            return []
+        message = f"{len(times)} changes of job {uid}'s Services within {self.service_window:.0f} s (last: {key})"
+        return self._say(NO_SERVICE_STORM, uid, message)
 
     # ------------------------------------------------------------------------------------------ helpers
 

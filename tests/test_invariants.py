@@ -7,9 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from bench.invariants import (
+    NO_JOB_STUCK,
+    NO_SERVICE_STORM,
     NOTHING_OUTLIVES_JOB,
     ONE_LIVE_POD,
     ONE_POD_PER_PORT,
+    RUNNING_MEANS_RUNNING,
     SERVICE_FOLLOWS_POD,
     Checker,
 )
@@ -114,3 +117,55 @@ def test_a_pod_or_service_left_after_its_job_is_caught_after_the_bound() -> None
     assert [(v.invariant, v.message.split(" is there")[0]) for v in found] == [
         (NOTHING_OUTLIVES_JOB, "service a/j-worker-0")
     ]
+
+
+def job(uid: str = "j1", *, workers: int = 2, conditions: tuple[str, ...] = ("Created", "Running")) -> dict[str, Any]:
+    return {
+        "metadata": {"name": f"job-{uid}", "namespace": "a", "uid": uid},
+        "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": workers}}},
+        "status": {"conditions": [{"type": kind, "status": "True"} for kind in conditions]},
+    }
+
+
+def test_a_job_that_says_running_with_a_replica_lacking_a_pod_beyond_the_bound() -> None:
+    clock = Clock()
+    checker = Checker(running_bound=30.0, clock=clock)
+    checker.pod("ADDED", pod("w0", index=0))
+    checker.pod("ADDED", pod("w1", index=1, port=20002))
+    assert checker.job("ADDED", job()) == []
+    checker.pod("DELETED", pod("w1", index=1, port=20002))  # a failover: replaced within the bound is fine
+    clock.now += 10.0
+    checker.pod("ADDED", pod("w1-b", index=1, port=20003))
+    clock.now += 60.0
+    assert checker.tick() == []
+    checker.pod("DELETED", pod("w1-b", index=1, port=20003))  # never replaced, the job still says Running
+    clock.now += 31.0
+    found = checker.tick()
+    assert [v.invariant for v in found] == [RUNNING_MEANS_RUNNING]
+    assert "worker 1" in found[0].message
+
+
+def test_a_job_unfinished_past_its_deadline_is_stuck_and_a_finished_one_is_not() -> None:
+    clock = Clock()
+    checker = Checker(stuck_bound=100.0, clock=clock)
+    checker.job("ADDED", job("done", workers=0))
+    checker.job("ADDED", job("hung", workers=0))
+    clock.now += 50.0
+    checker.job("MODIFIED", job("done", workers=0, conditions=("Created", "Succeeded")))
+    clock.now += 51.0
+    assert [(v.invariant, v.message) for v in checker.tick()] == [(NO_JOB_STUCK, "job a/job-hung unfinished 100 s on")]
+
+
+def test_a_storm_of_service_writes_is_caught_and_a_failovers_few_are_not() -> None:
+    clock = Clock()
+    checker = Checker(service_writes=20, service_window=10.0, clock=clock)
+    checker.service("ADDED", service("j-worker-0", 20001))
+    for port in range(20002, 20007):  # five failovers' re-points, one a second
+        clock.now += 1.0
+        assert checker.service("MODIFIED", service("j-worker-0", port)) == []
+    clock.now += 20.0
+    found = []
+    for step in range(25):  # two controllers fighting over it
+        clock.now += 0.1
+        found += checker.service("MODIFIED", service("j-worker-0", 20001 + step % 2))
+    assert [v.invariant for v in found] == [NO_SERVICE_STORM]
