@@ -6,6 +6,9 @@ subject, each with the events that came before it (what a replay needs). Nothing
 to a cluster: the checker is plain state over the objects, so each rule is pinned down by a unit test
 (tests/test_invariants.py) and a controller that breaks one is caught the moment the event shows it.
 
+``tests/reliability/invariants.py`` (``InvariantMonitor``, the chaos tests of ``make test``) checks three
+stricter safety rules of the same objects from its own watches; the two should become one, here.
+
 The invariants so far (the rest of issue 55's list: budgets by class, namespaces, a deposed leader's writes,
 ranks wired to strangers' objects, need the soak's knowledge of what it injected and are not written yet):
 

@@ -169,3 +169,20 @@ def test_a_storm_of_service_writes_is_caught_and_a_failovers_few_are_not() -> No
         clock.now += 0.1
         found += checker.service("MODIFIED", service("j-worker-0", 20001 + step % 2))
     assert [v.invariant for v in found] == [NO_SERVICE_STORM]
+
+
+def test_the_soaks_jobs_are_valid_pytorchjobs_of_both_network_modes_from_one_seed() -> None:
+    import random
+
+    from bench.chaos import chaos_job
+    from kubedl_py.api import parse_job
+
+    first = [chaos_job(f"j{i}", "chaos-a", random.Random(7)) for i in range(1)]
+    again = [chaos_job(f"j{i}", "chaos-a", random.Random(7)) for i in range(1)]
+    assert first == again  # the seed is the schedule
+    rng = random.Random(3)
+    jobs = [chaos_job(f"j{i}", "chaos-a", rng) for i in range(40)]
+    for document in jobs:
+        parse_job(document)  # refused by the models if the soak wrote something the API would refuse
+    modes = {(job["metadata"].get("annotations") or {}).get("kubedl.io/network-mode", "pod") for job in jobs}
+    assert modes == {"host", "pod"}
