@@ -126,13 +126,16 @@ class Soak:
         self.jobs: dict[str, dict[str, Any]] = {}  # namespace/name -> the latest copy seen
         self.submitted = 0
         self.finished: set[str] = set()
+        #: watch events the checker was fed
+        self.events = 0
 
     def _found(self, found: list[Violation]) -> None:
         for violation in found:
             self.violations.append(violation)
-            print(f"VIOLATION at {violation.at - self.started:.1f} s: {violation.invariant}: {violation.message}")
+            at = violation.at - self.started
+            print(f"VIOLATION at {at:.1f} s: {violation.invariant}: {violation.message}", flush=True)
             for event in violation.events[-10:]:
-                print(f"    {event}")
+                print(f"    {event}", flush=True)
 
     async def watch(self, resource: Resource) -> None:
         selector = OURS if resource in (PODS, SERVICES) else None
@@ -153,6 +156,7 @@ class Soak:
                 await asyncio.sleep(0.5)  # re-listed: what was missed comes as ADDED
 
     def _event(self, resource: Resource, kind: str, obj: dict[str, Any]) -> None:
+        self.events += 1
         if resource == PODS:
             self._found(self.checker.pod(kind, obj))
         elif resource == SERVICES:
@@ -279,6 +283,7 @@ async def soak(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         "faults": dict(run.faults),
         "jobs_submitted": run.submitted,
         "jobs_finished": len(run.finished),
+        "events_checked": run.events,
         "drained": drained,
         "violations": [
             {
@@ -327,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is not None:
         args.out.write_text(text + "\n")
     ok = not report["violations"] and report["drained"]
-    print(f"chaos: seed {args.seed}, {sum(report['faults'].values())} faults, {len(report['violations'])} violations")
+    faults, violations, events = sum(report["faults"].values()), len(report["violations"]), report["events_checked"]
+    print(f"chaos: seed {args.seed}, {faults} faults, {events} events checked, {violations} violations")
     return 0 if ok else 1
 
 
