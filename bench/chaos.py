@@ -128,6 +128,10 @@ class Soak:
         self.finished: set[str] = set()
         #: watch events the checker was fed
         self.events = 0
+        #: finished jobs already asked to go (not deleted again each second until their DELETED event)
+        self.deleting: set[str] = set()
+        #: thaws still to come (kept: the loop holds only weak references to its tasks)
+        self.thaws: set[asyncio.Task[None]] = set()
 
     def _found(self, found: list[Violation]) -> None:
         for violation in found:
@@ -182,7 +186,8 @@ class Soak:
         """Keep ``active`` unfinished jobs; delete each finished one."""
         while time.monotonic() < until:
             for key, job in list(self.jobs.items()):
-                if condition_true(job, "Succeeded") or condition_true(job, "Failed"):
+                if _done(job) and key not in self.deleting:
+                    self.deleting.add(key)
                     namespace, name = key.split("/", 1)
                     with contextlib.suppress(NotFound):
                         await self.kube.delete(PYTORCHJOBS, name, namespace=namespace)
@@ -222,7 +227,9 @@ class Soak:
             await asyncio.sleep(seconds)
             await self.kube.patch(NODES, node, {"metadata": {"labels": {POWER_LABEL: "on"}}})
 
-        asyncio.get_running_loop().create_task(thaw())
+        task = asyncio.get_running_loop().create_task(thaw())
+        self.thaws.add(task)
+        task.add_done_callback(self.thaws.discard)
         return True
 
     async def _controller_kill(self, nodes: list[str]) -> bool:

@@ -156,7 +156,7 @@ class Checker:
         self._note(event, "pod", pod)
         old = self._pods.pop(uid, None)
         if old is not None:
-            self._unindex_pod(uid, old)
+            self._index_pod(uid, old, add=False)
         if event != "DELETED":
             self._pods[uid] = pod
             self._index_pod(uid, pod)
@@ -336,19 +336,18 @@ class Checker:
 
     # ------------------------------------------------------------------------------------------ helpers
 
-    def _index_pod(self, uid: str, pod: Object) -> None:
+    def _index_pod(self, uid: str, pod: Object, *, add: bool = True) -> None:
+        """File pod ``uid`` under its replica and the node ports it holds (``add=False``: take it out)."""
         replica = replica_of(pod)
-        if replica is not None:
-            self._by_replica.setdefault(replica, set()).add(uid)
-        for held in host_ports(pod):
-            self._ports.setdefault(held, set()).add(uid)
-
-    def _unindex_pod(self, uid: str, pod: Object) -> None:
-        replica = replica_of(pod)
-        if replica is not None:
-            self._by_replica.get(replica, set()).discard(uid)
-        for held in host_ports(pod):
-            self._ports.get(held, set()).discard(uid)
+        places = [
+            *([self._by_replica.setdefault(replica, set())] if replica is not None else []),
+            *(self._ports.setdefault(held, set()) for held in host_ports(pod)),
+        ]
+        for place in places:
+            if add:
+                place.add(uid)
+            else:
+                place.discard(uid)
 
     def _note(self, event: str, what: str, obj: Object) -> None:
         meta = _meta(obj)
